@@ -1,0 +1,39 @@
+"""Flags and settings that several subcommands share."""
+
+from __future__ import annotations
+
+import argparse
+
+from pydantic import ValidationError
+
+from tui.cli.output import EXIT_USAGE, CliError
+from tui.config import Settings, load_settings
+
+
+def add_json_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="one JSON document on stdout (messages go to stderr)")
+
+
+def add_server_options(parser: argparse.ArgumentParser) -> None:
+    """--url, --api, --model, --timeout; the API key comes from PHASETOP_API_KEY or the config file."""
+    parser.add_argument("--url", help="server base URL (default: settings, else http://127.0.0.1:8000)")
+    parser.add_argument("--api", choices=("auto", "openai", "ollama", "llamacpp"), help="wire API (default: auto-detect)")
+    parser.add_argument("--model", help="model name (default: the server's first model)")
+    parser.add_argument("--timeout", type=float, dest="timeout_s", metavar="S", help="longest silence from the server, seconds (default 30)")
+
+
+def settings_from(args: argparse.Namespace, **extra: object) -> Settings:
+    """Settings with this command's flags on top; a bad value or config file is a usage error."""
+    flags = {name: getattr(args, name, None) for name in ("url", "api", "model", "timeout_s")}
+    try:
+        return load_settings(getattr(args, "config", None), **flags, **extra)
+    except (ValidationError, FileNotFoundError, ValueError) as error:
+        raise CliError(f"bad settings: {_one_line(error)}", EXIT_USAGE) from None
+
+
+def _one_line(error: Exception) -> str:
+    if isinstance(error, ValidationError):
+        first = error.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        return f"{where}: {first['msg']}"
+    return str(error)

@@ -1,0 +1,1 @@
+"""Pure measurement core: records, statistics, roofline math. Imports neither Textual nor httpx."""

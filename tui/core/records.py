@@ -1,0 +1,177 @@
+"""What one request measured, and the phase figures SPEC defines on it.
+
+Definitions match `vllm bench serve` 0.33: TTFT is the first content chunk after the request was
+written; E2E is the last content chunk; ITL is per chunk; TPOT = (E2E − TTFT) / (output tokens − 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from itertools import pairwise
+
+from tui.core.stats import summarize
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSplit:
+    """The phase split as the server itself reported it (Ollama counters, llama.cpp timings, vLLM metrics)."""
+
+    prefill_s: float | None = None
+    decode_s: float | None = None
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    load_s: float | None = None
+    cached_tokens: int | None = None
+
+    @property
+    def prefill_tok_s(self) -> float | None:
+        if self.prompt_tokens and self.prefill_s:
+            return self.prompt_tokens / self.prefill_s
+        return None
+
+    @property
+    def decode_tok_s(self) -> float | None:
+        if self.output_tokens and self.decode_s:
+            return self.output_tokens / self.decode_s
+        return None
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class RequestTiming:
+    """One streamed request: when it was written and when each content chunk arrived.
+
+    Offsets are from `perf_counter_ns` in the reading loop, relative to the moment the request
+    body was on the wire; `t_sent_unix` is that moment on the wall clock.
+    """
+
+    ok: bool
+    """False when the request failed; the offsets then hold whatever arrived before the failure."""
+    t_sent_unix: float
+    token_offsets_s: tuple[float, ...] = ()
+    """Arrival of each content chunk (one carrying generated text), seconds after the send."""
+    connect_s: float | None = None
+    """DNS + TCP (+ TLS) before the request was written; never inside TTFT."""
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    """Server's usage count when it gave one, else the client's estimate (see `tokens_estimated`)."""
+    tokens_estimated: bool = False
+    """True when token counts are the client's estimate, not the server's usage."""
+    server_split: ServerSplit | None = None
+    error: str | None = None
+    cold: bool = False
+    """True when this request paid a model load (Ollama `load_duration`, or a TTFT far above the rest)."""
+    text: str = field(default="", repr=False)
+    """The generated text, untrusted: show as plain text only."""
+
+    @property
+    def ttft_s(self) -> float | None:
+        return self.token_offsets_s[0] if self.token_offsets_s else None
+
+    @property
+    def e2e_s(self) -> float | None:
+        return self.token_offsets_s[-1] if self.token_offsets_s else None
+
+    @property
+    def itl_s(self) -> tuple[float, ...]:
+        return tuple(b - a for a, b in pairwise(self.token_offsets_s))
+
+    @property
+    def decode_span_s(self) -> float | None:
+        if len(self.token_offsets_s) < 2:
+            return None
+        return self.token_offsets_s[-1] - self.token_offsets_s[0]
+
+    @property
+    def tpot_s(self) -> float | None:
+        span = self.decode_span_s
+        if span is None or not self.output_tokens or self.output_tokens < 2:
+            return None
+        return span / (self.output_tokens - 1)
+
+    @property
+    def decode_tok_s(self) -> float | None:
+        span = self.decode_span_s
+        if not span or not self.output_tokens or self.output_tokens < 2:
+            return None
+        return (self.output_tokens - 1) / span
+
+    @property
+    def client_prefill_tok_s(self) -> float | None:
+        if not self.prompt_tokens or not self.ttft_s:
+            return None
+        return self.prompt_tokens / self.ttft_s
+
+    @property
+    def prefill_tok_s(self) -> float | None:
+        """The server's own prefill rate where it reports one, else prompt tokens / TTFT."""
+        server = self.server_split.prefill_tok_s if self.server_split else None
+        return server if server is not None else self.client_prefill_tok_s
+
+    @property
+    def prefill_source(self) -> str | None:
+        """Which prefill rate `prefill_tok_s` shows: "server" or "client"."""
+        if self.server_split and self.server_split.prefill_tok_s is not None:
+            return "server"
+        return "client" if self.client_prefill_tok_s is not None else None
+
+    def to_json(self) -> dict:
+        """The request object of SPEC's `probe` JSON."""
+        return {
+            "ok": self.ok,
+            "error": self.error,
+            "prompt_tokens": self.prompt_tokens,
+            "output_tokens": self.output_tokens,
+            "tokens_estimated": self.tokens_estimated,
+            "cold": self.cold,
+            "connect_s": self.connect_s,
+            "ttft_s": self.ttft_s,
+            "e2e_s": self.e2e_s,
+            "tpot_s": self.tpot_s,
+            "decode_tok_s": self.decode_tok_s,
+            "prefill_tok_s": self.prefill_tok_s,
+            "prefill_source": self.prefill_source,
+            "itl_s": list(self.itl_s),
+            "t_sent_unix": self.t_sent_unix,
+            "token_offsets_s": list(self.token_offsets_s),
+            "server_split": self.server_split.to_json() if self.server_split else None,
+        }
+
+
+def summarize_requests(requests: list[RequestTiming]) -> dict[str, dict]:
+    """SPEC's probe summary: mean/p50/p90/p99/n of each figure over the requests that finished.
+
+    ITL pools every gap of every request, as `vllm bench serve` does.
+    """
+    done = [r for r in requests if r.ok]
+    return {
+        "ttft_s": summarize(r.ttft_s for r in done).to_json(),
+        "itl_s": summarize(gap for r in done for gap in r.itl_s).to_json(),
+        "tpot_s": summarize(r.tpot_s for r in done).to_json(),
+        "e2e_s": summarize(r.e2e_s for r in done).to_json(),
+        "decode_tok_s": summarize(r.decode_tok_s for r in done).to_json(),
+        "prefill_tok_s": summarize(r.prefill_tok_s for r in done).to_json(),
+    }
+
+
+COLD_TTFT_FACTOR = 3.0
+"""A first TTFT this many times the median of the others reads as a model load."""
+
+
+def mark_cold(requests: list[RequestTiming]) -> list[RequestTiming]:
+    """Mark the first request `cold` when it paid a model load: the server said so, or its TTFT stands far above the rest."""
+    if not requests:
+        return requests
+    first, rest = requests[0], requests[1:]
+    loaded = bool(first.server_split and first.server_split.load_s and first.server_split.load_s > 0.05)
+    rest_ttfts = [r.ttft_s for r in rest if r.ok and r.ttft_s is not None]
+    slow = (
+        first.ttft_s is not None
+        and bool(rest_ttfts)
+        and first.ttft_s > COLD_TTFT_FACTOR * summarize(rest_ttfts).p50
+    )
+    if loaded or slow:
+        return [replace(first, cold=True), *rest]
+    return requests

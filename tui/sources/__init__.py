@@ -1,0 +1,1 @@
+"""Async IO that yields core records: streaming clients, /metrics scrapes, NVML and psutil samplers."""
