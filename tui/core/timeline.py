@@ -1,0 +1,36 @@
+"""Timeline lanes: each request as a prefill span then decode ticks on one shared time axis."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tui.core.records import RequestTiming
+
+
+@dataclass(frozen=True, slots=True)
+class Lane:
+    """One request on the shared axis; times are seconds after the earliest send shown."""
+
+    label: str
+    sent_s: float
+    first_token_s: float | None
+    """End of the prefill span (TTFT after `sent_s`); None while prefill is still running."""
+    token_s: tuple[float, ...]
+    """Arrival of every content chunk, on the shared axis."""
+    ok: bool = True
+
+
+def lanes(timings: Sequence[RequestTiming], labels: Sequence[str] | None = None, keep: int = 8) -> list[Lane]:
+    """The last `keep` requests as lanes on one axis whose zero is the earliest send among them."""
+    shown = list(timings)[-keep:]
+    shown_labels = list(labels)[-keep:] if labels is not None else [f"#{i + 1}" for i in range(len(shown))]
+    if not shown:
+        return []
+    origin = min(t.t_sent_unix for t in shown)
+    result = []
+    for timing, label in zip(shown, shown_labels, strict=True):
+        sent = timing.t_sent_unix - origin
+        ticks = tuple(sent + offset for offset in timing.token_offsets_s)
+        result.append(Lane(label, sent, ticks[0] if ticks else None, ticks, timing.ok))
+    return result
