@@ -1,0 +1,53 @@
+"""Line framing of streamed answers: SSE `data:` events and NDJSON lines, split from raw bytes.
+
+Pure, so the reading loop stays lean and these rules are tested without a socket.
+"""
+
+from __future__ import annotations
+
+SSE_DONE = "[DONE]"
+"""The payload that ends an OpenAI-compatible stream."""
+
+
+class LineSplitter:
+    """Cuts a byte stream into complete lines; a partial line waits for the next read."""
+
+    __slots__ = ("_tail",)
+
+    def __init__(self) -> None:
+        self._tail = b""
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """The complete lines in `data` (plus what was left over), without their line ends."""
+        if self._tail:
+            data = self._tail + data
+        lines = data.split(b"\n")
+        self._tail = lines.pop()
+        return [line[:-1] if line.endswith(b"\r") else line for line in lines]
+
+    @property
+    def pending(self) -> bytes:
+        """Bytes after the last line end: a line the stream never finished."""
+        return self._tail
+
+
+def sse_field(line: bytes) -> tuple[str, str] | None:
+    """(field, value) of one SSE line, or None for a blank line or a `:` comment.
+
+    Only `data` and `error` matter here: llama.cpp b4747 sends mid-stream errors as `error: {...}`.
+    """
+    if not line or line[0] == 0x3A:  # b":" comment, e.g. keep-alive pings
+        return None
+    name, sep, value = line.partition(b":")
+    if not sep:
+        return name.decode("utf-8", "replace"), ""
+    if value[:1] == b" ":
+        value = value[1:]
+    return name.decode("utf-8", "replace"), value.decode("utf-8", "replace")
+
+
+def one_line(text: str, limit: int = 200) -> str:
+    """Untrusted server text made safe for one line of a message: no control characters, bounded."""
+    cleaned = "".join(ch if ch.isprintable() else " " for ch in text)
+    cleaned = " ".join(cleaned.split())
+    return cleaned if len(cleaned) <= limit else cleaned[: limit - 1] + "…"

@@ -1,0 +1,90 @@
+"""Prompts of N tokens, each opened by a unique nonce so prefix caching cannot flatter TTFT.
+
+The server's `/tokenize` (vLLM, llama.cpp) makes N exact; without one the length is a guess and
+is marked so until the server's usage tells the truth.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+
+import httpx
+
+FILLER_WORDS = (
+    "the quick brown fox jumps over a lazy dog while the small cat sleeps near the warm fire and "
+    "old men talk about rain in the green hills of the north where the river runs cold and clear"
+).split()
+"""Common short words: about one token each in the usual BPE vocabularies."""
+
+MAX_FIT_ROUNDS = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """A prompt and its length in tokens; `estimated` when no tokenizer counted it."""
+
+    text: str
+    tokens: int
+    estimated: bool
+
+
+def make_nonce() -> str:
+    """A short random marker, unique per prompt, put first so no two prompts share a cached prefix."""
+    return f"[{secrets.token_hex(6)}]"
+
+
+def filler_text(nonce: str, n_words: int) -> str:
+    """The nonce followed by `n_words` filler words."""
+    words = [FILLER_WORDS[i % len(FILLER_WORDS)] for i in range(max(n_words, 0))]
+    return " ".join([nonce, *words])
+
+
+def estimate_tokens(text: str) -> int:
+    """A tokenizer-free guess: about four characters a token, at least one a word."""
+    return max(len(text.split()), round(len(text) / 4), 1)
+
+
+async def count_tokens(client: httpx.AsyncClient, api: str, model: str, text: str) -> int | None:
+    """The server's own count of `text`, or None when it has no `/tokenize`."""
+    if api == "openai":
+        body: dict = {"model": model, "prompt": text}
+    elif api == "llamacpp":
+        body = {"content": text, "add_special": True}  # /completion adds BOS too
+    else:
+        return None
+    try:
+        response = await client.post("/tokenize", json=body)
+        if response.status_code != 200:
+            return None
+        reply = response.json()
+    except (httpx.HTTPError, ValueError):
+        return None
+    if not isinstance(reply, dict):
+        return None
+    if isinstance(reply.get("count"), int):
+        return reply["count"]
+    tokens = reply.get("tokens")
+    return len(tokens) if isinstance(tokens, list) else None
+
+
+async def prompt_of(client: httpx.AsyncClient, api: str, model: str, n_tokens: int) -> Prompt:
+    """A prompt of `n_tokens` tokens: exact by the server's tokenizer, else estimated."""
+    nonce = make_nonce()
+    n_words = max(n_tokens - estimate_tokens(nonce), 0)
+    text = filler_text(nonce, n_words)
+    counted = await count_tokens(client, api, model, text)
+    if counted is None:
+        return Prompt(text, n_tokens, estimated=True)
+    best = Prompt(text, counted, estimated=False)
+    for _ in range(MAX_FIT_ROUNDS):
+        if counted == n_tokens:
+            return best
+        n_words = max(n_words + (n_tokens - counted), 0)
+        text = filler_text(nonce, n_words)
+        counted = await count_tokens(client, api, model, text)
+        if counted is None:
+            break
+        if abs(counted - n_tokens) < abs(best.tokens - n_tokens):
+            best = Prompt(text, counted, estimated=False)
+    return best

@@ -1,0 +1,289 @@
+"""Streamed requests to the three wire APIs, timed chunk by chunk.
+
+Two layers: `stream()` yields each content chunk as it arrives, then the finished
+`RequestTiming`; `measure()` keeps only the timing. The clock starts when the request body was on
+the wire (httpx's `trace` extension), so connection set-up and write queueing stay out of TTFT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from time import perf_counter_ns
+
+import httpx
+
+from tui.core.records import RequestTiming
+from tui.core.sse import SSE_DONE, LineSplitter, one_line, sse_field
+from tui.sources.chunks import Tally, read_llamacpp, read_ollama, read_openai
+from tui.sources.errors import ProtocolError, SourceError, from_httpx, rejected
+
+ApiName = str
+"""One of "openai", "ollama", "llamacpp"."""
+
+
+@dataclass(frozen=True, slots=True)
+class StreamRequest:
+    """One generation request: which API, which model, what prompt, how many tokens back."""
+
+    api: ApiName
+    model: str
+    prompt: str
+    max_tokens: int
+    chat: bool = False
+    prompt_tokens: int | None = None
+    """The prompt's length if known before sending (from /tokenize); the server's usage overrides it."""
+    prompt_tokens_estimated: bool = False
+    """True when `prompt_tokens` is a guess made without the server's tokenizer."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkArrived:
+    """A chunk of generated text arrived `offset_s` seconds after the request was sent. Untrusted text."""
+
+    offset_s: float
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class RequestFinished:
+    """The request ended (well or not); `timing` holds everything that was measured."""
+
+    timing: RequestTiming
+
+
+StreamEvent = ChunkArrived | RequestFinished
+
+
+@dataclass(frozen=True, slots=True)
+class _Route:
+    path: str
+    body: dict
+    sse: bool
+    read: Callable[[dict, Tally], str]
+
+
+def route_for(request: StreamRequest) -> _Route:
+    """The endpoint, JSON body, framing and chunk reader SPEC's table gives each API."""
+    if request.api == "ollama":
+        body = {"model": request.model, "stream": True, "options": {"num_predict": request.max_tokens}}
+        if request.chat:
+            return _Route("/api/chat", body | {"messages": [{"role": "user", "content": request.prompt}]}, False, read_ollama)
+        return _Route("/api/generate", body | {"prompt": request.prompt}, False, read_ollama)
+    if request.api == "llamacpp" and not request.chat:
+        body = {"prompt": request.prompt, "n_predict": request.max_tokens, "stream": True}
+        return _Route("/completion", body, True, read_llamacpp)
+    if request.api not in ("openai", "llamacpp"):
+        raise ValueError(f"unknown API {request.api!r}")
+    body = {
+        "model": request.model,
+        "max_tokens": request.max_tokens,
+        "stream": True,
+        # vLLM 0.33 defaults include_usage to false, 0.10 to true: always ask.
+        "stream_options": {"include_usage": True},
+    }
+    if request.chat:
+        return _Route("/v1/chat/completions", body | {"messages": [{"role": "user", "content": request.prompt}]}, True, read_openai)
+    return _Route("/v1/completions", body | {"prompt": request.prompt}, True, read_openai)
+
+
+class _WireClock:
+    """The `trace` callback: stamps when the body was sent, and times any connection made for it."""
+
+    __slots__ = ("sent_ns", "sent_unix", "connect_started_ns", "connect_done_ns")
+
+    def __init__(self) -> None:
+        self.sent_ns: int | None = None
+        self.sent_unix: float | None = None
+        self.connect_started_ns: int | None = None
+        self.connect_done_ns: int | None = None
+
+    async def __call__(self, event: str, info: dict) -> None:
+        if event == "http11.send_request_body.complete" or event == "http2.send_request_body.complete":
+            self.sent_ns = perf_counter_ns()
+            self.sent_unix = time.time()
+        elif event == "connection.connect_tcp.started":
+            self.connect_started_ns = perf_counter_ns()
+        elif event in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+            self.connect_done_ns = perf_counter_ns()
+
+    @property
+    def connect_s(self) -> float | None:
+        if self.connect_started_ns is None or self.connect_done_ns is None:
+            return None
+        return (self.connect_done_ns - self.connect_started_ns) / 1e9
+
+
+async def warm_up(client: httpx.AsyncClient, path: str, connections: int = 1) -> float | None:
+    """Open `connections` pooled connections with cheap GETs; the connect time of one, in seconds.
+
+    Done before timing, so the timed request reuses a live connection.
+    """
+    clocks = [_WireClock() for _ in range(connections)]
+
+    async def one(clock: _WireClock) -> None:
+        response = await client.get(path, extensions={"trace": clock})
+        await response.aclose()
+
+    try:
+        await asyncio.gather(*(one(c) for c in clocks))
+    except httpx.HTTPError as error:
+        raise from_httpx(error, str(client.base_url)) from None
+    times = [c.connect_s for c in clocks if c.connect_s is not None]
+    return max(times) if times else None
+
+
+async def stream(client: httpx.AsyncClient, request: StreamRequest, connect_s: float | None = None) -> AsyncIterator[StreamEvent]:
+    """Send `request`; yield each content chunk as it arrives, then one `RequestFinished`.
+
+    A failure ends the stream with `RequestFinished(ok=False)` holding every offset that arrived.
+    `connect_s` is the warm-up's connect time, used when this request opened no connection itself.
+    """
+    route = route_for(request)
+    clock = _WireClock()
+    tally = Tally()
+    offsets: list[float] = []
+    texts: list[str] = []
+    start_ns = perf_counter_ns()
+    start_unix = time.time()
+    error: str | None = None
+    url = str(client.base_url).rstrip("/") + route.path
+    try:
+        async with client.stream("POST", route.path, json=route.body, extensions={"trace": clock}) as response:
+            sent_ns = clock.sent_ns or start_ns
+            if response.status_code >= 400:
+                raise rejected(response.status_code, url, _error_message(await response.aread()))
+            _check_framing(response, route.sse, url)
+            splitter = LineSplitter()
+            payloads_of = _sse_payloads if route.sse else _ndjson_payloads
+            async for data in response.aiter_raw():
+                # perf_counter_ns right after the read: nothing slower between read and stamp.
+                offset_s = (perf_counter_ns() - sent_ns) / 1e9
+                for text in _texts(payloads_of(splitter.feed(data), tally), route, tally, url):
+                    offsets.append(offset_s)
+                    texts.append(text)
+                    yield ChunkArrived(offset_s, text)
+            if splitter.pending.strip():  # a last line without its line end
+                for text in _texts(payloads_of([splitter.pending], tally), route, tally, url):
+                    offsets.append(offset_s)
+                    texts.append(text)
+                    yield ChunkArrived(offset_s, text)
+            if not tally.done:
+                raise ProtocolError(f"{url}: the stream ended before the answer was complete")
+    except SourceError as failure:
+        error = str(failure)
+    except httpx.HTTPError as failure:
+        error = str(from_httpx(failure, url))
+    sent_unix = clock.sent_unix or start_unix
+    yield RequestFinished(_timing(request, tally, offsets, texts, sent_unix, clock.connect_s or connect_s, error))
+
+
+def _texts(payloads: list[bytes], route: _Route, tally: Tally, url: str) -> list[str]:
+    """The non-empty generated texts in these payloads; a server-reported error raises."""
+    texts = []
+    for payload in payloads:
+        text = route.read(_parse(payload, url), tally)
+        if tally.error:
+            raise ProtocolError(f"{url}: the server reported an error: {tally.error}")
+        if text:
+            texts.append(text)
+    if tally.error:
+        raise ProtocolError(f"{url}: the server reported an error: {tally.error}")
+    return texts
+
+
+async def measure(client: httpx.AsyncClient, request: StreamRequest, connect_s: float | None = None) -> RequestTiming:
+    """Send `request` and return its timing (ok=False with what arrived, on failure)."""
+    async for event in stream(client, request, connect_s):
+        if isinstance(event, RequestFinished):
+            return event.timing
+    raise AssertionError("stream() always ends with RequestFinished")
+
+
+def _sse_payloads(lines: list[bytes], tally: Tally) -> list[bytes]:
+    payloads = []
+    for line in lines:
+        field = sse_field(line)
+        if field is None:
+            continue
+        name, value = field
+        if name == "data":
+            if value == SSE_DONE:
+                tally.done = True
+            else:
+                payloads.append(value.encode())
+        elif name == "error":
+            tally.error = one_line(value)
+    return payloads
+
+
+def _ndjson_payloads(lines: list[bytes], tally: Tally) -> list[bytes]:
+    return [line for line in lines if line.strip()]
+
+
+def _parse(payload: bytes | str, url: str) -> dict:
+    try:
+        chunk = json.loads(payload)
+    except ValueError:
+        raise ProtocolError(f"{url}: malformed chunk, not JSON: {one_line(_text(payload), 80)!r}") from None
+    if not isinstance(chunk, dict):
+        raise ProtocolError(f"{url}: malformed chunk, not a JSON object: {one_line(_text(payload), 80)!r}")
+    return chunk
+
+
+def _check_framing(response: httpx.Response, sse: bool, url: str) -> None:
+    content_type = response.headers.get("content-type", "").lower()
+    if sse and "event-stream" not in content_type:
+        raise ProtocolError(f"{url}: expected an SSE stream, got {content_type or 'no content type'}")
+    if not sse and "json" not in content_type:
+        raise ProtocolError(f"{url}: expected NDJSON, got {content_type or 'no content type'}")
+
+
+def _error_message(body: bytes) -> str:
+    """The server's own error text from an error body (JSON `error` / `message`, else the text)."""
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return one_line(_text(body), 160)
+    if isinstance(parsed, dict):
+        error = parsed.get("error", parsed.get("message", parsed.get("detail", "")))
+        if isinstance(error, dict):
+            error = error.get("message") or error.get("type") or ""
+        return one_line(str(error), 160)
+    return one_line(str(parsed), 160)
+
+
+def _text(payload: bytes | str) -> str:
+    return payload.decode("utf-8", "replace") if isinstance(payload, bytes) else payload
+
+
+def _timing(
+    request: StreamRequest,
+    tally: Tally,
+    offsets: list[float],
+    texts: list[str],
+    sent_unix: float,
+    connect_s: float | None,
+    error: str | None,
+) -> RequestTiming:
+    """Server counts where given, else the client's: prompt from /tokenize or a guess, output = content chunks."""
+    prompt_tokens = tally.prompt_tokens if tally.prompt_tokens is not None else request.prompt_tokens
+    output_tokens = tally.output_tokens if tally.output_tokens is not None else (len(offsets) or None)
+    estimated = (tally.output_tokens is None and bool(offsets)) or (
+        tally.prompt_tokens is None and request.prompt_tokens_estimated
+    )
+    return RequestTiming(
+        ok=error is None,
+        t_sent_unix=sent_unix,
+        token_offsets_s=tuple(offsets),
+        connect_s=connect_s,
+        prompt_tokens=prompt_tokens,
+        output_tokens=output_tokens,
+        tokens_estimated=estimated,
+        server_split=tally.split,
+        error=error,
+        text="".join(texts),
+    )
