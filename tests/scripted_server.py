@@ -50,6 +50,8 @@ class Script:
     """When set, generation and /v1 paths need `Authorization: Bearer <key>`."""
     fault: str | None = None
     """None, "status", "not_sse", "not_json", "malformed", "error_event", "cut", "silence"."""
+    fault_from_request: int = 1
+    """The first generation request (1-based) that gets the fault; earlier ones are served well."""
     fault_after: int = 2
     """Tokens sent before a mid-stream fault."""
     status: int = 500
@@ -161,7 +163,8 @@ class ScriptedServer:
             return True
         entry = RequestLog(path, _nonce(request), request, received_ns)
         self.log.append(entry)
-        return await _Stream(s, path, request, entry, writer).play()
+        faulty = s.fault is not None and len(self.log) >= s.fault_from_request
+        return await _Stream(s, path, request, entry, writer, faulty).play()
 
     def _get(self, path: str) -> object:
         s = self.script
@@ -188,17 +191,18 @@ class ScriptedServer:
 class _Stream:
     """Plays one streamed answer, faults included."""
 
-    def __init__(self, script: Script, path: str, request: dict, entry: RequestLog, writer) -> None:
+    def __init__(self, script: Script, path: str, request: dict, entry: RequestLog, writer, faulty: bool) -> None:
         self.s, self.path, self.request, self.entry, self.writer = script, path, request, entry, writer
+        self.fault = script.fault if faulty else None
         self.chat = path in ("/v1/chat/completions", "/api/chat")
         self.prompt_tokens = count_tokens(_prompt_text(request)) + (CHAT_TEMPLATE_TOKENS if self.chat else 0)
 
     async def play(self) -> bool:
         s, loop = self.s, asyncio.get_running_loop()
-        if s.fault == "status":
+        if self.fault == "status":
             _send_json(self.writer, s.status, {"error": {"message": s.status_message, "type": "Error", "code": s.status}})
             return True
-        if s.fault == "not_sse":
+        if self.fault == "not_sse":
             _send(self.writer, 200, "text/html", b"<html><body>It works!</body></html>")
             return True
         ndjson = self.path.startswith("/api/")
@@ -209,12 +213,12 @@ class _Stream:
         )
         if self.chat and s.role_chunk and s.kind != "ollama":
             self._chunk(self._openai({"role": "assistant", "content": ""}), content=False)
-        if s.fault == "not_json":
+        if self.fault == "not_json":
             self._chunk(b"this is not json\n" if ndjson else b"data: this is not json\n\n", content=False)
         start = loop.time()
         for i, token in enumerate(s.tokens):
             await asyncio.sleep(max(0.0, start + s.ttft_s + i * s.itl_s - loop.time()))
-            if i == s.fault_after and s.fault in ("malformed", "error_event", "cut", "silence"):
+            if i == s.fault_after and self.fault in ("malformed", "error_event", "cut", "silence"):
                 return await self._fault()
             last = i == len(s.tokens) - 1
             self._chunk(self._token(token, last))
@@ -225,13 +229,13 @@ class _Stream:
 
     async def _fault(self) -> bool:
         s = self.s
-        if s.fault in ("malformed", "error_event"):
-            bad = b'{"choices": [{"text": "x"' if s.fault == "malformed" else b'{"error": {"message": "engine died", "code": 500}}'
+        if self.fault in ("malformed", "error_event"):
+            bad = b'{"choices": [{"text": "x"' if self.fault == "malformed" else b'{"error": {"message": "engine died", "code": 500}}'
             self._chunk(b"data: " + bad + b"\n\ndata: [DONE]\n\n", content=False)
             self.writer.write(b"0\r\n\r\n")
             await self.writer.drain()
             return True
-        if s.fault == "silence":
+        if self.fault == "silence":
             await self.writer.drain()
             await asyncio.sleep(s.silence_s)
         await self.writer.drain()

@@ -1,0 +1,165 @@
+"""`phasetop probe`: time R streamed requests, one after another, and split each into its two phases."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from urllib.parse import urlsplit
+
+from tui.cli.common import add_json_option, add_server_options, settings_from
+from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json
+from tui.config import Settings
+from tui.core.records import RequestTiming, mark_cold, summarize_requests
+from tui.core.stats import summarize
+from tui.sources.detect import WARM_UP_PATHS, ServerInfo, describe_server, detect_api
+from tui.sources.errors import SourceError
+from tui.sources.http import make_client
+from tui.sources.prompts import estimate_tokens, prompt_of
+from tui.sources.stream import StreamRequest, measure, warm_up
+
+DEFAULT_PROMPT_TOKENS = 200
+DEFAULT_MAX_TOKENS = 64
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "probe",
+        help="time streamed requests: TTFT (prefill) and tokens per second (decode)",
+        description="Send R streamed requests one after another and report each one's TTFT, prefill rate, "
+        "decode rate and inter-token latency, with the server's own phase split where it reports one.",
+    )
+    add_server_options(parser)
+    prompt = parser.add_mutually_exclusive_group()
+    prompt.add_argument("--prompt", metavar="TEXT", help="the prompt, as given")
+    prompt.add_argument(
+        "--prompt-tokens", type=int, metavar="N",
+        help=f"a generated prompt of N tokens, exact where the server has /tokenize (default {DEFAULT_PROMPT_TOKENS})",
+    )
+    parser.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS, metavar="K", help=f"tokens to generate (default {DEFAULT_MAX_TOKENS})")
+    parser.add_argument("--repeat", type=int, default=1, metavar="R", help="requests to send, one after another (default 1)")
+    parser.add_argument("--chat", action="store_true", help="use the chat endpoint instead of plain completion")
+    add_json_option(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    _check(args, settings)
+    server, requests, failure = asyncio.run(_probe(settings, args))
+    requests = mark_cold(requests)
+    key = settings.api_key.get_secret_value() if settings.api_key else ""
+    if args.json:
+        emit_json(_redacted({
+            "server": server.to_json(),
+            "requests": [r.to_json() for r in requests],
+            "summary": summarize_requests(requests),
+        }, key))
+    else:
+        print(_redacted(_table(server, requests), key))
+    if failure:
+        raise CliError(_redacted(failure, key))
+    return EXIT_OK
+
+
+def _check(args: argparse.Namespace, settings: Settings) -> None:
+    parts = urlsplit(settings.url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise CliError(f"bad URL {settings.url!r}: give http://HOST:PORT or https://HOST:PORT", EXIT_USAGE)
+    if args.prompt_tokens is not None and args.prompt_tokens < 1:
+        raise CliError("--prompt-tokens must be at least 1", EXIT_USAGE)
+    if args.prompt is not None and not args.prompt.strip():
+        raise CliError("--prompt is empty", EXIT_USAGE)
+    if args.max_tokens < 1 or args.repeat < 1:
+        raise CliError("--max-tokens and --repeat must be at least 1", EXIT_USAGE)
+
+
+def _base_url(url: str) -> str:
+    """The server root: users often paste an OpenAI base URL ending in /v1."""
+    url = url.rstrip("/")
+    return url.removesuffix("/v1")
+
+
+async def _probe(settings: Settings, args: argparse.Namespace) -> tuple[ServerInfo, list[RequestTiming], str | None]:
+    """Detect, then run the requests; stops at the first failure and returns it as one line."""
+    base = _base_url(settings.url)
+    try:
+        async with make_client(base, settings.api_key, settings.timeout_s) as client:
+            kind = settings.api if settings.api != "auto" else await detect_api(client)
+            server = await describe_server(client, kind, settings.model)
+    except SourceError as error:
+        raise CliError(str(error)) from None
+    timings: list[RequestTiming] = []
+    for index in range(args.repeat):
+        # A fresh client per request: its connection is opened (and timed) by the warm-up, not inside TTFT.
+        async with make_client(base, settings.api_key, settings.timeout_s) as client:
+            try:
+                connect_s = await warm_up(client, WARM_UP_PATHS[server.kind])
+                request = await _request(client, server, args)
+            except SourceError as error:
+                return server, timings, f"request {index + 1} of {args.repeat}: {error}"
+            timing = await measure(client, request, connect_s)
+        timings.append(timing)
+        if not timing.ok:
+            return server, timings, f"request {index + 1} of {args.repeat} failed: {timing.error}"
+    return server, timings, None
+
+
+async def _request(client, server: ServerInfo, args: argparse.Namespace) -> StreamRequest:
+    if args.prompt is not None:
+        text, tokens, estimated = args.prompt, None, False
+    else:
+        prompt = await prompt_of(client, server.kind, server.model, args.prompt_tokens or DEFAULT_PROMPT_TOKENS)
+        text, tokens, estimated = prompt.text, prompt.tokens, prompt.estimated
+    if tokens is None:
+        tokens, estimated = estimate_tokens(text), True
+    return StreamRequest(server.kind, server.model, text, args.max_tokens, args.chat, tokens, estimated)
+
+
+def _redacted(value, key: str):
+    """The API key can never reach stdout or stderr, even if a server echoes it back."""
+    if not key:
+        return value
+    if isinstance(value, str):
+        return value.replace(key, "***")
+    if isinstance(value, dict):
+        return {k: _redacted(v, key) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redacted(v, key) for v in value]
+    return value
+
+
+def _table(server: ServerInfo, requests: list[RequestTiming]) -> str:
+    version = f" {server.version}" if server.version else ""
+    lines = [f"{server.kind}{version} at {server.url}, model {server.model}", ""]
+    header = f"{'#':>3}  {'TTFT ms':>9}  {'prefill tok/s':>19}  {'decode tok/s':>12}  {'ITL p50 ms':>10}  {'ITL p99 ms':>10}  {'tokens in/out':>13}"
+    lines.append(header)
+    for number, r in enumerate(requests, 1):
+        if not r.ok:
+            lines.append(f"{number:>3}  failed: {r.error}")
+            continue
+        itl = summarize(r.itl_s)
+        prefill = f"{_num(r.prefill_tok_s, 0)} ({r.prefill_source})" if r.prefill_source else "-"
+        mark = "~" if r.tokens_estimated else ""
+        tokens = f"{mark}{r.prompt_tokens or '-'}/{r.output_tokens or '-'}"
+        cold = "  cold (model load)" if r.cold else ""
+        lines.append(
+            f"{number:>3}  {_num(_ms(r.ttft_s), 1):>9}  {prefill:>19}  {_num(r.decode_tok_s, 1):>12}  "
+            f"{_num(_ms(itl.p50), 2):>10}  {_num(_ms(itl.p99), 2):>10}  {tokens:>13}{cold}"
+        )
+    done = [r for r in requests if r.ok]
+    if len(done) > 1:
+        summary = summarize_requests(requests)
+        ttft, decode = summary["ttft_s"], summary["decode_tok_s"]
+        lines += ["", f"over {len(done)} requests: TTFT p50 {_num(_ms(ttft['p50']), 1)} ms, p99 {_num(_ms(ttft['p99']), 1)} ms; "
+                  f"decode p50 {_num(decode['p50'], 1)} tok/s"]
+    if any(r.tokens_estimated for r in done):
+        lines.append("~ token counts estimated by the client (the server gave no usage)")
+    return "\n".join(lines)
+
+
+def _ms(seconds: float | None) -> float | None:
+    return seconds * 1000 if seconds is not None else None
+
+
+def _num(value: float | None, digits: int) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
