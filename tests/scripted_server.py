@@ -218,6 +218,8 @@ class _Stream:
         start = loop.time()
         for i, token in enumerate(s.tokens):
             await asyncio.sleep(max(0.0, start + s.ttft_s + i * s.itl_s - loop.time()))
+            if self.writer.transport.is_closing():  # the client hung up: stop quietly
+                return False
             if i == s.fault_after and self.fault in ("malformed", "error_event", "cut", "silence"):
                 return await self._fault()
             last = i == len(s.tokens) - 1

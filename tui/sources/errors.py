@@ -6,6 +6,7 @@ own error text only.
 
 from __future__ import annotations
 
+import socket
 import ssl
 
 import httpx
@@ -69,6 +70,10 @@ def _connect_reason(error: httpx.ConnectError) -> str:
     while cause is not None:
         if isinstance(cause, ssl.SSLError):
             return f"TLS error: {cause.reason or cause}"
+        if isinstance(cause, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(cause, socket.gaierror):
+            return "DNS lookup failed"
         cause = cause.__cause__ or cause.__context__
     lowered = text.lower()
     if "name or service not known" in lowered or "nodename nor servname" in lowered or "temporary failure in name resolution" in lowered:
