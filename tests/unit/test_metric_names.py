@@ -1,0 +1,85 @@
+"""Raw /metrics names per engine and version → canonical fields, read from the fixture texts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tui.core.metric_names import read_scrape
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "metrics"
+
+
+def read(name: str):
+    return read_scrape((FIXTURES / name).read_text(), t_mono=0.0, t_unix=0.0)
+
+
+def test_vllm_v1_sums_over_engines_and_averages_kv_usage():
+    r = read("vllm-0.33.txt")
+    assert r.engine == "vllm"
+    assert r.gauges == {"running": 5.0, "waiting": 1.0, "kv_cache_usage": 0.375}
+    assert r.counters["prompt_tokens_total"] == 8000.0
+    assert r.counters["generation_tokens_total"] == 1500.0
+    assert r.counters["preemptions_total"] == 3.0
+    assert r.counters["prefix_cache_hits_total"] == 500.0
+    assert r.histograms["ttft_s"].count == 5.0
+    assert dict(r.histograms["ttft_s"].buckets)[0.25] == 3.0  # 0.03, 0.2 (engine 0) and 0.05 (engine 1)
+    assert r.engine_config["num_gpu_blocks"] == "27000"
+    assert "engine" not in r.engine_config
+    assert r.process_start_s == 1.7645e9
+    assert r.source_names["kv_cache_usage"] == "vllm:kv_cache_usage_perc"
+    assert r.source_names["itl_s"] == "vllm:inter_token_latency_seconds"
+
+
+def test_vllm_old_names_without_engine_label():
+    r = read("vllm-0.10.txt")
+    assert r.gauges["kv_cache_usage"] == 0.75
+    assert r.source_names["kv_cache_usage"] == "vllm:gpu_cache_usage_perc"
+    assert r.source_names["itl_s"] == "vllm:time_per_output_token_seconds"
+    assert r.source_names["prefix_cache_hits_total"] == "vllm:gpu_prefix_cache_hits_total"
+    assert r.counters["prefix_cache_queries_total"] == 800.0
+    assert r.histograms["itl_s"].count == 8.0
+    assert r.engine_config["enable_prefix_caching"] == "False"
+
+
+def test_sglang_keeps_tp_rank_zero_and_reads_its_gauges():
+    r = read("sglang-0.5.txt")
+    assert r.engine == "sglang"
+    assert r.gauges["running"] == 6.0  # rank 1 repeats rank 0's gauges: not doubled
+    assert r.gauges["kv_cache_usage"] == 0.4
+    assert r.gauges["prefix_cache_hit_rate"] == 0.35
+    assert r.counters["prompt_tokens_total"] == 7000.0
+    assert r.histograms["ttft_s"].count == 3.0  # summed over is_streaming
+    assert r.histograms["queue_s"].buckets[0] == (0.0, 1.0)
+    assert r.engine_config["context_len"] == "32768"
+    assert "prefill_s" not in r.histograms
+
+
+def test_llamacpp_counters_and_no_histograms():
+    r = read("llamacpp.txt")
+    assert r.engine == "llamacpp"
+    assert r.gauges == {"running": 1.0, "waiting": 0.0}
+    assert r.counters == {"prompt_tokens_total": 1500.0, "generation_tokens_total": 640.0}
+    assert r.histograms == {}
+    assert r.source_names["generation_tokens_total"] == "llamacpp:tokens_predicted_total"
+
+
+def test_tgi_names_with_and_without_total():
+    text = (
+        "# TYPE tgi_queue_size gauge\ntgi_queue_size 4\n"
+        "# TYPE tgi_batch_current_size gauge\ntgi_batch_current_size 9\n"
+        "# TYPE tgi_request_duration histogram\n"
+        'tgi_request_duration_bucket{le="0.5"} 1\ntgi_request_duration_bucket{le="+Inf"} 3\n'
+        "tgi_request_duration_sum 4.2\ntgi_request_duration_count 3\n"
+    )
+    r = read_scrape(text, 0.0, 0.0)
+    assert r.engine == "tgi"
+    assert r.gauges == {"running": 9.0, "waiting": 4.0}
+    assert r.histograms["e2e_s"].count == 3.0
+
+
+def test_unknown_text_reads_as_no_engine_and_bad_text_raises():
+    assert read_scrape("# TYPE up gauge\nup 1\n", 0.0, 0.0).engine is None
+    with pytest.raises(ValueError):
+        read_scrape("<html>not metrics</html>\n", 0.0, 0.0)

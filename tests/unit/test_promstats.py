@@ -1,0 +1,155 @@
+"""Counter rates with resets, Prometheus histogram quantiles, bucket-edge flags, restarts."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tui.core.promstats import (
+    build_snapshot,
+    counter_increase,
+    histogram_delta,
+    histogram_quantile,
+    hit_rate,
+    quantile_edge,
+    rate,
+    restart_reasons,
+    window_quantiles,
+)
+from tui.core.telemetry import Histogram, ServerReading
+
+INF = math.inf
+LATENCY_LE = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, INF)
+
+
+def cumulative(bounds, observations) -> tuple[tuple[float, float], ...]:
+    return tuple((le, float(sum(1 for v in observations if v <= le))) for le in bounds)
+
+
+def hist(bounds, observations) -> Histogram:
+    return Histogram(cumulative(bounds, observations), float(len(observations)), float(sum(observations)))
+
+
+@pytest.mark.parametrize(
+    ("previous", "current", "increase"),
+    [(10, 15, 5), (10, 10, 0), (100, 7, 7), (0, 0, 0)],
+)
+def test_counter_increase_reads_a_fall_as_a_restart_from_zero(previous, current, increase):
+    assert counter_increase(previous, current) == increase
+
+
+def test_rate_is_never_negative_across_a_reset():
+    assert rate(1000.0, 30.0, 2.0) == 15.0
+    assert rate(10.0, 30.0, 2.0) == 10.0
+    assert rate(None, 30.0, 2.0) is None
+    assert rate(10.0, 30.0, 0.0) is None
+
+
+@pytest.mark.parametrize(
+    ("q", "expected"),
+    [
+        # 10 observations: 4 in (0.5, 0.8], 4 in (0.8, 1.0], 2 in (1.5, 2.0]
+        (0.5, 0.8 + 0.2 * (1 / 4)),  # rank 5: first of the (0.8, 1.0] bucket's 4
+        (0.4, 0.8),  # rank 4: the top of (0.5, 0.8]
+        (0.9, 1.5 + 0.5 * (1 / 2)),  # rank 9 in (1.5, 2.0], which holds 2
+        (0.99, 1.5 + 0.5 * (1.9 / 2)),
+    ],
+)
+def test_histogram_quantile_interpolates_as_prometheus(q, expected):
+    buckets = cumulative(LATENCY_LE, [0.6] * 4 + [0.9] * 4 + [1.8] * 2)
+    assert histogram_quantile(q, buckets) == pytest.approx(expected)
+
+
+def test_histogram_quantile_first_bucket_interpolates_from_zero_and_inf_returns_last_bound():
+    low = cumulative(LATENCY_LE, [0.1] * 10)
+    assert histogram_quantile(0.5, low) == pytest.approx(0.15)
+    assert quantile_edge(0.5, low) == "first"
+    high = cumulative(LATENCY_LE, [0.6] + [5.0] * 9)
+    assert histogram_quantile(0.5, high) == 2.0
+    assert quantile_edge(0.5, high) == "last"
+    assert quantile_edge(0.05, high) is None
+
+
+def test_histogram_quantile_with_a_zero_first_bound_returns_it():
+    buckets = cumulative((0.0, 0.1, 1.0, INF), [0.0] * 8 + [0.5] * 2)
+    assert histogram_quantile(0.5, buckets) == 0.0
+
+
+def test_histogram_quantile_is_none_without_observations_or_inf_bucket():
+    assert histogram_quantile(0.5, cumulative(LATENCY_LE, [])) is None
+    assert histogram_quantile(0.5, ((0.3, 4.0), (0.5, 5.0))) is None
+
+
+def test_histogram_quantile_reads_le_in_any_order():
+    buckets = cumulative(LATENCY_LE, [0.6] * 4 + [0.9] * 4 + [1.8] * 2)
+    assert histogram_quantile(0.5, tuple(reversed(buckets))) == histogram_quantile(0.5, buckets)
+
+
+def test_window_quantiles_use_only_the_observations_between_readings():
+    before = hist(LATENCY_LE, [5.0] * 100)  # old slow requests must not weigh on the window
+    after = hist(LATENCY_LE, [5.0] * 100 + [0.6] * 4 + [0.9] * 6)
+    q = window_quantiles(before, after)
+    assert q.n == 10 and q.n_total == 110
+    assert q.p50 == pytest.approx(0.8 + 0.2 * (1 / 6))
+    assert q.mean == pytest.approx((0.6 * 4 + 0.9 * 6) / 10)
+    assert q.edges == {}
+    assert (q.first_le, q.last_le) == (0.3, 2.0)
+
+
+def test_window_quantiles_flag_bounds_in_the_first_bucket():
+    before = hist(LATENCY_LE, [1.0])
+    after = hist(LATENCY_LE, [1.0] + [0.05] * 9 + [1.2])
+    q = window_quantiles(before, after)
+    assert q.edges == {"p50": "first", "p90": "first"}
+    assert q.p50 <= 0.3 and q.p90 <= 0.3
+
+
+def test_histogram_delta_after_a_reset_is_the_new_histogram():
+    before = hist(LATENCY_LE, [0.6] * 50)
+    after = hist(LATENCY_LE, [0.9] * 3)
+    assert histogram_delta(before, after) == after
+
+
+def test_hit_rate():
+    assert hit_rate(25, 100) == 0.25
+    assert hit_rate(0, 0) is None
+    assert hit_rate(None, 10) is None
+
+
+def reading(t, counters=None, config=None, start=None, histograms=None) -> ServerReading:
+    return ServerReading(
+        t_mono=t,
+        t_unix=1e9 + t,
+        engine="vllm",
+        counters=counters or {},
+        engine_config=config or {},
+        process_start_s=start,
+        histograms=histograms or {},
+    )
+
+
+def test_restart_reasons():
+    old = reading(0, {"prompt_tokens_total": 500.0}, {"block_size": "16", "max_model_len": "4096"}, 100.0)
+    assert restart_reasons(old, reading(1, {"prompt_tokens_total": 600.0}, {"block_size": "16"}, 100.0)) == ()
+    fell = restart_reasons(old, reading(1, {"prompt_tokens_total": 5.0}, {"block_size": "16"}, 100.0))
+    assert fell == ("counters reset (prompt_tokens_total)",)
+    new_start = restart_reasons(old, reading(1, {"prompt_tokens_total": 900.0}, {"block_size": "16"}, 200.0))
+    assert new_start == ("process_start_time_seconds changed",)
+    new_config = restart_reasons(old, reading(1, {"prompt_tokens_total": 900.0}, {"block_size": "32"}, 100.0))
+    assert new_config == ("cache_config_info changed",)
+
+
+def test_build_snapshot_rates_and_windowed_hit_rate():
+    before = reading(10.0, {"prompt_tokens_total": 1000.0, "generation_tokens_total": 50.0,
+                            "prefix_cache_queries_total": 400.0, "prefix_cache_hits_total": 100.0})
+    after = reading(12.0, {"prompt_tokens_total": 3000.0, "generation_tokens_total": 250.0,
+                           "prefix_cache_queries_total": 600.0, "prefix_cache_hits_total": 250.0})
+    snap = build_snapshot(before, after)
+    assert snap.window_s == 2.0
+    assert snap.prompt_tok_s == 1000.0
+    assert snap.generation_tok_s == 100.0
+    assert snap.prefix_cache_hit_rate == 0.75
+    assert snap.prefix_cache_hit_rate_total == pytest.approx(250 / 600)
+    first = build_snapshot(None, after)
+    assert first.window_s is None and first.prompt_tok_s is None and first.prefix_cache_hit_rate is None

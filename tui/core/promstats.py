@@ -1,0 +1,184 @@
+"""Rates, windowed histogram quantiles and restarts from two readings of a server's /metrics.
+
+Counters that go down mean the server restarted: the increase is then the new value (counted from
+zero), never a negative rate. Quantiles follow Prometheus's `histogram_quantile` on the bucket
+deltas, so phasetop's p99 and a Grafana panel over the same window agree.
+"""
+
+from __future__ import annotations
+
+import math
+
+from tui.core.telemetry import QUANTILES, Histogram, HistogramQuantiles, MetricsSnapshot, Restart, ServerReading
+
+RESTART_COUNTERS = ("prompt_tokens_total", "generation_tokens_total", "prefix_cache_queries_total", "preemptions_total")
+"""Counters whose fall means the server process started over."""
+
+
+def counter_increase(previous: float, current: float) -> float:
+    """How much a counter grew; after a reset, the current value (it restarted from zero)."""
+    return current - previous if current >= previous else current
+
+
+def rate(previous: float | None, current: float | None, window_s: float | None) -> float | None:
+    """Per-second increase of a counter over the window; None without both values or a window."""
+    if previous is None or current is None or not window_s or window_s <= 0:
+        return None
+    return counter_increase(previous, current) / window_s
+
+
+def histogram_quantile(q: float, buckets: tuple[tuple[float, float], ...] | list[tuple[float, float]]) -> float | None:
+    """Prometheus's histogram_quantile over cumulative (le, count) buckets; None when empty.
+
+    Linear interpolation inside the bucket holding rank q × total; the first bucket starts at 0
+    (or is returned as is when its bound is ≤ 0); a rank in +Inf returns the last finite bound.
+    """
+    ordered = sorted(buckets)
+    if len(ordered) < 2 or not math.isinf(ordered[-1][0]):
+        return None
+    bounds = [le for le, _ in ordered]
+    counts = _monotonic([c for _, c in ordered])
+    total = counts[-1]
+    if total <= 0:
+        return None
+    rank = q * total
+    index = _bucket_index(counts, rank)
+    if index == len(ordered) - 1:
+        return bounds[-2]
+    if index == 0 and bounds[0] <= 0:
+        return bounds[0]
+    start, end, count = 0.0, bounds[index], counts[index]
+    if index > 0:
+        start = bounds[index - 1]
+        count -= counts[index - 1]
+        rank -= counts[index - 1]
+    return start + (end - start) * (rank / count)
+
+
+def _bucket_index(counts: list[float], rank: float) -> int:
+    """The first finite bucket whose cumulative count reaches rank, else the +Inf bucket."""
+    for i, count in enumerate(counts[:-1]):
+        if count >= rank:
+            return i
+    return len(counts) - 1
+
+
+def _monotonic(counts: list[float]) -> list[float]:
+    """Cumulative counts can dip from scrape races; Prometheus carries the maximum forward."""
+    out, high = [], 0.0
+    for c in counts:
+        high = max(high, c)
+        out.append(high)
+    return out
+
+
+def quantile_edge(q: float, buckets: tuple[tuple[float, float], ...]) -> str | None:
+    """"first" when q's rank lands in the first bucket, "last" when past the last finite one."""
+    ordered = sorted(buckets)
+    counts = _monotonic([c for _, c in ordered])
+    if len(ordered) < 2 or counts[-1] <= 0:
+        return None
+    index = _bucket_index(counts, q * counts[-1])
+    if index == 0:
+        return "first"
+    if index == len(ordered) - 1:
+        return "last"
+    return None
+
+
+def histogram_delta(previous: Histogram | None, current: Histogram) -> Histogram:
+    """Observations between two readings; if any bucket fell, the server restarted: all of current."""
+    if previous is None:
+        return current
+    before = dict(previous.buckets)
+    if current.count < previous.count or any(c < before.get(le, 0.0) for le, c in current.buckets):
+        return current
+    return Histogram(
+        buckets=tuple((le, c - before.get(le, 0.0)) for le, c in current.buckets),
+        count=current.count - previous.count,
+        sum=current.sum - previous.sum,
+    )
+
+
+def window_quantiles(previous: Histogram | None, current: Histogram) -> HistogramQuantiles:
+    """p50/p90/p99, mean and n over the window (since start when there is no previous reading)."""
+    delta = histogram_delta(previous, current)
+    finite = [le for le, _ in delta.buckets if math.isfinite(le)]
+    values = {name: histogram_quantile(q, delta.buckets) for name, q in QUANTILES}
+    edges = {name: edge for name, q in QUANTILES if values[name] is not None and (edge := quantile_edge(q, delta.buckets))}
+    return HistogramQuantiles(
+        **values,
+        mean=delta.sum / delta.count if delta.count > 0 else None,
+        n=delta.count,
+        n_total=current.count,
+        first_le=finite[0] if finite else None,
+        last_le=finite[-1] if finite else None,
+        edges=edges,
+    )
+
+
+def hit_rate(hits: float | None, queries: float | None) -> float | None:
+    """hits / queries, None when nothing was asked."""
+    if hits is None or not queries or queries <= 0:
+        return None
+    return min(1.0, max(0.0, hits / queries))
+
+
+def restart_reasons(previous: ServerReading, current: ServerReading) -> tuple[str, ...]:
+    """Why current looks like a different server process than previous; empty when it does not."""
+    reasons = []
+    fallen = [n for n in RESTART_COUNTERS if n in previous.counters and current.counters.get(n, math.inf) < previous.counters[n]]
+    if fallen:
+        reasons.append(f"counters reset ({', '.join(fallen)})")
+    if previous.process_start_s is not None and current.process_start_s not in (None, previous.process_start_s):
+        reasons.append("process_start_time_seconds changed")
+    if _info_config(previous) != _info_config(current):
+        reasons.append("cache_config_info changed")
+    return tuple(reasons)
+
+
+def _info_config(reading: ServerReading) -> dict[str, str]:
+    """Config from the scrape itself (not /v1/models, which is re-read only after a restart)."""
+    return {k: v for k, v in reading.engine_config.items() if k != "max_model_len"}
+
+
+def build_snapshot(previous: ServerReading | None, current: ServerReading, restart: Restart | None = None) -> MetricsSnapshot:
+    """The canonical snapshot of current, with rates and quantiles over the window since previous."""
+    window_s = current.t_mono - previous.t_mono if previous is not None else None
+    before = previous.counters if previous is not None else {}
+    now = current.counters
+
+    def counter_rate(name: str) -> float | None:
+        return rate(before.get(name), now.get(name), window_s)
+
+    gauge_hit_rate = current.gauges.get("prefix_cache_hit_rate")
+    window_hit_rate = None
+    if previous is not None and "prefix_cache_hits_total" in now:
+        window_hit_rate = hit_rate(
+            counter_increase(before.get("prefix_cache_hits_total", 0.0), now["prefix_cache_hits_total"]),
+            counter_increase(before.get("prefix_cache_queries_total", 0.0), now.get("prefix_cache_queries_total", 0.0)),
+        )
+    previous_histograms = previous.histograms if previous is not None else {}
+    return MetricsSnapshot(
+        t_unix=current.t_unix,
+        engine=current.engine,
+        window_s=window_s,
+        running=current.gauges.get("running"),
+        waiting=current.gauges.get("waiting"),
+        kv_cache_usage=current.gauges.get("kv_cache_usage"),
+        preemptions_total=now.get("preemptions_total"),
+        prompt_tokens_total=now.get("prompt_tokens_total"),
+        generation_tokens_total=now.get("generation_tokens_total"),
+        prompt_tok_s=counter_rate("prompt_tokens_total"),
+        generation_tok_s=counter_rate("generation_tokens_total"),
+        preemptions_per_s=counter_rate("preemptions_total"),
+        prefix_cache_hit_rate=gauge_hit_rate if gauge_hit_rate is not None else window_hit_rate,
+        prefix_cache_hit_rate_total=hit_rate(now.get("prefix_cache_hits_total"), now.get("prefix_cache_queries_total")),
+        histograms={
+            name: window_quantiles(previous_histograms.get(name), histogram)
+            for name, histogram in current.histograms.items()
+        },
+        engine_config=dict(current.engine_config),
+        source_names=dict(current.source_names),
+        restart=restart,
+    )

@@ -1,0 +1,237 @@
+"""Records of what the server, the GPUs and the host reported: frozen, JSON-ready, no IO.
+
+Server metrics come in two layers: a `ServerReading` is one scrape mapped to canonical names with
+the cumulative values the server gave; a `MetricsSnapshot` is what a person reads, with rates and
+quantiles over the window between two readings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Histogram:
+    """One histogram summed over its label sets: cumulative counts per upper bound, +Inf last."""
+
+    buckets: tuple[tuple[float, float], ...]
+    """(le, cumulative count) pairs sorted by le, as read from the scrape."""
+    count: float
+    sum: float
+
+
+@dataclass(frozen=True, slots=True)
+class ServerReading:
+    """One /metrics scrape in canonical names, values cumulative as the server gave them."""
+
+    t_mono: float
+    """time.monotonic() when the scrape's answer arrived; windows are measured on it."""
+    t_unix: float
+    engine: str | None
+    """"vllm", "sglang", "llamacpp", "tgi", or None when no known metric was found."""
+    gauges: dict[str, float] = field(default_factory=dict)
+    counters: dict[str, float] = field(default_factory=dict)
+    histograms: dict[str, Histogram] = field(default_factory=dict)
+    source_names: dict[str, str] = field(default_factory=dict)
+    """Canonical field → the raw metric name that fed it."""
+    engine_config: dict[str, str] = field(default_factory=dict)
+    """`vllm:cache_config_info` labels and friends, plus `max_model_len` from /v1/models."""
+    process_start_s: float | None = None
+    """`process_start_time_seconds`; a change means the server process was restarted."""
+
+
+QUANTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
+
+
+@dataclass(frozen=True, slots=True)
+class HistogramQuantiles:
+    """p50/p90/p99 of one server histogram over a window, interpolated as Prometheus does.
+
+    `edges` flags quantiles that are bounds, not values: "first" means the quantile fell in the
+    first bucket, so the true value is at most `first_le` (vLLM's phase histograms start at 0.3 s);
+    "last" means it fell past the last finite bucket, so the true value is at least `last_le`.
+    """
+
+    p50: float | None
+    p90: float | None
+    p99: float | None
+    mean: float | None
+    n: float
+    """Observations in the window."""
+    n_total: float
+    """Observations since the server started."""
+    first_le: float | None
+    last_le: float | None
+    edges: dict[str, str] = field(default_factory=dict)
+    """Quantile name ("p50") → "first" or "last", only for flagged quantiles."""
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        out["edges"] = dict(self.edges)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Restart:
+    """The server restarted between two scrapes: why we think so, and its config before and after."""
+
+    reasons: tuple[str, ...]
+    old_config: dict[str, str]
+    new_config: dict[str, str]
+
+    @property
+    def config_changes(self) -> dict[str, tuple[str | None, str | None]]:
+        """Keys whose value differs: key → (old, new)."""
+        keys = sorted(set(self.old_config) | set(self.new_config))
+        return {
+            k: (self.old_config.get(k), self.new_config.get(k))
+            for k in keys
+            if self.old_config.get(k) != self.new_config.get(k)
+        }
+
+    def to_json(self) -> dict:
+        return {
+            "reasons": list(self.reasons),
+            "old_config": dict(self.old_config),
+            "new_config": dict(self.new_config),
+            "config_changes": {k: {"old": o, "new": n} for k, (o, n) in self.config_changes.items()},
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsSnapshot:
+    """SPEC's canonical server metrics at one scrape, rates and quantiles over `window_s`."""
+
+    t_unix: float
+    engine: str | None
+    window_s: float | None
+    """Seconds between the two scrapes the rates and quantiles span; None: no window (first scrape)."""
+    running: float | None = None
+    waiting: float | None = None
+    kv_cache_usage: float | None = None
+    """Fraction 0–1 of the KV pool in use (mean over engines)."""
+    preemptions_total: float | None = None
+    prompt_tokens_total: float | None = None
+    generation_tokens_total: float | None = None
+    prompt_tok_s: float | None = None
+    generation_tok_s: float | None = None
+    preemptions_per_s: float | None = None
+    prefix_cache_hit_rate: float | None = None
+    """Hits / queries over the window (vLLM counters), or the server's own gauge (SGLang)."""
+    prefix_cache_hit_rate_total: float | None = None
+    """Hits / queries since the server started."""
+    histograms: dict[str, HistogramQuantiles] = field(default_factory=dict)
+    """"ttft_s", "itl_s", "e2e_s", "queue_s", "prefill_s", "decode_s" → quantiles over the window."""
+    engine_config: dict[str, str] = field(default_factory=dict)
+    source_names: dict[str, str] = field(default_factory=dict)
+    restart: Restart | None = None
+    """Set on the first snapshot after a detected restart; rates then count from the restart."""
+
+    @property
+    def saturated(self) -> bool:
+        """The saturation signature: requests wait while the KV pool is (nearly) full."""
+        return bool(self.waiting and self.kv_cache_usage is not None and self.kv_cache_usage >= 0.95)
+
+    def to_json(self) -> dict:
+        return {
+            "t_unix": self.t_unix,
+            "engine": self.engine,
+            "window_s": self.window_s,
+            "running": self.running,
+            "waiting": self.waiting,
+            "kv_cache_usage": self.kv_cache_usage,
+            "saturated": self.saturated,
+            "preemptions_total": self.preemptions_total,
+            "prompt_tokens_total": self.prompt_tokens_total,
+            "generation_tokens_total": self.generation_tokens_total,
+            "prompt_tok_s": self.prompt_tok_s,
+            "generation_tok_s": self.generation_tok_s,
+            "preemptions_per_s": self.preemptions_per_s,
+            "prefix_cache_hit_rate": self.prefix_cache_hit_rate,
+            "prefix_cache_hit_rate_total": self.prefix_cache_hit_rate_total,
+            **{name: q.to_json() for name, q in self.histograms.items()},
+            "engine_config": dict(self.engine_config),
+            "source_names": dict(self.source_names),
+            "restart": self.restart.to_json() if self.restart else None,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class GpuReading:
+    """One leaf GPU (a physical GPU with MIG off, or one MIG device) at one sample."""
+
+    index: str
+    """"0", or "0/1" for MIG device 1 of GPU 0."""
+    name: str
+    uuid: str | None = None
+    is_mig: bool = False
+    mem_bw_util: float | None = None
+    """0–1: GPM's DRAM bandwidth share of peak, or, when `mem_bw_source` is "utilization", memory-busy time."""
+    mem_bw_gbs: float | None = None
+    """GB/s moved; only from GPM, never from busy time."""
+    mem_bw_source: str | None = None
+    """"gpm", "utilization" (a duty cycle, not bandwidth), or None."""
+    peak_bw_gbs: float | None = None
+    peak_bw_source: str | None = None
+    """"preset" (published figure) or "clock" (max memory clock × bus width × 2 / 8)."""
+    sm_util: float | None = None
+    """0–1: GPM SM activity, or NVML's kernel-busy time when GPM is missing (`sm_util_source`)."""
+    sm_util_source: str | None = None
+    mem_clock_mhz: float | None = None
+    """Current memory clock; below the maximum means throttling or idle."""
+    mem_used_bytes: int | None = None
+    mem_total_bytes: int | None = None
+    server_mem_bytes: int | None = None
+    """GPU memory held by the server process and its children (found by its listening port)."""
+    reason: str | None = None
+    """Why some figures are missing: NVML errors, one line."""
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessSample:
+    """The local server process (found by its listening port) and its children."""
+
+    pid: int
+    name: str
+    cpu_percent: float
+    """Percent of one core, summed over the process and its children (400 = four busy cores)."""
+    rss_bytes: int
+    num_threads: int
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class HostSample:
+    """The host's CPU and RAM, and the server process where it runs here."""
+
+    cpu_percent: float
+    """Whole-machine CPU busy, 0–100."""
+    cpu_count: int
+    ram_used_bytes: int
+    ram_total_bytes: int
+    ram_available_bytes: int
+    process: ProcessSample | None = None
+    process_reason: str | None = None
+    """Why `process` is None: no port given, nothing listening, not ours to read."""
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        out["process"] = self.process.to_json() if self.process else None
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSample:
+    """Every leaf GPU at one moment; `reason` says why the list is empty or short."""
+
+    t_unix: float
+    devices: tuple[GpuReading, ...] = ()
+    reason: str | None = None
+
+    def to_json(self) -> dict:
+        return {"t_unix": self.t_unix, "devices": [d.to_json() for d in self.devices], "reason": self.reason}
