@@ -10,7 +10,7 @@ import sys
 from tui import __version__
 from tui.cli.output import EXIT_USAGE, CliError, note
 
-SUBCOMMANDS = ("ceiling", "probe")
+SUBCOMMANDS = ("ceiling", "probe", "sim", "metrics", "gpu")
 """Modules of `tui.cli`, each with `register(subparsers)` and a `run(args, settings)` handler."""
 
 

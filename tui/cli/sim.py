@@ -1,0 +1,124 @@
+"""`phasetop sim`: the embedded simulator, a vLLM- (or Ollama-) compatible server timed by the roofline."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+
+from tui.cli.common import add_json_option, settings_from
+from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note
+from tui.core.devices import UnknownDeviceError, find_device
+from tui.core.models import MODELS, find_model
+from tui.sim.blocks import BLOCK_SIZE
+from tui.sim.options import QUANTIZATION_BITS, SimOptions, served_name
+from tui.sim.physics import ConfigError, EngineConfig
+from tui.sim.serve import READY_PREFIX, bind, serve
+
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
+"""With chunked prefill on. vLLM V1 picks 8192 for online serving on big GPUs; 2048 is the value its
+tuning guide names for good inter-token latency, and the one the domain text discusses."""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "sim",
+        help="run the embedded simulator: a vLLM-compatible server whose timings follow the roofline",
+        description="A real HTTP server on loopback that speaks vLLM's (or Ollama's) wire format, with prefill "
+        "and decode timed by the device's bandwidth and FLOPs. With no flags: H100 SXM, the 8B layout at 16 bit "
+        "(one stream decodes just under 209 tok/s). Serves until stopped (Ctrl-C).",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
+    parser.add_argument("--gpu", metavar="NAME", help="device preset (default: settings, else 'H100 SXM'; see `phasetop ceiling --list`)")
+    parser.add_argument("--model", metavar="NAME", help=f"model preset ({', '.join(MODELS)}) or a config.json path (default 8b)")
+    parser.add_argument("--served-model-name", metavar="NAME", help="model id on the wire (default: the preset's Hugging Face id, or Ollama tag)")
+    parser.add_argument("--max-num-batched-tokens", type=int, metavar="N",
+                        help=f"token budget per engine step (default {DEFAULT_MAX_NUM_BATCHED_TOKENS}; with chunked prefill off, max(max-model-len, 2048))")
+    parser.add_argument("--max-num-seqs", type=int, default=256, metavar="N", help="most sequences in one batch (default 256)")
+    parser.add_argument("--gpu-memory-utilization", type=float, default=0.9, metavar="F",
+                        help="share of device memory for weights + KV cache (default 0.9)")
+    parser.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=True,
+                        help="reuse the KV cache of shared prompt prefixes (default on, as vLLM V1)")
+    parser.add_argument("--enable-chunked-prefill", action=argparse.BooleanOptionalAction, default=True,
+                        help="cut prompts into chunks mixed with decode steps (default on, as vLLM V1)")
+    parser.add_argument("--quantization", choices=tuple(QUANTIZATION_BITS), default="none",
+                        help="weight format: none = 16 bit, fp8/int8 = 8 bit, int4 = 4 bit (default none)")
+    parser.add_argument("--max-model-len", type=int, metavar="N", help="longest prompt + output (default: the model's, capped to what the KV cache holds)")
+    parser.add_argument("--api-key", metavar="KEY", help="require `Authorization: Bearer KEY` on /v1 (default: $VLLM_API_KEY, else none)")
+    parser.add_argument("--api", choices=("openai", "ollama"), default="openai", help="wire API to serve (default openai, i.e. vLLM)")
+    parser.add_argument("--time-scale", type=float, metavar="X", help="multiply every simulated duration (2 = twice as slow; default 1)")
+    parser.add_argument("--enable-prompt-tokens-details", action="store_true", help="add prompt_tokens_details.cached_tokens to usage")
+    parser.add_argument("--stop-on-stdin-close", action="store_true", help=argparse.SUPPRESS)
+    add_json_option(parser)
+    parser.set_defaults(handler=run)
+
+
+def build_options(args: argparse.Namespace) -> SimOptions:
+    """The simulator's settings from flags over settings (gpu, model, time scale), checked."""
+    settings = settings_from(args, **{"sim.gpu": args.gpu, "sim.model": args.model, "sim.time_scale": args.time_scale})
+    try:
+        device = find_device(settings.sim.gpu)
+        layout = find_model(settings.sim.model)
+    except (UnknownDeviceError, ValueError) as error:
+        raise CliError(str(error), EXIT_USAGE) from None
+    if settings.sim.time_scale <= 0:
+        raise CliError("--time-scale must be > 0", EXIT_USAGE)
+    config = EngineConfig(
+        device=device,
+        layout=layout,
+        bits=QUANTIZATION_BITS[args.quantization],
+        max_num_seqs=args.max_num_seqs,
+        gpu_memory_utilization=args.gpu_memory_utilization,
+        enable_prefix_caching=args.enable_prefix_caching,
+        enable_chunked_prefill=args.enable_chunked_prefill,
+        max_model_len=args.max_model_len,
+    )
+    if args.max_model_len is None:
+        capacity = config.num_gpu_blocks * BLOCK_SIZE
+        if 0 < capacity < layout.max_model_len:
+            note(f"phasetop sim: max-model-len capped to {capacity} tokens, all the KV cache holds (set --max-model-len to choose)")
+            config = _replace(config, max_model_len=capacity)
+    budget = args.max_num_batched_tokens
+    if budget is None:
+        budget = DEFAULT_MAX_NUM_BATCHED_TOKENS if args.enable_chunked_prefill else max(config.model_len, 2048)
+    config = _replace(config, max_num_batched_tokens=budget)
+    try:
+        config.validate()
+    except ConfigError as error:
+        raise CliError(str(error), EXIT_USAGE) from None
+    return SimOptions(
+        config=config,
+        served_model_name=args.served_model_name or served_name(layout.name, args.api),
+        api=args.api,
+        api_key=args.api_key or os.environ.get("VLLM_API_KEY") or None,
+        time_scale=settings.sim.time_scale,
+        enable_prompt_tokens_details=args.enable_prompt_tokens_details,
+    )
+
+
+def _replace(config: EngineConfig, **changes) -> EngineConfig:
+    from dataclasses import replace
+
+    return replace(config, **changes)
+
+
+def run(args: argparse.Namespace) -> int:
+    options = build_options(args)
+    try:
+        sock = bind(args.host, args.port)
+    except OSError as error:
+        raise CliError(f"cannot listen on {args.host}:{args.port}: {error.strerror or error}") from None
+
+    def ready(url: str) -> None:
+        config = options.config
+        if args.json:
+            emit_json({"url": url, "api": options.api, "model": options.served_model_name, **options.sim_info(),
+                       "num_gpu_blocks": config.num_gpu_blocks})
+        else:
+            print(f"{READY_PREFIX}{url}", flush=True)
+        note(f"phasetop sim: {config.device.name}, {config.layout.name} at {config.bits} bit as "
+             f"{options.served_model_name!r}; {config.num_gpu_blocks} KV blocks; Ctrl-C stops")
+
+    asyncio.run(serve(options, sock, ready, stop_on_stdin_close=args.stop_on_stdin_close))
+    return EXIT_OK

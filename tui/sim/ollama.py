@@ -1,0 +1,141 @@
+"""Ollama's native routes (`--api ollama`): NDJSON streams whose last object carries the phase counters."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from tui.sim import tokenizer
+from tui.sim.admission import Admitted, ApiError, admit, chat_prompt_ids, json_body
+from tui.sim.options import OLLAMA_VERSION
+from tui.sim.state import SimState, state_of, tokens
+
+_QUANT_LEVEL = {16: "F16", 8: "Q8_0", 4: "Q4_K_M"}
+_DIGEST = "sha256:" + "5" * 64
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _details(state: SimState) -> dict:
+    config = state.options.config
+    return {"parent_model": "", "format": "gguf", "family": "llama", "families": ["llama"],
+            "parameter_size": f"{config.layout.params / 1e9:.1f}B", "quantization_level": _QUANT_LEVEL.get(config.bits, "F16")}
+
+
+def _model_entry(state: SimState) -> dict:
+    name = state.options.served_model_name
+    return {"name": name, "model": name, "size": int(state.options.config.weight_bytes), "digest": _DIGEST,
+            "details": _details(state)}
+
+
+async def root(request: Request) -> Response:
+    return PlainTextResponse("Ollama is running")
+
+
+async def version(request: Request) -> Response:
+    return JSONResponse({"version": OLLAMA_VERSION})
+
+
+async def tags(request: Request) -> Response:
+    return JSONResponse({"models": [{**_model_entry(state_of(request)), "modified_at": _now()}]})
+
+
+async def ps(request: Request) -> Response:
+    state = state_of(request)
+    expires = (datetime.now(UTC) + timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    entry = {**_model_entry(state), "expires_at": expires, "size_vram": int(state.options.config.weight_bytes),
+             "context_length": state.options.config.model_len}
+    return JSONResponse({"models": [entry]})
+
+
+async def generate(request: Request) -> Response:
+    return await _answer(request, chat=False)
+
+
+async def chat(request: Request) -> Response:
+    return await _answer(request, chat=True)
+
+
+async def _answer(request: Request, chat: bool) -> Response:
+    received = asyncio.get_running_loop().time()
+    state = state_of(request)
+    try:
+        body = await json_body(request)
+        name = state.options.served_model_name
+        if body.get("model") not in (None, name):
+            return JSONResponse({"error": f"model '{body.get('model')}' not found"}, status_code=404)
+        if not chat and not body.get("prompt"):
+            return JSONResponse({"model": name, "created_at": _now(), "response": "", "done": True, "done_reason": "load"})
+        ids = chat_prompt_ids(body.get("messages")) if chat else tokenizer.encode(str(body["prompt"]))
+        options = body.get("options") if isinstance(body.get("options"), dict) else {}
+        predict = options.get("num_predict")
+        admitted = admit(ids, None if predict in (None, -1) else predict, state.options.config.model_len)
+    except ApiError as error:
+        return JSONResponse({"error": error.message}, status_code=error.status)
+    lines = _lines(state, admitted, chat, received)
+    if body.get("stream", True):
+        return StreamingResponse(lines, media_type="application/x-ndjson")
+    return JSONResponse(await _merge([json.loads(line) async for line in lines], chat))
+
+
+async def _lines(state: SimState, admitted: Admitted, chat: bool, received: float) -> AsyncIterator[bytes]:
+    """One JSON line per token; the last (`done: true`) has the counters, in integer nanoseconds."""
+    name = state.options.served_model_name
+    sequence = None
+    async for stream, event in tokens(state, admitted):
+        sequence = stream.sequence
+        text = tokenizer.filler_token(admitted.seed, event.index)
+        piece = {"message": {"role": "assistant", "content": text}} if chat else {"response": text}
+        yield _line({"model": name, "created_at": _now(), **piece, "done": False})
+    if sequence is None:
+        return
+    end = sequence.last_token_at
+    ns = 1e9
+    final = {
+        "model": name, "created_at": _now(),
+        **({"message": {"role": "assistant", "content": ""}} if chat else {"response": ""}),
+        "done": True, "done_reason": "stop" if sequence.finish_reason == "stop" else "length",
+        "total_duration": int((end - received) * ns),
+        "load_duration": max(1, int((sequence.arrival - received) * ns)),
+        "prompt_eval_count": sequence.prompt_tokens,
+        "prompt_eval_duration": int((sequence.first_token_at - sequence.scheduled_at) * ns),
+        "eval_count": sequence.output_tokens,
+        "eval_duration": int((end - sequence.first_token_at) * ns),
+    }
+    if not chat:
+        final["context"] = []
+    yield _line(final)
+
+
+def _line(payload: dict) -> bytes:
+    return json.dumps(payload, separators=(",", ":")).encode() + b"\n"
+
+
+async def _merge(objects: list[dict], chat: bool) -> dict:
+    """The non-streaming answer: the final object with the whole text in it."""
+    final = dict(objects[-1])
+    text = "".join(o["message"]["content"] if chat else o["response"] for o in objects[:-1])
+    if chat:
+        final["message"] = {"role": "assistant", "content": text}
+    else:
+        final["response"] = text
+    return final
+
+
+ROUTES = [
+    Route("/", root, methods=["GET", "HEAD"]),
+    Route("/api/version", version, methods=["GET"]),
+    Route("/api/tags", tags, methods=["GET"]),
+    Route("/api/ps", ps, methods=["GET"]),
+    Route("/api/generate", generate, methods=["POST"]),
+    Route("/api/chat", chat, methods=["POST"]),
+]

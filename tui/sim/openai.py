@@ -1,0 +1,150 @@
+"""vLLM's OpenAI-compatible routes: /v1/models, /v1/completions, /v1/chat/completions, /tokenize."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from tui.sim import tokenizer
+from tui.sim.admission import Admitted, ApiError, admit, chat_prompt_ids, check_model, json_body, prompt_ids
+from tui.sim.state import SimState, state_of, tokens
+
+
+async def models(request: Request) -> Response:
+    options = state_of(request).options
+    name = options.served_model_name
+    created = int(time.time())
+    return JSONResponse({
+        "object": "list",
+        "data": [{
+            "id": name, "object": "model", "created": created, "owned_by": "vllm", "root": name, "parent": None,
+            "max_model_len": options.config.model_len,
+            "permission": [{
+                "id": f"modelperm-{uuid.uuid4().hex}", "object": "model_permission", "created": created,
+                "allow_create_engine": False, "allow_sampling": True, "allow_logprobs": True,
+                "allow_search_indices": False, "allow_view": True, "allow_fine_tuning": False,
+                "organization": "*", "group": None, "is_blocking": False,
+            }],
+        }],
+    })
+
+
+async def completions(request: Request) -> Response:
+    return await _generate(request, chat=False)
+
+
+async def chat_completions(request: Request) -> Response:
+    return await _generate(request, chat=True)
+
+
+async def tokenize(request: Request) -> Response:
+    state = state_of(request)
+    body = await json_body(request)
+    check_model(body.get("model"), state.options.served_model_name)
+    if "messages" in body:
+        ids = chat_prompt_ids(body["messages"])
+        pieces = tokenizer.tokenize(tokenizer.render_chat(body["messages"]))
+    else:
+        prompt = body.get("prompt")
+        if not isinstance(prompt, str):
+            raise ApiError(400, "'prompt' must be a string.", param="prompt")
+        pieces = tokenizer.tokenize(prompt)
+        ids = [tokenizer.token_id(piece) for piece in pieces]
+    strs = pieces if body.get("return_token_strs") else None
+    return JSONResponse({"count": len(ids), "max_model_len": state.options.config.model_len, "tokens": ids, "token_strs": strs})
+
+
+async def _generate(request: Request, chat: bool) -> Response:
+    state = state_of(request)
+    body = await json_body(request)
+    options = state.options
+    check_model(body.get("model"), options.served_model_name)
+    ids = chat_prompt_ids(body.get("messages")) if chat else prompt_ids(body.get("prompt"))
+    max_tokens = body.get("max_completion_tokens", body.get("max_tokens")) if chat else body.get("max_tokens")
+    admitted = admit(ids, max_tokens, options.config.model_len, body.get("n", 1))
+    request_id = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
+    if body.get("stream"):
+        stream_options = body.get("stream_options") or {}
+        include_usage = bool(stream_options.get("include_usage")) if isinstance(stream_options, dict) else False
+        chunks = _sse(state, admitted, request_id, chat, include_usage)
+        return StreamingResponse(chunks, media_type="text/event-stream")
+    return JSONResponse(await _whole(state, admitted, request_id, chat))
+
+
+def _usage(state: SimState, admitted: Admitted, completion_tokens: int, cached: int | None) -> dict:
+    prompt = len(admitted.prompt_ids)
+    usage = {"prompt_tokens": prompt, "total_tokens": prompt + completion_tokens, "completion_tokens": completion_tokens}
+    if state.options.enable_prompt_tokens_details:
+        usage["prompt_tokens_details"] = {"cached_tokens": cached or 0}
+    return usage
+
+
+def _event(payload: dict) -> bytes:
+    return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
+
+
+async def _sse(state: SimState, admitted: Admitted, request_id: str, chat: bool, include_usage: bool) -> AsyncIterator[bytes]:
+    """One SSE event per token, written as soon as it falls due; the role chunk rides with the first."""
+    created = int(time.time())
+    head = {"id": request_id, "object": "chat.completion.chunk" if chat else "text_completion", "created": created,
+            "model": state.options.served_model_name}
+    sent = 0
+    cached = None
+    async for stream, event in tokens(state, admitted):
+        text = tokenizer.filler_token(admitted.seed, event.index)
+        finish = stream.sequence.finish_reason if event.finished else None
+        cached = stream.sequence.cached_tokens
+        if chat:
+            data = b""
+            if event.index == 0:
+                role = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
+                data = _event({**head, "choices": [role]})
+            choice = {"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": finish}
+            if finish:
+                choice["stop_reason"] = None
+            data += _event({**head, "choices": [choice]})
+        else:
+            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "stop_reason": None}
+            data = _event({**head, "choices": [choice]})
+        sent += 1
+        yield data
+    if include_usage:
+        yield _event({**head, "choices": [], "usage": _usage(state, admitted, sent, cached)})
+    yield b"data: [DONE]\n\n"
+
+
+async def _whole(state: SimState, admitted: Admitted, request_id: str, chat: bool) -> dict:
+    pieces = []
+    finish = "length"
+    cached = None
+    async for stream, event in tokens(state, admitted):
+        pieces.append(tokenizer.filler_token(admitted.seed, event.index))
+        finish = stream.sequence.finish_reason
+        cached = stream.sequence.cached_tokens
+    text = "".join(pieces)
+    head = {"id": request_id, "created": int(time.time()), "model": state.options.served_model_name}
+    if chat:
+        message = {"role": "assistant", "content": text, "refusal": None, "annotations": None, "audio": None,
+                   "function_call": None, "tool_calls": [], "reasoning": None}
+        choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish, "stop_reason": None}
+        body = {**head, "object": "chat.completion", "choices": [choice]}
+    else:
+        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "stop_reason": None,
+                  "prompt_logprobs": None}
+        body = {**head, "object": "text_completion", "choices": [choice]}
+    body["usage"] = _usage(state, admitted, len(pieces), cached)
+    return body
+
+
+ROUTES = [
+    Route("/v1/models", models, methods=["GET"]),
+    Route("/v1/completions", completions, methods=["POST"]),
+    Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+    Route("/tokenize", tokenize, methods=["POST"]),
+]

@@ -1,0 +1,62 @@
+"""What one simulator instance serves: the engine config plus the server-level flags."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tui.sim.physics import EngineConfig
+
+VLLM_VERSION = "0.33.0"
+"""The vLLM release whose wire format the simulator speaks (see wire-formats.md)."""
+OLLAMA_VERSION = "0.33.0"
+
+QUANTIZATION_BITS = {"none": 16, "fp8": 8, "int8": 8, "int4": 4}
+"""`--quantization` → weight bit width (the KV cache stays 16-bit, as vLLM's default cache dtype)."""
+
+SERVED_NAMES = {
+    "Llama-3.1-8B": ("meta-llama/Llama-3.1-8B-Instruct", "llama3.1:8b"),
+    "Llama-3.2-1B": ("meta-llama/Llama-3.2-1B-Instruct", "llama3.2:1b"),
+    "Llama-3.2-3B": ("meta-llama/Llama-3.2-3B-Instruct", "llama3.2:3b"),
+    "Qwen2.5-7B": ("Qwen/Qwen2.5-7B-Instruct", "qwen2.5:7b"),
+    "Llama-3.1-70B": ("meta-llama/Llama-3.1-70B-Instruct", "llama3.1:70b"),
+    "Gemma-3-270M": ("google/gemma-3-270m-it", "gemma3:270m"),
+}
+"""Preset layout name → the id vLLM and Ollama would serve it under."""
+
+
+def served_name(layout_name: str, api: str) -> str:
+    """The model id a user would recognise: the Hugging Face repo (vLLM) or the Ollama tag."""
+    names = SERVED_NAMES.get(layout_name)
+    if names is None:
+        return layout_name
+    return names[1] if api == "ollama" else names[0]
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    """Server-level settings around the engine config."""
+
+    config: EngineConfig
+    served_model_name: str
+    api: str = "openai"
+    api_key: str | None = field(default=None, repr=False)
+    """Guards /v1 as vLLM's --api-key does; kept in memory only, never printed."""
+    time_scale: float = 1.0
+    enable_prompt_tokens_details: bool = False
+
+    def sim_info(self) -> dict[str, str]:
+        """The flags that shape timings, as strings: tells one simulator run from a restart with others."""
+        config = self.config
+        return {
+            "gpu": config.device.name,
+            "model": config.layout.name,
+            "bits": str(config.bits),
+            "max_num_batched_tokens": str(config.max_num_batched_tokens),
+            "max_num_seqs": str(config.max_num_seqs),
+            "gpu_memory_utilization": str(config.gpu_memory_utilization),
+            "enable_prefix_caching": str(config.enable_prefix_caching),
+            "enable_chunked_prefill": str(config.enable_chunked_prefill),
+            "max_model_len": str(config.model_len),
+            "time_scale": str(self.time_scale),
+            "api": self.api,
+        }

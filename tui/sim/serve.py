@@ -1,0 +1,72 @@
+"""Serve one simulator with uvicorn on a socket we bind ourselves, so `--port 0` can report its port."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import sys
+import threading
+from collections.abc import Callable
+
+import uvicorn
+
+from tui.sim.options import SimOptions
+from tui.sim.server import build_app
+
+READY_PREFIX = "phasetop-sim listening on "
+"""The start of the one line a child simulator prints on stdout once it accepts connections."""
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket; raises OSError with the system's reason (port in use, bad address)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError:
+        sock.close()
+        raise
+    sock.setblocking(False)
+    return sock
+
+
+def url_of(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+async def serve(
+    options: SimOptions,
+    sock: socket.socket,
+    on_ready: Callable[[str], None],
+    stop_on_stdin_close: bool = False,
+) -> None:
+    """Run until SIGINT/SIGTERM (or stdin closing, when asked); call `on_ready(url)` once listening."""
+    config = uvicorn.Config(
+        build_app(options), log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=2,
+    )
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    while not server.started and not task.done():
+        await asyncio.sleep(0.01)
+    if server.started:
+        on_ready(url_of(sock))
+        if stop_on_stdin_close:
+            _watch_stdin(server)
+    await task
+
+
+def _watch_stdin(server: uvicorn.Server) -> None:
+    """Stop when the parent's end of our stdin closes, so a crashed parent leaves no orphan server."""
+
+    def wait_for_eof() -> None:
+        try:
+            while sys.stdin.buffer.read(4096):
+                pass
+        except (OSError, ValueError):
+            pass
+        server.should_exit = True
+
+    threading.Thread(target=wait_for_eof, name="sim-stdin-watch", daemon=True).start()
