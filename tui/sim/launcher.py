@@ -16,7 +16,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from tui.sim.serve import READY_PREFIX
 
@@ -36,11 +36,20 @@ class SimulatorProcess:
         self._stderr = stderr_file
 
     @classmethod
-    def start(cls, args: Sequence[str] = (), host: str = "127.0.0.1", timeout_s: float = START_TIMEOUT_S) -> "SimulatorProcess":
-        """Launch `phasetop sim` with extra flags on a free port of `host`; return once it accepts connections."""
+    def start(
+        cls,
+        args: Sequence[str] = (),
+        host: str = "127.0.0.1",
+        timeout_s: float = START_TIMEOUT_S,
+        env: Mapping[str, str] | None = None,
+    ) -> "SimulatorProcess":
+        """Launch `phasetop sim` with extra flags on a free port of `host`; return once it accepts connections.
+
+        `env` adds variables for the child (e.g. VLLM_API_KEY, which keeps a key off the command line).
+        """
         command = [sys.executable, "-m", "tui", "sim", "--host", host, "--port", "0", "--stop-on-stdin-close", *args]
         stderr_file = tempfile.TemporaryFile(mode="w+b")
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
         process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr_file, env=env)
         lines: queue.Queue[bytes] = queue.Queue()
         threading.Thread(target=_pump, args=(process.stdout, lines), daemon=True, name="sim-stdout").start()
