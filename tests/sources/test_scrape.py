@@ -1,0 +1,163 @@
+"""Scraping /metrics from a loopback server whose counters and buckets advance by known amounts."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.fixtures.metrics_server import MetricsServer, bump, fixture, observe, set_value, vllm_models
+from tui.sources.errors import ProtocolError, ServerUnavailable
+from tui.sources.http import make_client
+from tui.sources.scrape import MetricsNotExposed, MetricsScraper
+
+E0 = 'engine="0",model_name="m"'
+E1 = 'engine="1",model_name="m"'
+
+
+def advanced_vllm(text: str) -> str:
+    """+1200 prompt and +300 generated tokens, 1 preemption, 400 prefix queries with 100 hits,
+    and ten TTFTs: 5 × 0.15 s, 4 × 0.3 s, 1 × 3.0 s (split over the two engines)."""
+    text = bump(text, {
+        f"vllm:prompt_tokens_total{{{E0}}}": 1000, f"vllm:prompt_tokens_total{{{E1}}}": 200,
+        f"vllm:generation_tokens_total{{{E0}}}": 100, f"vllm:generation_tokens_total{{{E1}}}": 200,
+        f"vllm:num_preemptions_total{{{E1}}}": 1,
+        f"vllm:prefix_cache_queries_total{{{E0}}}": 400, f"vllm:prefix_cache_hits_total{{{E0}}}": 100,
+    })
+    text = observe(text, "vllm:time_to_first_token_seconds", [0.15] * 5 + [0.3], E0)
+    text = observe(text, "vllm:time_to_first_token_seconds", [0.3] * 3 + [3.0], E1)
+    return observe(text, "vllm:request_prefill_time_seconds", [0.05] * 4, E0)  # under the 0.3 s first bucket
+
+
+async def test_windowed_rates_and_quantiles_from_two_scrapes():
+    base = fixture("vllm-0.33.txt")
+    with MetricsServer([base, advanced_vllm(base)], models=vllm_models(16384)) as server:
+        async with make_client(server.url) as client:
+            scraper = MetricsScraper(client)
+            first = await scraper.read()
+            second = await scraper.read()
+    assert first.window_s is None and first.prompt_tok_s is None
+    w = second.window_s
+    assert w and w > 0
+    assert second.prompt_tok_s == pytest.approx(1200 / w)
+    assert second.generation_tok_s == pytest.approx(300 / w)
+    assert second.preemptions_per_s == pytest.approx(1 / w)
+    assert second.prefix_cache_hit_rate == pytest.approx(0.25)
+    assert second.prefix_cache_hit_rate_total == pytest.approx(600 / 2400)
+    ttft = second.histograms["ttft_s"]
+    assert ttft.n == 10 and ttft.n_total == 15
+    assert ttft.p50 == pytest.approx(0.25)  # rank 5 fills (0.1, 0.25] exactly
+    assert ttft.p90 == pytest.approx(0.5)  # rank 9: top of (0.25, 0.5]
+    assert ttft.p99 == pytest.approx(2.5 + 2.5 * 0.9)  # rank 9.9 in (2.5, 5.0]
+    assert ttft.edges == {}
+    prefill = second.histograms["prefill_s"]
+    assert prefill.n == 4 and prefill.edges == {"p50": "first", "p90": "first", "p99": "first"}
+    assert prefill.first_le == 0.3
+    assert second.histograms["itl_s"].n == 0 and second.histograms["itl_s"].p50 is None
+    assert second.engine_config["max_model_len"] == "16384"
+    assert second.engine_config["kv_cache_size_tokens"] == "432000"
+    assert second.restart is None
+
+
+async def test_counter_reset_mid_run_is_a_restart_with_old_and_new_config():
+    base = fixture("vllm-0.33.txt")
+    grown = bump(base, {f"vllm:generation_tokens_total{{{E0}}}": 500})
+    restarted = bump(base, {f"vllm:generation_tokens_total{{{E0}}}": -880, f"vllm:generation_tokens_total{{{E1}}}": -600})
+    restarted = restarted.replace('num_gpu_blocks="27000"', 'num_gpu_blocks="13500"').replace(
+        'gpu_memory_utilization="0.92"', 'gpu_memory_utilization="0.5"')
+    after = bump(restarted, {f"vllm:generation_tokens_total{{{E0}}}": 40})
+    with MetricsServer([base, grown, restarted, after], models=vllm_models(8192)) as server:
+        async with make_client(server.url) as client:
+            scraper = MetricsScraper(client)
+            snaps = [await scraper.read() for _ in range(4)]
+    assert snaps[1].generation_tok_s > 0 and snaps[1].restart is None
+    restart = snaps[2].restart
+    assert restart is not None
+    assert restart.reasons[0].startswith("counters reset")
+    assert "cache_config_info changed" in restart.reasons
+    assert restart.config_changes == {"gpu_memory_utilization": ("0.92", "0.5"), "num_gpu_blocks": ("27000", "13500")}
+    assert snaps[2].generation_tok_s == pytest.approx(20 / snaps[2].window_s)  # counted from zero: 20 tokens since
+    assert snaps[2].generation_tok_s >= 0
+    assert snaps[3].restart is None
+    assert snaps[3].generation_tok_s == pytest.approx(40 / snaps[3].window_s)
+    assert server.models_requests == 2  # read at start and again after the restart
+
+
+async def test_process_start_change_alone_is_a_restart():
+    base = fixture("vllm-0.10.txt")
+    later = set_value(bump(base, {'vllm:prompt_tokens_total{model_name="m"}': 5000}), "process_start_time_seconds", 1.8e9)
+    with MetricsServer([base, later]) as server:
+        async with make_client(server.url) as client:
+            scraper = MetricsScraper(client)
+            await scraper.read()
+            snap = await scraper.read()
+    assert snap.restart is not None and snap.restart.reasons == ("process_start_time_seconds changed",)
+    assert "max_model_len" not in snap.engine_config  # no /v1/models here: nothing invented
+
+
+async def test_vllm_old_names_windowed_itl():
+    base = fixture("vllm-0.10.txt")
+    later = observe(base, "vllm:time_per_output_token_seconds", [0.02] * 9 + [0.09], 'model_name="m"')
+    later = bump(later, {'vllm:gpu_prefix_cache_queries_total{model_name="m"}': 200,
+                         'vllm:gpu_prefix_cache_hits_total{model_name="m"}': 150})
+    with MetricsServer([base, later]) as server:
+        async with make_client(server.url) as client:
+            scraper = MetricsScraper(client)
+            await scraper.read()
+            snap = await scraper.read()
+    itl = snap.histograms["itl_s"]
+    assert itl.n == 10
+    assert itl.p50 == pytest.approx(0.01 + 0.015 * (5 / 9))  # (0.01, 0.025] holds 9
+    assert itl.p99 == pytest.approx(0.075 + 0.025 * 0.9)  # rank 9.9 in (0.075, 0.1]
+    assert snap.kv_cache_usage == 0.75
+    assert snap.prefix_cache_hit_rate == 0.75
+    assert snap.source_names["itl_s"] == "vllm:time_per_output_token_seconds"
+
+
+async def test_sglang_and_llamacpp_rates():
+    for name, key, tokens in (
+        ("sglang-0.5.txt", 'sglang:generation_tokens_total{engine_type="unified",model_name="m"}', 90),
+        ("llamacpp.txt", "llamacpp:tokens_predicted_total", 64),
+    ):
+        base = fixture(name)
+        with MetricsServer([base, bump(base, {key: tokens})]) as server:
+            async with make_client(server.url) as client:
+                scraper = MetricsScraper(client)
+                await scraper.read()
+                snap = await scraper.read()
+        assert snap.generation_tok_s == pytest.approx(tokens / snap.window_s), name
+        assert snap.prompt_tok_s == 0.0, name
+
+
+async def test_window_spans_several_scrapes():
+    base = fixture("llamacpp.txt")
+    bodies = [base]
+    for _ in range(3):
+        bodies.append(bump(bodies[-1], {"llamacpp:prompt_tokens_total": 100}))
+    with MetricsServer(bodies) as server:
+        async with make_client(server.url) as client:
+            scraper = MetricsScraper(client, window_s=60.0)
+            snaps = [await scraper.read() for _ in range(4)]
+    last = snaps[-1]
+    assert last.prompt_tok_s == pytest.approx(300 / last.window_s)  # against the first reading
+    assert last.window_s > snaps[1].window_s
+
+
+async def test_no_metrics_endpoint_is_named():
+    with MetricsServer(["x"], metrics_status=404) as server:
+        async with make_client(server.url) as client:
+            with pytest.raises(MetricsNotExposed, match="llama.cpp with --metrics"):
+                await MetricsScraper(client).read()
+
+
+async def test_not_prometheus_text_is_a_protocol_error():
+    with MetricsServer(["<<not prometheus>>\n"]) as server:
+        async with make_client(server.url) as client:
+            with pytest.raises(ProtocolError, match="not Prometheus text"):
+                await MetricsScraper(client).read()
+
+
+async def test_unreachable_server():
+    with MetricsServer(["x"]) as server:
+        url = server.url
+    async with make_client(url, timeout_s=2.0) as client:
+        with pytest.raises(ServerUnavailable, match="cannot connect"):
+            await MetricsScraper(client).read()

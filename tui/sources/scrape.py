@@ -1,0 +1,132 @@
+"""Scrape a server's /metrics at an interval and yield canonical `MetricsSnapshot`s.
+
+A `MetricsScraper` keeps the readings a window needs, so a caller that catches
+`ServerUnavailable`, backs off and comes back keeps its baseline: the first scrape after the
+server returns shows a `restart` with the config before and after.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+
+import httpx
+
+from tui.core.metric_names import read_scrape
+from tui.core.promstats import build_snapshot, restart_reasons
+from tui.core.telemetry import MetricsSnapshot, Restart, ServerReading
+from tui.sources.errors import ProtocolError, ServerRejected, from_httpx, rejected
+
+
+class MetricsNotExposed(ServerRejected):
+    """The server has no Prometheus /metrics (Ollama; llama.cpp without --metrics; SGLang without --enable-metrics)."""
+
+
+NO_METRICS_HINT = (
+    "this server exposes no Prometheus metrics (Ollama has none; start llama.cpp with --metrics, "
+    "SGLang with --enable-metrics; vLLM without --disable-log-stats)"
+)
+
+
+class MetricsScraper:
+    """Reads /metrics (and /v1/models for max_model_len) through one httpx client."""
+
+    def __init__(self, client: httpx.AsyncClient, window_s: float | None = None, path: str = "/metrics") -> None:
+        self.client = client
+        self.path = path
+        self.window_s = window_s
+        """Rates and quantiles span at least this long (several scrapes); None: since the previous scrape."""
+        self._history: deque[ServerReading] = deque()
+        self._models_config: dict[str, str] | None = None
+
+    @property
+    def _url(self) -> str:
+        return f"{self.client.base_url}{self.path}"
+
+    async def read(self) -> MetricsSnapshot:
+        """Scrape once: the snapshot with rates and quantiles since the baseline reading.
+
+        Raises ServerUnavailable, ServerTimeout, MetricsNotExposed, ServerRejected or ProtocolError.
+        """
+        text = await self._get_metrics_text()
+        stamps = (time.monotonic(), time.time())
+        if self._models_config is None:
+            self._models_config = await self._read_models_config()
+        reading = self._parse(text, stamps)
+        previous = self._history[-1] if self._history else None
+        restart = None
+        if previous is not None and (reasons := restart_reasons(previous, reading)):
+            self._models_config = await self._read_models_config()
+            reading = self._parse(text, stamps)
+            restart = Restart(reasons, dict(previous.engine_config), dict(reading.engine_config))
+            self._history.clear()  # older readings belong to the previous process
+        baseline = previous if restart else self._baseline(reading)
+        self._history.append(reading)
+        return build_snapshot(baseline, reading, restart)
+
+    async def snapshots(self, interval_s: float, count: int | None = None) -> AsyncIterator[MetricsSnapshot]:
+        """One snapshot every interval_s (count of them, or forever); the first has no window unless one was read before."""
+        n = 0
+        while count is None or n < count:
+            started = time.monotonic()
+            yield await self.read()
+            n += 1
+            if count is None or n < count:
+                await asyncio.sleep(max(0.0, interval_s - (time.monotonic() - started)))
+
+    def _parse(self, text: str, stamps: tuple[float, float]) -> ServerReading:
+        try:
+            return read_scrape(text, *stamps, self._models_config)
+        except ValueError as error:
+            raise ProtocolError(f"{self._url}: not Prometheus text ({error})") from None
+
+    def _baseline(self, reading: ServerReading) -> ServerReading | None:
+        """The newest reading at least window_s older than this one (else the oldest); keeps the history short."""
+        if not self._history:
+            return None
+        if self.window_s is None:
+            baseline = self._history[-1]
+            self._history.clear()
+            self._history.append(baseline)
+            return baseline
+        while len(self._history) > 1 and reading.t_mono - self._history[1].t_mono >= self.window_s:
+            self._history.popleft()
+        return self._history[0]
+
+    async def _get_metrics_text(self) -> str:
+        try:
+            response = await self.client.get(self.path)
+        except httpx.HTTPError as error:
+            raise from_httpx(error, self._url) from None
+        if response.status_code == 404:
+            raise MetricsNotExposed(f"{self._url}: HTTP 404, {NO_METRICS_HINT}", 404)
+        if response.status_code >= 400:
+            raise rejected(response.status_code, self._url, _short(response.text))
+        if response.headers.get("content-type", "").startswith(("application/json", "text/html")):
+            raise MetricsNotExposed(f"{self._url}: answered {response.headers['content-type']}, {NO_METRICS_HINT}", 200)
+        return response.text
+
+    async def _read_models_config(self) -> dict[str, str]:
+        """`max_model_len` from /v1/models (vLLM); empty where the server has no such endpoint."""
+        try:
+            response = await self.client.get("/v1/models")
+            data = response.json().get("data") if response.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return {}
+        for model in data or []:
+            if isinstance(model, dict) and model.get("max_model_len") is not None:
+                return {"max_model_len": str(model["max_model_len"])}
+        return {}
+
+
+def _short(text: str, limit: int = 200) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+async def snapshots(client: httpx.AsyncClient, interval_s: float, count: int | None = None) -> AsyncIterator[MetricsSnapshot]:
+    """Snapshots of the server's /metrics every interval_s, each over the window since the one before."""
+    async for snapshot in MetricsScraper(client).snapshots(interval_s, count):
+        yield snapshot
