@@ -20,7 +20,9 @@ READY_PREFIX = "phasetop-sim listening on "
 def bind(host: str, port: int) -> socket.socket:
     """A listening socket; raises OSError with the system's reason (port in use, bad address)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # proto=IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets that say they are TCP, and
+    # without it Nagle holds each small SSE chunk until the client's delayed ACK (~40 ms bursts).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
