@@ -91,7 +91,7 @@ def route_for(request: StreamRequest) -> _Route:
 
 
 class _WireClock:
-    """The `trace` callback: stamps when the body was sent, and times any connection made for it."""
+    """The `trace` callback: stamps when the body goes on the wire, and times any connection made for it."""
 
     __slots__ = ("sent_ns", "sent_unix", "connect_started_ns", "connect_done_ns")
 
@@ -102,7 +102,10 @@ class _WireClock:
         self.connect_done_ns: int | None = None
 
     async def __call__(self, event: str, info: dict) -> None:
-        if event == "http11.send_request_body.complete" or event == "http2.send_request_body.complete":
+        # `.started`, not `.complete`: nothing yields to the event loop between this callback and the
+        # body's transport.write, while anyio yields once after the write, so under concurrency a
+        # `.complete` stamp lands late by however long other streams hold the loop.
+        if event == "http11.send_request_body.started" or event == "http2.send_request_body.started":
             self.sent_ns = perf_counter_ns()
             self.sent_unix = time.time()
         elif event == "connection.connect_tcp.started":
