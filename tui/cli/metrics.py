@@ -90,7 +90,8 @@ def format_snapshot(s: MetricsSnapshot) -> str:
     """A compact block for a person: one line of state, one of rates, one per histogram."""
     window = f"over {s.window_s:.1f} s" if s.window_s else "since start"
     lines = [f"{s.engine or 'unknown server'} metrics {window}"]
-    kv = _num(s.kv_cache_usage * 100 if s.kv_cache_usage is not None else None, ".0f", "%")
+    kv_pct = s.kv_cache_usage * 100 if s.kv_cache_usage is not None else None
+    kv = _num(kv_pct, ".1f" if kv_pct is not None and kv_pct < 10 else ".0f", "%")
     state = f"  running {_num(s.running)}  waiting {_num(s.waiting)}  KV {kv}"
     if s.saturated:
         state += "  SATURATED (waiting while the KV pool is full)"
