@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench screenshots clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -15,7 +15,10 @@ $(STAMP): $(BIN)/python pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/phasetop ceiling
+	$(BIN)/phasetop
+
+screenshots: $(STAMP)
+	$(BIN)/python scripts/screenshots.py
 
 test: $(STAMP)
 	$(BIN)/lint-imports

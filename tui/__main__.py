@@ -1,5 +1,5 @@
 """`python -m tui` is the `phasetop` command."""
 
-from tui.cli.main import main
+from tui.entry import main
 
 raise SystemExit(main())

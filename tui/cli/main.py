@@ -1,4 +1,4 @@
-"""`phasetop`: the UI with no subcommand, else one headless subcommand."""
+"""The headless subcommands of `phasetop`: the parser and the dispatcher (the UI starts in `tui.entry`)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ import os
 import sys
 
 from tui import __version__
+from tui.cli.common import add_server_options
 from tui.cli.output import EXIT_USAGE, CliError, note
 
 SUBCOMMANDS = ("ceiling", "probe", "sim", "metrics", "gpu")
-"""Modules of `tui.cli`, each with `register(subparsers)` and a `run(args, settings)` handler."""
+"""Modules of `tui.cli`, each with `register(subparsers)` and a `run(args)` handler."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,6 +22,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"phasetop {__version__}")
     parser.add_argument("--config", metavar="FILE", help="TOML settings file (default: the user config dir)")
+    ui = parser.add_argument_group("the UI (no subcommand)")
+    add_server_options(ui)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
         importlib.import_module(f"tui.cli.{name}").register(subparsers)
@@ -28,12 +31,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one subcommand (the headless entry used by tests and scripts)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help(sys.stderr)
-        note("phasetop: the interactive UI is not built yet; use a subcommand above.")
         return EXIT_USAGE
+    return run_command(args)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Call the subcommand's handler; every failure becomes one line on stderr and an exit code."""
     try:
         return args.handler(args)
     except CliError as error:

@@ -1,0 +1,35 @@
+"""The Textual app: composes the main screen, binds quit, and lists every action in the palette."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import partial
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+
+from tui.app.screens.main import MainScreen
+from tui.config import Settings
+
+
+class PhasetopApp(App[None]):
+    """phasetop's UI. It is handed its settings and the server URL; it reads no globals."""
+
+    CSS_PATH = "phasetop.tcss"
+    TITLE = "phasetop"
+    BINDINGS = [Binding("q", "quit", "Quit", tooltip="Quit (a simulator phasetop started is stopped)", id="quit")]
+
+    def __init__(self, settings: Settings, server_url: str, simulated: str | None = None,
+                 ceiling: tuple[float, float, float] | None = None) -> None:
+        super().__init__()
+        self._main = MainScreen(settings, server_url, simulated, ceiling)
+
+    def on_mount(self) -> None:
+        self.push_screen(self._main)
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        for binding in MainScreen.BINDINGS:
+            if binding.action != "help":
+                yield SystemCommand(binding.description, binding.tooltip, partial(self._main.run_action, binding.action))

@@ -1,0 +1,100 @@
+"""Messages workers post to the main screen: past-tense facts, never commands."""
+
+from __future__ import annotations
+
+from textual.message import Message
+
+from tui.core.records import RequestTiming
+from tui.core.telemetry import GpuSample, HostSample, MetricsSnapshot
+
+
+class RequestStarted(Message):
+    """A request was sent."""
+
+    def __init__(self, request_id: int, label: str, t_sent_unix: float) -> None:
+        super().__init__()
+        self.request_id = request_id
+        self.label = label
+        """What the timeline lane is called ("short 200", "typed")."""
+        self.t_sent_unix = t_sent_unix
+
+
+class TokensArrived(Message):
+    """Content chunks that arrived since the last batch (about every 50 ms), untrusted text."""
+
+    def __init__(self, request_id: int, offsets_s: tuple[float, ...], text: str) -> None:
+        super().__init__()
+        self.request_id = request_id
+        self.offsets_s = offsets_s
+        """Arrival of each chunk, seconds after the request was on the wire."""
+        self.text = text
+
+
+class RequestCompleted(Message):
+    """A request ended, well or not; `timing` is the exact record."""
+
+    def __init__(self, request_id: int, timing: RequestTiming) -> None:
+        super().__init__()
+        self.request_id = request_id
+        self.timing = timing
+
+
+class MetricsScraped(Message):
+    """A new /metrics snapshot. Latest wins: an older unhandled one is dropped."""
+
+    def __init__(self, snapshot: MetricsSnapshot) -> None:
+        super().__init__()
+        self.snapshot = snapshot
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, MetricsScraped)
+
+
+class MetricsUnavailable(Message):
+    """The server has no usable /metrics (say why)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__()
+        self.reason = reason
+
+
+class GpuSampled(Message):
+    """A new NVML sample. Latest wins."""
+
+    def __init__(self, sample: GpuSample) -> None:
+        super().__init__()
+        self.sample = sample
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, GpuSampled)
+
+
+class HostSampled(Message):
+    """A new psutil sample. Latest wins."""
+
+    def __init__(self, sample: HostSample) -> None:
+        super().__init__()
+        self.sample = sample
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, HostSampled)
+
+
+class ServerWentDown(Message):
+    """The server stopped answering at `since` (unix time)."""
+
+    def __init__(self, since: float, reason: str) -> None:
+        super().__init__()
+        self.since = since
+        self.reason = reason
+
+
+class ServerCameUp(Message):
+    """The server answers (again); what it is."""
+
+    def __init__(self, kind: str, model: str | None, max_model_len: int | None, version: str | None) -> None:
+        super().__init__()
+        self.kind = kind
+        self.model = model
+        self.max_model_len = max_model_len
+        self.version = version

@@ -1,0 +1,254 @@
+"""The one screen: prompt, token timeline, server metrics, GPU/host, and the status line."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.reactive import reactive
+from textual.screen import Screen
+from textual.widgets import Footer
+
+from tui.app.feeds import FeedsMixin
+from tui.app.messages import (
+    GpuSampled,
+    HostSampled,
+    MetricsScraped,
+    MetricsUnavailable,
+    RequestCompleted,
+    RequestStarted,
+    ServerCameUp,
+    ServerWentDown,
+    TokensArrived,
+)
+from tui.app.screens.help import HelpScreen
+from tui.app.widgets.gpu_pane import GpuPane
+from tui.app.widgets.metrics_pane import MetricsPane
+from tui.app.widgets.prompt_pane import PRESETS, Preset, PromptPane
+from tui.app.widgets.status_line import ServerState, StatusLine
+from tui.app.widgets.timeline_pane import TimelinePane
+from tui.config import Settings
+from tui.core.diagnosis import LiveFigures, diagnose
+from tui.core.records import RequestTiming
+from tui.core.telemetry import GpuSample, HostSample, MetricsSnapshot
+from tui.sources.http import make_client
+from tui.sources.prompts import filler_text, make_nonce
+
+KEEP_REQUESTS = 24
+"""Requests kept in state; the timeline shows the last few."""
+MAX_TOKENS = 128
+NARROW_WIDTH = 100
+SHARED_PREFIX = filler_text("[shared system prompt]", 1800)
+"""The shared-system-prompt preset sends this same prefix every time, so prefix caching can hit."""
+
+
+class MainScreen(FeedsMixin, Screen):
+    """Owns the state; panes receive it through data_bind and render it."""
+
+    BINDINGS = [
+        Binding("s", "send", "Send", tooltip="Send the typed prompt (or the short preset)", id="send"),
+        Binding("1", "preset('short')", "Short 200", tooltip="Send a 200-token prompt", id="preset.short"),
+        Binding("2", "preset('long')", "Long 2000", tooltip="Send a 2,000-token prompt", id="preset.long"),
+        Binding("3", "preset('system')", "Shared prefix", tooltip="Send a prompt behind the same long system prompt", id="preset.system"),
+        Binding("4", "preset('concurrent')", "8 at once", tooltip="Send 8 short prompts at once", id="preset.concurrent"),
+        Binding("c", "clear", "Clear", tooltip="Clear the timeline", id="clear"),
+        Binding("question_mark", "help", "Help", key_display="?", tooltip="Every key, with what it does", id="help"),
+    ]
+
+    timings: reactive[list[RequestTiming]] = reactive(list, always_update=True)
+    """Requests finished and in flight, oldest first."""
+    labels: reactive[list[str]] = reactive(list, always_update=True)
+    """One timeline label per request in `timings`."""
+    metrics: reactive[MetricsSnapshot | None] = reactive(None, always_update=True)
+    """The latest /metrics snapshot."""
+    gpu: reactive[GpuSample | None] = reactive(None, always_update=True)
+    host: reactive[HostSample | None] = reactive(None, always_update=True)
+    server: reactive[ServerState | None] = reactive(None, always_update=True)
+    """The server as last seen: up, or down since when."""
+    decode_ceiling_tok_s: reactive[float | None] = reactive(None)
+    """The single-stream ceiling for the server's model and device, when both are known."""
+    diagnosis: reactive[str] = reactive("")
+    """The "what to change" findings for the latest figures, one per line."""
+
+    def __init__(self, settings: Settings, server_url: str, simulated: str | None = None,
+                 ceiling: tuple[float, float, float] | None = None) -> None:
+        super().__init__()
+        self.settings = settings
+        """Everything configured; the API key stays inside the HTTP client."""
+        self.server_url = server_url
+        self._ceiling = ceiling
+        """(decode ceiling tok/s, KV bytes per token, weight bytes) for a known model and device."""
+        self.api: str | None = None
+        self.model: str | None = None
+        self._records: dict[int, RequestTiming] = {}
+        self._labels: dict[int, str] = {}
+        self._next_id = 1
+        self.server = ServerState(url=server_url, simulated=simulated)
+
+    def compose(self) -> ComposeResult:
+        yield StatusLine(id="status").data_bind(state=MainScreen.server)
+        prompt = PromptPane(id="prompt-pane", classes="pane")
+        prompt.border_title = "Prompt"
+        yield prompt
+        timeline = TimelinePane(id="timeline-pane", classes="pane").data_bind(
+            timings=MainScreen.timings, labels=MainScreen.labels,
+            decode_ceiling_tok_s=MainScreen.decode_ceiling_tok_s, diagnosis=MainScreen.diagnosis,
+        )
+        timeline.border_title = "Token timeline: prefill ━ then decode •"
+        yield timeline
+        metrics = MetricsPane(id="metrics-pane", classes="pane").data_bind(snapshot=MainScreen.metrics)
+        metrics.border_title = "Server metrics"
+        yield metrics
+        gpu = GpuPane(id="gpu-pane", classes="pane").data_bind(gpu=MainScreen.gpu, host=MainScreen.host)
+        gpu.border_title = "GPU / host"
+        yield gpu
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.client = make_client(self.server_url, self.settings.api_key, self.settings.timeout_s)
+        if self._ceiling:
+            self.decode_ceiling_tok_s = self._ceiling[0]
+        self.find_server()
+        self.poll_metrics()
+        self.poll_gpu()
+
+    async def on_unmount(self) -> None:
+        self.workers.cancel_all()
+        await self.client.aclose()
+
+    def on_resize(self) -> None:
+        self.set_class(self.size.width < NARROW_WIDTH, "-narrow")
+
+    # ---- actions -------------------------------------------------------------------------------
+
+    def action_send(self) -> None:
+        self.query_one(PromptPane).request_typed()
+
+    def action_preset(self, key: str) -> None:
+        self.query_one(PromptPane).request_preset(next(p for p in PRESETS if p.key == key))
+
+    def action_clear(self) -> None:
+        self._records.clear()
+        self._labels.clear()
+        self._publish()
+
+    def action_help(self) -> None:
+        keys = [(b.binding.key_display or b.binding.key, b.binding.description)
+                for b in self.active_bindings.values() if b.binding.description]
+        self.app.push_screen(HelpScreen(keys))
+
+    # ---- intents from panes --------------------------------------------------------------------
+
+    @on(PromptPane.SendRequested)
+    def _send(self, event: PromptPane.SendRequested) -> None:
+        preset: Preset | None = event.preset
+        first_id = self._next_id
+        count = preset.concurrency if preset else 1
+        self._next_id += count
+        label = preset.label if preset else "typed"
+        self.query_one(PromptPane).start_answer(f"── {label} ──")
+        self.send_requests(first_id, label, event.text, preset.prompt_tokens if preset else None, count,
+                           MAX_TOKENS, SHARED_PREFIX if preset and preset.shared_prefix else None)
+
+    # ---- facts from workers --------------------------------------------------------------------
+
+    @on(RequestStarted)
+    def _started(self, event: RequestStarted) -> None:
+        self._records[event.request_id] = RequestTiming(ok=True, t_sent_unix=event.t_sent_unix)
+        self._labels[event.request_id] = event.label
+        self._publish()
+
+    @on(TokensArrived)
+    def _tokens(self, event: TokensArrived) -> None:
+        record = self._records.get(event.request_id)
+        if record is None:
+            return
+        self._records[event.request_id] = RequestTiming(
+            ok=True, t_sent_unix=record.t_sent_unix, token_offsets_s=record.token_offsets_s + event.offsets_s)
+        if event.request_id == max(self._records):
+            self.query_one(PromptPane).append_answer(event.text)
+        self._publish()
+
+    @on(RequestCompleted)
+    def _completed(self, event: RequestCompleted) -> None:
+        self._records[event.request_id] = event.timing
+        if not event.timing.ok:
+            self.notify(event.timing.error or "request failed", title="request failed", severity="error", markup=False)
+        self._publish()
+
+    @on(ServerCameUp)
+    def _up(self, event: ServerCameUp) -> None:
+        self.api, self.model = event.kind, event.model
+        self.server = replace(self.server, kind=event.kind, model=event.model, max_model_len=event.max_model_len,
+                              down_since=None, down_reason=None)
+        self._set_down(False)
+
+    @on(ServerWentDown)
+    def _down(self, event: ServerWentDown) -> None:
+        since = self.server.down_since or event.since
+        self.server = replace(self.server, down_since=since, down_reason=event.reason)
+        self._set_down(True)
+
+    @on(MetricsScraped)
+    def _scraped(self, event: MetricsScraped) -> None:
+        self.metrics = event.snapshot
+        if self.server.down_since is not None:
+            self.server = replace(self.server, down_since=None, down_reason=None)
+            self._set_down(False)
+            if event.snapshot.restart:
+                self.find_server()
+        config = _config_line(event.snapshot.engine_config)
+        if config != self.server.config:
+            self.server = replace(self.server, config=config)
+        self._diagnose()
+
+    @on(MetricsUnavailable)
+    def _no_metrics(self, event: MetricsUnavailable) -> None:
+        self.query_one(MetricsPane).reason = event.reason
+
+    @on(GpuSampled)
+    def _gpu(self, event: GpuSampled) -> None:
+        self.gpu = event.sample
+
+    @on(HostSampled)
+    def _host(self, event: HostSampled) -> None:
+        self.host = event.sample
+
+    # ---- state ---------------------------------------------------------------------------------
+
+    def _publish(self) -> None:
+        ids = sorted(self._records)[-KEEP_REQUESTS:]
+        for stale in [i for i in self._records if i not in ids]:
+            del self._records[stale], self._labels[stale]
+        self.timings = [self._records[i] for i in ids]
+        self.labels = [self._labels[i] for i in ids]
+        self._diagnose()
+
+    def _diagnose(self) -> None:
+        latest = next((t for t in reversed(self.timings) if t.decode_tok_s), None)
+        snapshot = self.metrics
+        kv_per_token = self._ceiling[1] if self._ceiling else None
+        figures = LiveFigures(
+            ttft_s=latest.ttft_s if latest else None,
+            prompt_tokens=latest.prompt_tokens if latest else None,
+            context_tokens=(latest.prompt_tokens or 0) + (latest.output_tokens or 0) if latest else None,
+            decode_tok_s=latest.decode_tok_s if latest else None,
+            decode_ceiling_tok_s=self.decode_ceiling_tok_s,
+            waiting=snapshot.waiting if snapshot else None,
+            kv_cache_usage=snapshot.kv_cache_usage if snapshot else None,
+            prefix_cache_hit_rate=snapshot.prefix_cache_hit_rate if snapshot else None,
+            kv_bytes_per_token=kv_per_token,
+        )
+        self.diagnosis = "\n".join(f"{f.phase}: {f}" for f in diagnose(figures)[:2])
+
+    def _set_down(self, down: bool) -> None:
+        for pane in self.query(".pane"):
+            pane.set_class(down, "-down")
+
+
+def _config_line(config: dict[str, str]) -> str | None:
+    shown = [f"{key}={config[key]}" for key in ("enable_prefix_caching", "block_size", "num_gpu_blocks", "max_model_len")
+             if key in config]
+    return " ".join(shown) or None

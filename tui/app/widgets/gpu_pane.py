@@ -1,0 +1,71 @@
+"""GPU and host: memory bandwidth against peak, SM use, memory; host CPU/RAM and the server process."""
+
+from __future__ import annotations
+
+from textual.reactive import reactive
+from textual.widgets import Static
+
+from tui.core.telemetry import GpuReading, GpuSample, HostSample
+
+GIB = 1024**3
+
+
+class GpuPane(Static):
+    """Plain text, rebuilt on every sample; it never reads NVML itself."""
+
+    gpu: reactive[GpuSample | None] = reactive(None, always_update=True)
+    """The latest NVML sample."""
+    host: reactive[HostSample | None] = reactive(None, always_update=True)
+    """The latest psutil sample."""
+    cpu_ceiling: reactive[str | None] = reactive(None)
+    """For a CPU server: the CPU row of the ceiling table, in one line."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__("waiting for the first sample…", markup=False, **kwargs)
+
+    def _refresh_text(self) -> None:
+        self.update("\n".join(gpu_lines(self.gpu) + host_lines(self.host, self.cpu_ceiling)))
+
+    watch_gpu = watch_host = watch_cpu_ceiling = _refresh_text
+
+
+def gpu_lines(sample: GpuSample | None) -> list[str]:
+    if sample is None:
+        return ["GPU: sampling…"]
+    if not sample.devices:
+        return [f"no GPU: {sample.reason or 'none found'}"]
+    return [line for device in sample.devices for line in _device_lines(device)]
+
+
+def _device_lines(d: GpuReading) -> list[str]:
+    lines = [f"GPU {d.index} {d.name}"]
+    if d.mem_bw_source == "gpm" and d.mem_bw_gbs is not None:
+        peak = f" of {d.peak_bw_gbs:,.0f}" if d.peak_bw_gbs else ""
+        lines.append(f"  memory bandwidth {d.mem_bw_gbs:,.0f}{peak} GB/s ({d.mem_bw_util:.0%} of peak)")
+    elif d.mem_bw_source == "utilization" and d.mem_bw_util is not None:
+        lines.append(f"  memory busy {d.mem_bw_util:.0%} of the time (no GPM: busy time, not bandwidth)")
+    else:
+        lines.append("  memory bandwidth: not available")
+    if d.sm_util is not None:
+        lines.append(f"  SM {d.sm_util:.0%}")
+    if d.mem_used_bytes is not None and d.mem_total_bytes:
+        server = f", server {d.server_mem_bytes / GIB:.1f} GiB" if d.server_mem_bytes else ""
+        lines.append(f"  memory {d.mem_used_bytes / GIB:.1f} / {d.mem_total_bytes / GIB:.1f} GiB{server}")
+    if d.reason:
+        lines.append(f"  ({d.reason})")
+    return lines
+
+
+def host_lines(sample: HostSample | None, cpu_ceiling: str | None) -> list[str]:
+    if sample is None:
+        return []
+    lines = [
+        f"host CPU {sample.cpu_percent:.0f}% of {sample.cpu_count} cores · "
+        f"RAM {sample.ram_used_bytes / GIB:.1f} / {sample.ram_total_bytes / GIB:.1f} GiB"
+    ]
+    if sample.process:
+        p = sample.process
+        lines.append(f"server process {p.name} (pid {p.pid}): CPU {p.cpu_percent:.0f}% · RSS {p.rss_bytes / GIB:.2f} GiB")
+    if cpu_ceiling:
+        lines.append(cpu_ceiling)
+    return lines

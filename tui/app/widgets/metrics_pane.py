@@ -1,0 +1,121 @@
+"""Server metrics: the five names with sparklines, prefix-cache hits, preemptions, saturation."""
+
+from __future__ import annotations
+
+from collections import deque
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.reactive import reactive
+from textual.widgets import Label, Sparkline, Static
+
+from tui.core.telemetry import HistogramQuantiles, MetricsSnapshot
+
+HISTORY = 60
+"""Scrapes kept for each sparkline (a minute at the default interval)."""
+
+ROWS = (
+    ("ttft", "TTFT p50/p99"),
+    ("itl", "ITL p50/p99"),
+    ("running", "running"),
+    ("waiting", "waiting"),
+    ("kv", "KV cache usage"),
+)
+
+
+class MetricsPane(Vertical):
+    """What the server's /metrics says, over the last window."""
+
+    snapshot: reactive[MetricsSnapshot | None] = reactive(None, always_update=True)
+    """The latest scrape; None before the first."""
+    reason: reactive[str | None] = reactive(None)
+    """Why there are no metrics (no /metrics endpoint, server down)."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._history: dict[str, deque[float]] = {key: deque(maxlen=HISTORY) for key, _ in ROWS}
+
+    def compose(self) -> ComposeResult:
+        for key, title in ROWS:
+            with Horizontal(classes="metric-row"):
+                yield Label(title, classes="metric-name")
+                yield Static("–", id=f"value-{key}", classes="metric-value", markup=False)
+                yield Sparkline([], id=f"spark-{key}")
+        yield Static("", id="metrics-extra", markup=False)
+        yield Static("", id="metrics-saturation", markup=False)
+
+    def watch_reason(self, reason: str | None) -> None:
+        if reason:
+            self.query_one("#metrics-extra", Static).update(f"no server metrics: {reason}")
+
+    def watch_snapshot(self, snapshot: MetricsSnapshot | None) -> None:
+        if snapshot is None:
+            return
+        values = {
+            "ttft": _p(snapshot.histograms.get("ttft_s"), "p50"),
+            "itl": _p(snapshot.histograms.get("itl_s"), "p50"),
+            "running": snapshot.running,
+            "waiting": snapshot.waiting,
+            "kv": snapshot.kv_cache_usage,
+        }
+        texts = {
+            "ttft": _quantiles(snapshot.histograms.get("ttft_s")),
+            "itl": _quantiles(snapshot.histograms.get("itl_s")),
+            "running": _count(snapshot.running),
+            "waiting": _count(snapshot.waiting),
+            "kv": f"{snapshot.kv_cache_usage:.0%}" if snapshot.kv_cache_usage is not None else "–",
+        }
+        for key, _ in ROWS:
+            if values[key] is not None:
+                self._history[key].append(values[key])
+            self.query_one(f"#value-{key}", Static).update(texts[key])
+            self.query_one(f"#spark-{key}", Sparkline).data = list(self._history[key])
+        self.query_one("#metrics-extra", Static).update(_extra(snapshot))
+        saturated = snapshot.saturated
+        self.set_class(saturated, "-saturated")
+        self.query_one("#metrics-saturation", Static).update(
+            f"SATURATED: {snapshot.waiting:.0f} waiting while the KV pool is {snapshot.kv_cache_usage:.0%} full"
+            if saturated else ""
+        )
+
+
+def _p(quantiles: HistogramQuantiles | None, name: str) -> float | None:
+    return getattr(quantiles, name) if quantiles else None
+
+
+def _ms(value: float | None, edge: str | None, quantiles: HistogramQuantiles) -> str:
+    if value is None:
+        return "–"
+    if edge == "first":
+        return f"≤{quantiles.first_le * 1e3:,.0f}"
+    if edge == "last":
+        return f"≥{quantiles.last_le * 1e3:,.0f}"
+    return f"{value * 1e3:,.0f}"
+
+
+def _quantiles(quantiles: HistogramQuantiles | None) -> str:
+    """p50/p99 in ms; a quantile on a bucket edge is shown as the bound it is (≤ or ≥)."""
+    if quantiles is None or not quantiles.n:
+        return "– (no requests in window)"
+    p50 = _ms(quantiles.p50, quantiles.edges.get("p50"), quantiles)
+    p99 = _ms(quantiles.p99, quantiles.edges.get("p99"), quantiles)
+    return f"{p50} / {p99} ms  (n={quantiles.n:.0f})"
+
+
+def _count(value: float | None) -> str:
+    return "–" if value is None else f"{value:.0f}"
+
+
+def _extra(snapshot: MetricsSnapshot) -> str:
+    parts = []
+    if snapshot.prefix_cache_hit_rate is not None:
+        parts.append(f"prefix-cache hits {snapshot.prefix_cache_hit_rate:.0%}")
+    elif snapshot.prefix_cache_hit_rate_total is not None:
+        parts.append(f"prefix-cache hits {snapshot.prefix_cache_hit_rate_total:.0%} (since start)")
+    if snapshot.preemptions_total is not None:
+        parts.append(f"preemptions {snapshot.preemptions_total:.0f}")
+    if snapshot.generation_tok_s is not None:
+        parts.append(f"decode {snapshot.generation_tok_s:,.0f} tok/s")
+    if snapshot.prompt_tok_s is not None:
+        parts.append(f"prompt {snapshot.prompt_tok_s:,.0f} tok/s")
+    return " · ".join(parts)

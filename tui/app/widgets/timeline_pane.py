@@ -1,0 +1,100 @@
+"""The token timeline: one lane per request, the prefill span then the decode ticks, on one axis."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.reactive import reactive
+from textual.widgets import Static
+from textual_plotext import PlotextPlot
+
+from tui.core.records import RequestTiming
+from tui.core.stats import summarize
+from tui.core.timeline import Lane, lanes
+
+KEEP_LANES = 6
+
+
+class TimelinePlot(PlotextPlot):
+    """The lanes drawn with plotext: a thick bar for prefill, a dot per content chunk."""
+
+    lanes: reactive[list[Lane]] = reactive(list, always_update=True)
+    """Lanes to draw, oldest first."""
+
+    def watch_lanes(self) -> None:
+        self.replot()
+
+    def on_mount(self) -> None:
+        self.watch(self.app, "theme", lambda: self.call_after_refresh(self.replot))
+
+    def replot(self) -> None:
+        plt = self.plt
+        plt.clear_data()
+        plt.clear_figure()
+        plt.xlabel("seconds")
+        if not self.lanes:
+            plt.title("send a prompt (s) to see prefill, then decode")
+        count = len(self.lanes)
+        for index, lane in enumerate(self.lanes):
+            y = count - index
+            prefill_end = lane.first_token_s
+            if prefill_end is not None:
+                plt.plot([lane.sent_s, prefill_end], [y, y], marker="hd", color="orange")
+            if lane.token_s:
+                plt.scatter(list(lane.token_s), [y] * len(lane.token_s), marker="•", color="cyan")
+            elif prefill_end is None:
+                plt.scatter([lane.sent_s], [y], marker="▶", color="orange")
+        if count:
+            plt.yticks(list(range(count, 0, -1)), [lane.label for lane in self.lanes])
+            plt.ylim(0.5, count + 0.5)
+        self.refresh()
+
+
+class TimelinePane(Vertical):
+    """Timeline plus its figures: TTFT, prefill rate, decode rate, ITL p50/p99, share of the ceiling."""
+
+    timings: reactive[list[RequestTiming]] = reactive(list, always_update=True)
+    """The last requests (finished and in flight), oldest first."""
+    labels: reactive[list[str]] = reactive(list, always_update=True)
+    """One label per timing (the preset or prompt size)."""
+    decode_ceiling_tok_s: reactive[float | None] = reactive(None)
+    """Single-stream decode ceiling for this model and device, when known."""
+
+    diagnosis: reactive[str] = reactive("")
+    """What to change, from the domain text's rules, one finding per line."""
+
+    def compose(self) -> ComposeResult:
+        yield TimelinePlot(id="timeline-plot")
+        yield Static(id="timeline-figures", markup=False)
+        yield Static(id="diagnosis", markup=False)
+
+    def watch_diagnosis(self, diagnosis: str) -> None:
+        self.query_one("#diagnosis", Static).update(diagnosis)
+
+    def watch_timings(self) -> None:
+        self._show_timings()
+
+    def watch_decode_ceiling_tok_s(self) -> None:
+        self._show_timings()
+
+    def _show_timings(self) -> None:
+        shown = self.timings[-KEEP_LANES:]
+        labels = self.labels[-KEEP_LANES:] if len(self.labels) >= len(shown) else None
+        self.query_one(TimelinePlot).lanes = lanes(shown, labels, keep=KEEP_LANES)
+        self.query_one("#timeline-figures", Static).update(figures_line(self.timings, self.decode_ceiling_tok_s))
+
+
+def figures_line(timings: list[RequestTiming], ceiling_tok_s: float | None) -> str:
+    """The figures of the latest request with a first token, and ITL percentiles over the shown ones."""
+    latest = next((t for t in reversed(timings) if t.ttft_s is not None), None)
+    if latest is None:
+        return "TTFT –   prefill –   decode –   ITL p50 – p99 –"
+    itl = summarize(gap for t in timings[-KEEP_LANES:] for gap in t.itl_s)
+    prefill = f"{latest.prefill_tok_s:,.0f} tok/s ({latest.prefill_source})" if latest.prefill_tok_s else "–"
+    decode = f"{latest.decode_tok_s:,.1f} tok/s" if latest.decode_tok_s else "–"
+    share = ""
+    if latest.decode_tok_s and ceiling_tok_s:
+        share = f" = {latest.decode_tok_s / ceiling_tok_s:.0%} of the {ceiling_tok_s:,.0f} tok/s ceiling"
+    p50 = f"{itl.p50 * 1e3:.1f} ms" if itl.p50 is not None else "–"
+    p99 = f"{itl.p99 * 1e3:.1f} ms" if itl.p99 is not None else "–"
+    return f"TTFT {latest.ttft_s * 1e3:,.1f} ms   prefill {prefill}   decode {decode}{share}   ITL p50 {p50} p99 {p99}"

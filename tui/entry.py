@@ -1,0 +1,18 @@
+"""The `phasetop` command: the UI with no subcommand, else one headless subcommand.
+
+This is the one module that sees both `tui.cli` and `tui.app`, so the CLI itself never loads Textual.
+"""
+
+from __future__ import annotations
+
+from tui.cli.main import build_parser, run_command
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command is not None:
+        return run_command(args)
+    from tui.app.launch import run_ui  # Textual loads only for the UI
+    from tui.cli.common import settings_from
+
+    return run_ui(settings_from(args), url_given=args.url is not None)
