@@ -8,7 +8,11 @@ from tui.core.records import RequestTiming
 from tui.core.telemetry import GpuSample, HostSample, MetricsSnapshot
 
 
-class RequestStarted(Message):
+class Fact(Message, bubble=False):
+    """A worker's message to the screen that runs it; the screen handles it, nothing above."""
+
+
+class RequestStarted(Fact):
     """A request was sent."""
 
     def __init__(self, request_id: int, label: str, t_sent_unix: float) -> None:
@@ -19,7 +23,7 @@ class RequestStarted(Message):
         self.t_sent_unix = t_sent_unix
 
 
-class TokensArrived(Message):
+class TokensArrived(Fact):
     """Content chunks that arrived since the last batch (about every 50 ms), untrusted text."""
 
     def __init__(self, request_id: int, offsets_s: tuple[float, ...], text: str) -> None:
@@ -30,7 +34,7 @@ class TokensArrived(Message):
         self.text = text
 
 
-class RequestCompleted(Message):
+class RequestCompleted(Fact):
     """A request ended, well or not; `timing` is the exact record."""
 
     def __init__(self, request_id: int, timing: RequestTiming) -> None:
@@ -39,7 +43,7 @@ class RequestCompleted(Message):
         self.timing = timing
 
 
-class MetricsScraped(Message):
+class MetricsScraped(Fact):
     """A new /metrics snapshot. Latest wins: an older unhandled one is dropped."""
 
     def __init__(self, snapshot: MetricsSnapshot) -> None:
@@ -50,7 +54,7 @@ class MetricsScraped(Message):
         return isinstance(message, MetricsScraped)
 
 
-class MetricsUnavailable(Message):
+class MetricsUnavailable(Fact):
     """The server has no usable /metrics (say why)."""
 
     def __init__(self, reason: str) -> None:
@@ -58,7 +62,7 @@ class MetricsUnavailable(Message):
         self.reason = reason
 
 
-class GpuSampled(Message):
+class GpuSampled(Fact):
     """A new NVML sample. Latest wins."""
 
     def __init__(self, sample: GpuSample) -> None:
@@ -69,7 +73,7 @@ class GpuSampled(Message):
         return isinstance(message, GpuSampled)
 
 
-class HostSampled(Message):
+class HostSampled(Fact):
     """A new psutil sample. Latest wins."""
 
     def __init__(self, sample: HostSample) -> None:
@@ -80,7 +84,7 @@ class HostSampled(Message):
         return isinstance(message, HostSampled)
 
 
-class ServerWentDown(Message):
+class ServerWentDown(Fact):
     """The server stopped answering at `since` (unix time)."""
 
     def __init__(self, since: float, reason: str) -> None:
@@ -89,7 +93,7 @@ class ServerWentDown(Message):
         self.reason = reason
 
 
-class ServerCameUp(Message):
+class ServerCameUp(Fact):
     """The server answers (again); what it is."""
 
     def __init__(self, kind: str, model: str | None, max_model_len: int | None, version: str | None) -> None:

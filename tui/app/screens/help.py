@@ -22,11 +22,11 @@ class HelpScreen(ModalScreen[None]):
 
     def __init__(self, bindings: list[tuple[str, str]]) -> None:
         super().__init__()
-        self._bindings = bindings
+        self._keys = bindings
 
     def compose(self) -> ComposeResult:
-        width = max((len(key) for key, _ in self._bindings), default=4)
-        lines = [INTRO, "", "Keys:"] + [f"  {key:<{width}}  {description}" for key, description in self._bindings]
+        width = max((len(key) for key, _ in self._keys), default=4)
+        lines = [INTRO, "", "Keys:"] + [f"  {key:<{width}}  {description}" for key, description in self._keys]
         lines += ["", "ctrl+p opens the command palette with the same actions. escape closes this."]
         with VerticalScroll(id="help-body"):
             yield Static("\n".join(lines), markup=False)
