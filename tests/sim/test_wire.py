@@ -169,7 +169,9 @@ async def test_metrics_carry_vllm_names_labels_buckets_and_config(sim):
 async def test_client_disconnect_frees_the_kv_blocks(sim):
     async with httpx.AsyncClient(base_url=sim.url, timeout=10) as client:
         async with client.stream("POST", "/v1/completions", json={"prompt": list(range(9000, 11000)), "max_tokens": 3000, "stream": True}) as response:
-            async for _ in response.aiter_lines():
+            assert response.status_code == 200
+            async for line in response.aiter_lines():
+                assert line.startswith("data: {"), line
                 break
             during = (await client.get("/metrics")).text
         assert value(during, "vllm:kv_cache_usage_perc") > 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -18,6 +19,19 @@ from tui.sim.physics import Engine, EngineConfig, Sequence, StepPlan, TokenOut
 
 RESYNC_S = 0.1
 """A step that starts this late (loop seconds) starts from now rather than from its deadline."""
+TIMER_SLACK_S = 0.0015
+"""The event loop's timers wake up to 1 ms late (epoll's millisecond timeout, rounded up), so the
+loop sleeps until this long before a deadline and a short blocking sleep covers the rest."""
+
+
+async def _sleep_until(loop: asyncio.AbstractEventLoop, deadline: float) -> None:
+    """Sleep to an absolute loop-clock deadline, to within the OS timer's slack (~0.1 ms), not 1 ms."""
+    early = deadline - loop.time() - TIMER_SLACK_S
+    if early > 0:
+        await asyncio.sleep(early)
+    rest = deadline - loop.time()
+    if rest > 0:
+        time.sleep(rest)  # under 1.5 ms: blocks the loop only while it has nothing due before the deadline
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,9 +134,7 @@ class EngineDriver:
                 next_start = loop.time()
                 continue
             end = next_start + plan.duration_s * self.time_scale
-            delay = end - loop.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
+            await _sleep_until(loop, end)
             tokens = self.engine.complete(plan, end)
             for token in tokens:
                 stream = self._streams.get(token.sequence)

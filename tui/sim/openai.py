@@ -90,33 +90,54 @@ def _event(payload: dict) -> bytes:
 
 
 async def _sse(state: SimState, admitted: Admitted, request_id: str, chat: bool, include_usage: bool) -> AsyncIterator[bytes]:
-    """One SSE event per token, written as soon as it falls due; the role chunk rides with the first."""
+    """One SSE event per token, written as soon as it falls due; the role chunk rides with the first.
+
+    The JSON around each token's text is serialised once per request: per-token work is one
+    `json.dumps` of the text, which keeps the writer cheap when many streams share a step.
+    """
     created = int(time.time())
     head = {"id": request_id, "object": "chat.completion.chunk" if chat else "text_completion", "created": created,
             "model": state.options.served_model_name}
+    if chat:
+        before, after = _split_template({**head, "choices": [{"index": 0, "delta": {"content": _MARK}, "logprobs": None,
+                                                              "finish_reason": None}]})
+        role = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
+        opening = _event({**head, "choices": [role]})
+    else:
+        before, after = _split_template({**head, "choices": [{"index": 0, "text": _MARK, "logprobs": None,
+                                                              "finish_reason": None, "stop_reason": None}]})
+        opening = b""
     sent = 0
     cached = None
     async for stream, event in tokens(state, admitted):
         text = tokenizer.filler_token(admitted.seed, event.index)
-        finish = stream.sequence.finish_reason if event.finished else None
         cached = stream.sequence.cached_tokens
-        if chat:
-            data = b""
-            if event.index == 0:
-                role = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
-                data = _event({**head, "choices": [role]})
-            choice = {"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": finish}
-            if finish:
-                choice["stop_reason"] = None
-            data += _event({**head, "choices": [choice]})
+        if event.finished:
+            data = _last_chunk(head, chat, text, stream.sequence.finish_reason)
         else:
-            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "stop_reason": None}
-            data = _event({**head, "choices": [choice]})
+            data = before + json.dumps(text).encode() + after
         sent += 1
-        yield data
+        yield opening + data if event.index == 0 else data
     if include_usage:
         yield _event({**head, "choices": [], "usage": _usage(state, admitted, sent, cached)})
     yield b"data: [DONE]\n\n"
+
+
+_MARK = "\u0000text\u0000"
+
+
+def _split_template(payload: dict) -> tuple[bytes, bytes]:
+    """An event's bytes before and after the token text, from a payload holding `_MARK` as the text."""
+    before, _, after = _event(payload).partition(json.dumps(_MARK).encode())
+    return before, after
+
+
+def _last_chunk(head: dict, chat: bool, text: str, finish: str) -> bytes:
+    if chat:
+        choice = {"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": finish, "stop_reason": None}
+    else:
+        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "stop_reason": None}
+    return _event({**head, "choices": [choice]})
 
 
 async def _whole(state: SimState, admitted: Admitted, request_id: str, chat: bool) -> dict:
