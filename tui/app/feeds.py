@@ -89,7 +89,7 @@ class FeedsMixin:
         await asyncio.gather(*jobs)
 
     async def _stream_one(self, request_id: int, label: str, request: StreamRequest) -> None:
-        self.post_message(RequestStarted(request_id, label, time.time()))
+        self.post_message(RequestStarted(request_id, label, time.time(), request.prompt_tokens))
         offsets: list[float] = []
         texts: list[str] = []
         last_post = time.monotonic()

@@ -27,22 +27,32 @@ def simulator_args(settings: Settings) -> list[str]:
     return ["--gpu", settings.sim.gpu, "--model", settings.sim.model, "--time-scale", str(settings.sim.time_scale)]
 
 
+def simulated_server(settings: Settings) -> tuple[str, tuple[float, float, float]]:
+    """The header label and (decode ceiling tok/s, KV bytes per token, weight bytes) of the configured simulator.
+
+    The ceiling is divided by the time scale: a simulator slowed 20× decodes 20× below the device's ceiling.
+    """
+    device, layout = find_device(settings.sim.gpu), find_model(settings.sim.model)
+    row = ceiling(device=device.name, bandwidth_gbs=device.mem_bandwidth_gbs,
+                  peak_tflops=device.peak_bf16_tflops, layout=layout)
+    label = f"simulated {device.name.removeprefix('NVIDIA ')} · {layout.name}"
+    if settings.sim.time_scale != 1:
+        label += f" · {settings.sim.time_scale:g}× slower"
+    return label, (row.decode_ceiling_tok_s / settings.sim.time_scale, row.kv_bytes_per_token, row.weight_bytes)
+
+
 def run_ui(settings: Settings, url_given: bool) -> int:
     """Open the UI on the configured server, or on a simulator when none was named and none answers."""
     simulator: SimulatorProcess | None = None
     url, simulated, decode_ceiling = settings.url, None, None
     if not url_given and not something_answers(settings.url):
-        device, layout = find_device(settings.sim.gpu), find_model(settings.sim.model)
+        simulated, decode_ceiling = simulated_server(settings)
         try:
             simulator = SimulatorProcess.start(simulator_args(settings))
         except SimulatorError as error:
             print(f"phasetop: {error}")
             return 1
         url = simulator.url
-        simulated = f"simulated {device.name.removeprefix('NVIDIA ')} · {layout.name}"
-        row = ceiling(device=device.name, bandwidth_gbs=device.mem_bandwidth_gbs,
-                      peak_tflops=device.peak_bf16_tflops, layout=layout)
-        decode_ceiling = (row.decode_ceiling_tok_s, row.kv_bytes_per_token, row.weight_bytes)
     try:
         PhasetopApp(settings, url, simulated, decode_ceiling).run()
     finally:

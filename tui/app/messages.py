@@ -15,9 +15,11 @@ class Fact(Message, bubble=False):
 class RequestStarted(Fact):
     """A request was sent."""
 
-    def __init__(self, request_id: int, label: str, t_sent_unix: float) -> None:
+    def __init__(self, request_id: int, label: str, t_sent_unix: float, prompt_tokens: int | None) -> None:
         super().__init__()
         self.request_id = request_id
+        self.prompt_tokens = prompt_tokens
+        """The prompt's length as counted before sending, when it was."""
         self.label = label
         """What the timeline lane is called ("short 200", "typed")."""
         self.t_sent_unix = t_sent_unix

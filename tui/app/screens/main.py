@@ -156,7 +156,7 @@ class MainScreen(FeedsMixin, Screen):
 
     @on(RequestStarted)
     def _started(self, event: RequestStarted) -> None:
-        self._records[event.request_id] = RequestTiming(ok=True, t_sent_unix=event.t_sent_unix)
+        self._records[event.request_id] = RequestTiming(ok=True, t_sent_unix=event.t_sent_unix, prompt_tokens=event.prompt_tokens)
         self._labels[event.request_id] = event.label
         self._publish()
 
@@ -165,8 +165,7 @@ class MainScreen(FeedsMixin, Screen):
         record = self._records.get(event.request_id)
         if record is None:
             return
-        self._records[event.request_id] = RequestTiming(
-            ok=True, t_sent_unix=record.t_sent_unix, token_offsets_s=record.token_offsets_s + event.offsets_s)
+        self._records[event.request_id] = replace(record, token_offsets_s=record.token_offsets_s + event.offsets_s)
         if event.request_id == max(self._records):
             self.query_one(PromptPane).append_answer(event.text)
         self._publish()

@@ -1,0 +1,61 @@
+"""`make screenshots`: drive the app against the simulator with Pilot and save SVGs into screenshots/."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from tui.app.app import PhasetopApp
+from tui.app.launch import simulated_server, simulator_args
+from tui.app.screens.main import MainScreen
+from tui.config import Settings
+from tui.sim.launcher import SimulatorProcess
+
+OUT = Path(__file__).resolve().parent.parent / "screenshots"
+SIZE = (120, 40)
+SETTINGS = Settings(_env_file=None, sim={"time_scale": 20})
+"""Slowed 20x so the long request is caught mid-stream, as a person watching would see it."""
+
+
+async def until(pilot, condition, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError("the app did not reach the state to shoot")
+        await pilot.pause(0.05)
+
+
+async def live_view(url: str) -> None:
+    app = PhasetopApp(SETTINGS, url, *simulated_server(SETTINGS))
+    async with app.run_test(size=SIZE) as pilot:
+        screen: MainScreen = app.screen
+        await until(pilot, lambda: screen.api is not None)
+        await pilot.press("1")
+        await until(pilot, lambda: len(screen.timings) == 1 and screen.timings[0].output_tokens)
+        await pilot.press("2")
+        await until(pilot, lambda: len(screen.timings) == 2 and len(screen.timings[1].token_offsets_s) > 40)
+        app.save_screenshot("live.svg", path=str(OUT))
+        await pilot.press("question_mark")
+        await pilot.pause(0.2)
+        app.save_screenshot("help.svg", path=str(OUT))
+
+
+async def server_down() -> None:
+    app = PhasetopApp(Settings(_env_file=None), "http://127.0.0.1:9", None, None)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.screen.server.down_since is not None)
+        await pilot.pause(0.3)
+        app.save_screenshot("server-down.svg", path=str(OUT))
+
+
+async def main() -> None:
+    OUT.mkdir(exist_ok=True)
+    with SimulatorProcess.start(simulator_args(SETTINGS)) as sim:
+        await live_view(sim.url)
+    await server_down()
+    print(f"saved: {', '.join(sorted(p.name for p in OUT.glob('*.svg')))}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
