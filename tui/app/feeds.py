@@ -24,13 +24,14 @@ from tui.app.messages import (
     ServerWentDown,
     TokensArrived,
 )
-from tui.sources.detect import describe_server, detect_api
+from tui.sources.detect import WARM_UP_PATHS, describe_server, detect_api
 from tui.sources.errors import SourceError
 from tui.sources.gpu import GpuSampler
 from tui.sources.host import HostSampler, local_port
 from tui.sources.prompts import prompt_of
 from tui.sources.scrape import MetricsNotExposed, MetricsScraper
-from tui.sources.stream import ChunkArrived, RequestFinished, StreamRequest, stream
+from tui.sources.http import make_client
+from tui.sources.stream import ChunkArrived, RequestFinished, StreamRequest, stream, warm_up
 
 TOKEN_BATCH_S = 0.05
 """Token arrivals are posted in batches this far apart: about 20 timeline updates a second at most."""
@@ -65,35 +66,51 @@ class FeedsMixin:
             self.post_message(ServerCameUp(api, info.model, info.max_model_len, info.version))
             return
 
-    @work(group="requests", exit_on_error=False)
-    async def send_requests(self, first_id: int, label: str, text: str | None, prompt_tokens: int | None,
-                            concurrency: int, max_tokens: int, shared_prefix: str | None = None) -> None:
-        """Send `concurrency` requests at once: the typed text, or generated prompts of `prompt_tokens`."""
+    @work(group="requests", thread=True, exit_on_error=False)
+    def send_requests(self, first_id: int, label: str, text: str | None, prompt_tokens: int | None,
+                      concurrency: int, max_tokens: int, shared_prefix: str | None = None) -> None:
+        """Send `concurrency` requests at once, on an event loop of their own in this thread.
+
+        The UI's loop renders; if the reading loop shared it, a repaint would sit between a chunk's
+        arrival and its timestamp. Here nothing does.
+        """
         api, model = self.api, self.model
         if api is None or model is None:
-            self.notify("the server is not known yet; wait for the header to say it is up", severity="warning")
+            self.app.call_from_thread(self.notify, "the server is not known yet: wait for the header to say it is up",
+                                      severity="warning")
             return
-        jobs = []
-        for n in range(concurrency):
-            if text is not None:
-                body, tokens, estimated = text, None, True
-            else:
-                prompt = await prompt_of(self.client, api, model, prompt_tokens or 200)
-                body, tokens, estimated = prompt.text, prompt.tokens, prompt.estimated
-                if shared_prefix:
-                    body = shared_prefix + "\n" + body
-            request = StreamRequest(api=api, model=model, prompt=body, max_tokens=max_tokens,
-                                    prompt_tokens=tokens, prompt_tokens_estimated=estimated)
-            lane = label if concurrency == 1 else f"{label} {n + 1}"
-            jobs.append(self._stream_one(first_id + n, lane, request))
-        await asyncio.gather(*jobs)
+        asyncio.run(self._send_all(api, model, first_id, label, text, prompt_tokens, concurrency, max_tokens, shared_prefix))
 
-    async def _stream_one(self, request_id: int, label: str, request: StreamRequest) -> None:
+    async def _send_all(self, api: str, model: str, first_id: int, label: str, text: str | None,
+                        prompt_tokens: int | None, concurrency: int, max_tokens: int, shared_prefix: str | None) -> None:
+        async with make_client(self.server_url, self.settings.api_key, self.settings.timeout_s) as client:
+            try:
+                connect_s = await warm_up(client, WARM_UP_PATHS[api], concurrency)
+            except SourceError as error:
+                self.app.call_from_thread(self.notify, str(error), title="not sent", severity="error", markup=False)
+                return
+            jobs = []
+            for n in range(concurrency):
+                if text is not None:
+                    body, tokens, estimated = text, None, True
+                else:
+                    prompt = await prompt_of(client, api, model, prompt_tokens or 200)
+                    body, tokens, estimated = prompt.text, prompt.tokens, prompt.estimated
+                    if shared_prefix:
+                        body = shared_prefix + "\n" + body
+                request = StreamRequest(api=api, model=model, prompt=body, max_tokens=max_tokens,
+                                        prompt_tokens=tokens, prompt_tokens_estimated=estimated)
+                lane = label if concurrency == 1 else f"{label} {n + 1}"
+                jobs.append(self._stream_one(client, first_id + n, lane, request, connect_s))
+            await asyncio.gather(*jobs)
+
+    async def _stream_one(self, client: httpx.AsyncClient, request_id: int, label: str, request: StreamRequest,
+                          connect_s: float | None) -> None:
         self.post_message(RequestStarted(request_id, label, time.time(), request.prompt_tokens))
         offsets: list[float] = []
         texts: list[str] = []
         last_post = time.monotonic()
-        async for event in stream(self.client, request):
+        async for event in stream(client, request, connect_s):
             if isinstance(event, ChunkArrived):
                 offsets.append(event.offset_s)
                 texts.append(event.text)
