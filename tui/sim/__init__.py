@@ -1,0 +1,1 @@
+"""The embedded simulator: a vLLM-compatible server whose timings follow the roofline."""
