@@ -75,3 +75,8 @@ def test_first_request_like_the_rest_is_not_cold():
 def test_server_reported_load_marks_cold():
     runs = [timing([0.1, 0.2], server_split=ServerSplit(load_s=2.0))]
     assert mark_cold(runs)[0].cold
+
+
+def test_a_first_request_a_few_ms_slower_is_warm_up_not_a_model_load():
+    runs = [timing([0.026, 0.03]), timing([0.008, 0.01]), timing([0.0084, 0.01])]
+    assert not mark_cold(runs)[0].cold

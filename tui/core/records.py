@@ -157,7 +157,11 @@ def summarize_requests(requests: list[RequestTiming]) -> dict[str, dict]:
 
 
 COLD_TTFT_FACTOR = 3.0
-"""A first TTFT this many times the median of the others reads as a model load."""
+COLD_TTFT_EXCESS_S = 0.25
+"""A first TTFT this many times the median of the others, and this much longer, reads as a model load.
+
+The absolute excess keeps a first request that merely warmed a connection or a cache (tens of
+milliseconds) from being called a model load (seconds)."""
 
 
 def mark_cold(requests: list[RequestTiming]) -> list[RequestTiming]:
@@ -167,10 +171,12 @@ def mark_cold(requests: list[RequestTiming]) -> list[RequestTiming]:
     first, rest = requests[0], requests[1:]
     loaded = bool(first.server_split and first.server_split.load_s and first.server_split.load_s > 0.05)
     rest_ttfts = [r.ttft_s for r in rest if r.ok and r.ttft_s is not None]
+    typical = summarize(rest_ttfts).p50
     slow = (
         first.ttft_s is not None
-        and bool(rest_ttfts)
-        and first.ttft_s > COLD_TTFT_FACTOR * summarize(rest_ttfts).p50
+        and typical is not None
+        and first.ttft_s > COLD_TTFT_FACTOR * typical
+        and first.ttft_s - typical > COLD_TTFT_EXCESS_S
     )
     if loaded or slow:
         return [replace(first, cold=True), *rest]
