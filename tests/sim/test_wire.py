@@ -170,9 +170,11 @@ async def test_client_disconnect_frees_the_kv_blocks(sim):
     async with httpx.AsyncClient(base_url=sim.url, timeout=10) as client:
         async with client.stream("POST", "/v1/completions", json={"prompt": list(range(9000, 11000)), "max_tokens": 3000, "stream": True}) as response:
             assert response.status_code == 200
-            async for line in response.aiter_lines():
-                assert line.startswith("data: {"), line
-                break
+            # Keep the line iterator referenced: an abandoned one is closed by the GC, which closes the
+            # connection early (a disconnect before we look).
+            lines = response.aiter_lines()
+            first = await anext(lines)
+            assert first.startswith("data: {"), first
             during = (await client.get("/metrics")).text
         assert value(during, "vllm:kv_cache_usage_perc") > 0
         assert value(during, "vllm:num_requests_running") == 1

@@ -1,1 +1,1 @@
-"""The embedded simulator: a vLLM-compatible server whose timings follow the roofline."""
+"""The embedded simulator: a vLLM- and Ollama-compatible server whose timings follow the roofline."""
