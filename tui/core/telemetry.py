@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from tui.core.diagnosis import SATURATED_KV_USAGE
+
 
 @dataclass(frozen=True, slots=True)
 class Histogram:
@@ -130,7 +132,7 @@ class MetricsSnapshot:
     @property
     def saturated(self) -> bool:
         """The saturation signature: requests wait while the KV pool is (nearly) full."""
-        return bool(self.waiting and self.kv_cache_usage is not None and self.kv_cache_usage >= 0.95)
+        return bool(self.waiting and self.kv_cache_usage is not None and self.kv_cache_usage >= SATURATED_KV_USAGE)
 
     def to_json(self) -> dict:
         return {
