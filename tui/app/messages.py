@@ -12,6 +12,13 @@ class Fact(Message, bubble=False):
     """A worker's message to the screen that runs it; the screen handles it, nothing above."""
 
 
+class LatestFact(Fact):
+    """A sample where only the newest matters: an unhandled older one of the same kind is dropped."""
+
+    def can_replace(self, message: Message) -> bool:
+        return type(message) is type(self)
+
+
 class RequestStarted(Fact):
     """A request was sent."""
 
@@ -45,15 +52,13 @@ class RequestCompleted(Fact):
         self.timing = timing
 
 
-class MetricsScraped(Fact):
+class MetricsScraped(LatestFact):
     """A new /metrics snapshot. Latest wins: an older unhandled one is dropped."""
 
     def __init__(self, snapshot: MetricsSnapshot) -> None:
         super().__init__()
         self.snapshot = snapshot
 
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, MetricsScraped)
 
 
 class MetricsUnavailable(Fact):
@@ -64,26 +69,22 @@ class MetricsUnavailable(Fact):
         self.reason = reason
 
 
-class GpuSampled(Fact):
+class GpuSampled(LatestFact):
     """A new NVML sample. Latest wins."""
 
     def __init__(self, sample: GpuSample) -> None:
         super().__init__()
         self.sample = sample
 
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, GpuSampled)
 
 
-class HostSampled(Fact):
+class HostSampled(LatestFact):
     """A new psutil sample. Latest wins."""
 
     def __init__(self, sample: HostSample) -> None:
         super().__init__()
         self.sample = sample
 
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, HostSampled)
 
 
 class ServerWentDown(Fact):

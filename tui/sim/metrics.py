@@ -102,7 +102,7 @@ class SimMetrics(Collector):
 
     def collect(self):
         """Counters and gauges straight from the engine, plus the info metrics."""
-        engine, config = self.driver.engine, self.driver.config
+        engine = self.driver.engine
         values = [self.model_name, ENGINE]
         labels = ["model_name", "engine"]
 

@@ -34,7 +34,7 @@ from tui.core.diagnosis import LiveFigures, diagnose
 from tui.core.records import RequestTiming
 from tui.core.telemetry import GpuSample, HostSample, MetricsSnapshot
 from tui.sources.http import make_client
-from tui.sources.prompts import filler_text, make_nonce
+from tui.sources.prompts import filler_text
 
 KEEP_REQUESTS = 24
 """Requests kept in state; the timeline shows the last few."""
