@@ -1,0 +1,195 @@
+"""Saved runs: one probe, bench or sweep with the server's identity and config, and two of them compared.
+
+A run is a plain JSON-ready dict (the shape is in the runs contract), so it round-trips through a
+file unchanged. No IO here: `tui.runs_store` reads and writes the files.
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import UTC, datetime
+
+from tui import __version__
+from tui.core.stats import summarize
+
+SCHEMA = 1
+KINDS = ("probe", "bench", "sweep")
+
+FIGURES = (
+    ("ttft_s", "p50", "TTFT p50", "s"),
+    ("ttft_s", "p99", "TTFT p99", "s"),
+    ("itl_s", "p50", "ITL p50", "s"),
+    ("itl_s", "p99", "ITL p99", "s"),
+    ("tpot_s", "p50", "TPOT p50", "s"),
+    ("decode_tok_s", "p50", "decode p50", "tok/s"),
+    ("prefill_tok_s", "p50", "prefill p50", "tok/s"),
+    ("e2e_s", "p50", "E2E p50", "s"),
+)
+"""(request field, statistic, label, unit) compared between any two runs."""
+
+BENCH_FIGURES = (
+    ("request_throughput", "request throughput", "req/s"),
+    ("output_throughput", "output throughput", "tok/s"),
+    ("total_token_throughput", "total token throughput", "tok/s"),
+    ("request_goodput", "goodput", "req/s"),
+)
+"""`vllm bench serve`'s throughput names, read from two bench runs' `result`."""
+
+
+def new_run(
+    kind: str,
+    params: dict,
+    server: dict,
+    requests: list[dict],
+    result: dict,
+    started: datetime,
+    finished: datetime,
+) -> dict:
+    """A run record with its schema, id and phasetop's version filled in.
+
+    `params` must hold only the workload flags (never the API key, never settings wholesale).
+    """
+    if kind not in KINDS:
+        raise ValueError(f"run kind must be one of {', '.join(KINDS)}, not {kind!r}")
+    started, finished = _utc(started), _utc(finished)
+    return {
+        "schema": SCHEMA,
+        "id": f"{started:%Y%m%d-%H%M%S}-{kind}-{secrets.token_hex(2)}",
+        "kind": kind,
+        "started": _iso(started),
+        "finished": _iso(finished),
+        "phasetop_version": __version__,
+        "params": dict(params),
+        "server": dict(server),
+        "requests": list(requests),
+        "result": dict(result),
+    }
+
+
+def run_header(run: dict) -> dict:
+    """What a listing shows of a run: id, kind, times, which server, and a one-line summary."""
+    server = run.get("server") or {}
+    return {
+        "id": run.get("id"),
+        "kind": run.get("kind"),
+        "started": run.get("started"),
+        "finished": run.get("finished"),
+        "server": {key: server.get(key) for key in ("url", "kind", "model", "version")},
+        "summary": _summary_line(run),
+    }
+
+
+def request_figures(requests: list[dict]) -> dict[str, dict]:
+    """Mean/p50/p90/p99/n of each request figure over the requests that finished; ITL pools every gap."""
+    done = [r for r in requests if r.get("ok")]
+    out = {name: summarize(r.get(name) for r in done).to_json() for name in ("ttft_s", "tpot_s", "e2e_s", "decode_tok_s", "prefill_tok_s")}
+    out["itl_s"] = summarize(gap for r in done for gap in r.get("itl_s") or ()).to_json()
+    return out
+
+
+def compare_runs(a: dict, b: dict) -> dict:
+    """Run `a` (before) and run `b` (after) side by side: figures with deltas, what config and workload changed."""
+    before, after = request_figures(a.get("requests") or []), request_figures(b.get("requests") or [])
+    figures = [
+        _figure_row(name, stat, label, unit, before[name][stat], after[name][stat])
+        for name, stat, label, unit in FIGURES
+    ]
+    if a.get("kind") == b.get("kind") == "bench":
+        result_a, result_b = a.get("result") or {}, b.get("result") or {}
+        for name, label, unit in BENCH_FIGURES:
+            x, y = _number(result_a.get(name)), _number(result_b.get(name))
+            if x is not None or y is not None:
+                figures.append(_figure_row(name, "value", label, unit, x, y))
+    server_a, server_b = a.get("server") or {}, b.get("server") or {}
+    start_a, start_b = server_a.get("process_start_time"), server_b.get("process_start_time")
+    return {
+        "before": run_header(a),
+        "after": run_header(b),
+        "figures": figures,
+        "config_diff": config_diff(server_a, server_b),
+        "params_diff": _diff(a.get("params") or {}, b.get("params") or {}, "params"),
+        "restarted": None if start_a is None or start_b is None else start_a != start_b,
+    }
+
+
+def config_diff(server_a: dict, server_b: dict) -> list[dict]:
+    """What changed in the server: model, context length, version, engine config and simulator flags.
+
+    A key that changed the same way in two sources (the simulator's flags and vLLM's cache config
+    both carry `enable_prefix_caching`) is listed once.
+    """
+    rows: list[dict] = []
+    seen: set[tuple] = set()
+    identity_a = {k: server_a.get(k) for k in ("model", "max_model_len", "version")}
+    identity_b = {k: server_b.get(k) for k in ("model", "max_model_len", "version")}
+    for source, x, y in (
+        ("server", identity_a, identity_b),
+        ("simulator_flags", server_a.get("simulator_flags") or {}, server_b.get("simulator_flags") or {}),
+        ("engine_config", server_a.get("engine_config") or {}, server_b.get("engine_config") or {}),
+    ):
+        for row in _diff(x, y, source):
+            if (row["key"], row["before"], row["after"]) not in seen:
+                seen.add((row["key"], row["before"], row["after"]))
+                rows.append(row)
+    return rows
+
+
+def _diff(x: dict, y: dict, source: str) -> list[dict]:
+    """Keys whose values differ, compared as text ("512" and 512 are the same setting)."""
+    rows = []
+    for key in sorted(set(x) | set(y)):
+        before, after = _text(x.get(key)), _text(y.get(key))
+        if before != after:
+            rows.append({"key": key, "before": before, "after": after, "source": source})
+    return rows
+
+
+def _figure_row(name: str, stat: str, label: str, unit: str, before: float | None, after: float | None) -> dict:
+    delta = after - before if before is not None and after is not None else None
+    return {
+        "figure": name,
+        "stat": stat,
+        "label": label,
+        "unit": unit,
+        "before": before,
+        "after": after,
+        "delta": delta,
+        "delta_pct": 100 * delta / before if delta is not None and before else None,
+    }
+
+
+def _summary_line(run: dict) -> str:
+    """"3 requests, TTFT p50 12.3 ms, ITL p50 4.8 ms, decode 208 tok/s", plus a sweep's finding."""
+    requests = run.get("requests") or []
+    figures = request_figures(requests)
+    done = figures["ttft_s"]["n"]
+    parts = [f"{done} request{'s' if done != 1 else ''}" + (f" ({len(requests) - done} failed)" if len(requests) > done else "")]
+    for name, label, scale, unit, digits in (
+        ("ttft_s", "TTFT p50", 1000, "ms", 1),
+        ("itl_s", "ITL p50", 1000, "ms", 2),
+        ("decode_tok_s", "decode", 1, "tok/s", 1),
+    ):
+        value = figures[name]["p50"]
+        if value is not None:
+            parts.append(f"{label} {value * scale:,.{digits}f} {unit}")
+    finding = (run.get("result") or {}).get("finding")
+    if isinstance(finding, str) and finding:
+        parts.append(" ".join(finding.split()))
+    return ", ".join(parts)
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def _utc(moment: datetime) -> datetime:
+    """In UTC; a naive datetime is taken as local time, as `datetime.astimezone` does."""
+    return moment.astimezone(UTC)
+
+
+def _iso(moment: datetime) -> str:
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
