@@ -25,6 +25,7 @@ def server(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)  # no stray .env
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))  # no user config file
     monkeypatch.delenv("PHASETOP_API_KEY", raising=False)
+    monkeypatch.setenv("PHASETOP_RUNS_DIR", str(tmp_path / "runs"))  # saved runs stay in the test's dir
     scripted = ScriptedServer(Script(ttft_s=0.03, itl_s=0.005)).start()
     yield scripted
     scripted.stop()
@@ -41,7 +42,7 @@ def test_json_shape_for_each_api(server, capsys, kind):
     server.script = Script(kind=kind, ttft_s=0.03, itl_s=0.005)
     code, out, err = probe(capsys, "--url", server.url, "--prompt-tokens", "50", "--max-tokens", "8", "--repeat", "2", "--json")
     assert code == 0, err
-    assert err == ""
+    assert err.startswith("saved run ") and err.count("\n") == 1  # the one stderr line: where the run went
     document = json.loads(out)
     assert document["server"]["kind"] == kind
     assert document["server"]["model"] == "scripted-model"
@@ -178,7 +179,7 @@ def test_subprocess_failure_has_no_traceback_and_json_on_stdout(server, tmp_path
     result = subprocess.run(
         [sys.executable, "-m", "tui", "probe", "--url", server.url, "--repeat", "2", "--json"],
         capture_output=True, text=True, timeout=60, cwd=tmp_path,
-        env={"PATH": "", "XDG_CONFIG_HOME": str(tmp_path), "PHASETOP_API_KEY": SECRET},
+        env={"PATH": "", "XDG_CONFIG_HOME": str(tmp_path), "PHASETOP_API_KEY": SECRET, "PHASETOP_RUNS_DIR": str(tmp_path / "runs")},
     )
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
@@ -190,7 +191,8 @@ def test_subprocess_failure_has_no_traceback_and_json_on_stdout(server, tmp_path
 def test_subprocess_success(server, tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "tui", "probe", "--url", server.url, "--prompt-tokens", "20", "--max-tokens", "4"],
-        capture_output=True, text=True, timeout=60, cwd=tmp_path, env={"PATH": "", "XDG_CONFIG_HOME": str(tmp_path)},
+        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+        env={"PATH": "", "XDG_CONFIG_HOME": str(tmp_path), "PHASETOP_RUNS_DIR": str(tmp_path / "runs")},
     )
     assert result.returncode == 0, result.stderr
     assert "TTFT ms" in result.stdout

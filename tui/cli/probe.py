@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 from tui.cli.common import add_json_option, add_server_options, settings_from
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json
+from tui.cli.runs_common import add_runs_options, save_run_from_cli
 from tui.config import Settings
 from tui.core.records import RequestTiming, mark_cold, summarize_requests
+from tui.core.runs import new_run
 from tui.core.stats import summarize
 from tui.sources.detect import WARM_UP_PATHS, ServerInfo, describe_server, detect_api
 from tui.sources.errors import SourceError
 from tui.sources.http import make_client
+from tui.sources.identity import server_identity
 from tui.sources.prompts import estimate_tokens, prompt_of
 from tui.sources.stream import StreamRequest, measure, warm_up
 
@@ -39,13 +43,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--repeat", type=int, default=1, metavar="R", help="requests to send, one after another (default 1)")
     parser.add_argument("--chat", action="store_true", help="use the chat endpoint instead of plain completion")
     add_json_option(parser)
+    add_runs_options(parser)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     _check(args, settings)
+    started = datetime.now(UTC)
     server, requests, failure = asyncio.run(_probe(settings, args))
+    finished = datetime.now(UTC)
     requests = mark_cold(requests)
     key = settings.api_key.get_secret_value() if settings.api_key else ""
     if args.json:
@@ -56,6 +63,10 @@ def run(args: argparse.Namespace) -> int:
         }, key))
     else:
         print(_redacted(_table(server, requests), key))
+    if not failure and not args.no_save:
+        identity = asyncio.run(_identity(settings, server))
+        run_record = new_run("probe", _params(args), identity, [r.to_json() for r in requests], summarize_requests(requests), started, finished)
+        save_run_from_cli(args, settings, run_record)
     if failure:
         raise CliError(_redacted(failure, key))
     return EXIT_OK
@@ -102,6 +113,22 @@ async def _probe(settings: Settings, args: argparse.Namespace) -> tuple[ServerIn
         if not timing.ok:
             return server, timings, f"request {index + 1} of {args.repeat} failed: {timing.error}"
     return server, timings, None
+
+
+async def _identity(settings: Settings, server: ServerInfo) -> dict:
+    async with make_client(server.url, settings.api_key, settings.timeout_s) as client:
+        return await server_identity(client, server)
+
+
+def _params(args: argparse.Namespace) -> dict:
+    """The flags that shaped the workload, for the saved run (never the key, never settings wholesale)."""
+    return {
+        "prompt": args.prompt,
+        "prompt_tokens": None if args.prompt is not None else args.prompt_tokens or DEFAULT_PROMPT_TOKENS,
+        "max_tokens": args.max_tokens,
+        "repeat": args.repeat,
+        "chat": args.chat,
+    }
 
 
 async def _request(client, server: ServerInfo, args: argparse.Namespace) -> StreamRequest:
