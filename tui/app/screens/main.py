@@ -73,13 +73,15 @@ class MainScreen(FeedsMixin, Screen):
     """The "what to change" findings for the latest figures, one per line."""
 
     def __init__(self, settings: Settings, server_url: str, simulated: str | None = None,
-                 ceiling: tuple[float, float, float] | None = None) -> None:
+                 ceiling: tuple[float, float, float] | None = None, live: bool = True) -> None:
         super().__init__()
         self.settings = settings
         """Everything configured; the API key stays inside the HTTP client."""
         self.server_url = server_url
         self._ceiling = ceiling
         """(decode ceiling tok/s, KV bytes per token, weight bytes) for a known model and device."""
+        self._live = live
+        """False: no workers start; tests and snapshots post the messages themselves."""
         self.api: str | None = None
         self.model: str | None = None
         self._records: dict[int, RequestTiming] = {}
@@ -110,9 +112,10 @@ class MainScreen(FeedsMixin, Screen):
         self.client = make_client(self.server_url, self.settings.api_key, self.settings.timeout_s)
         if self._ceiling:
             self.decode_ceiling_tok_s = self._ceiling[0]
-        self.find_server()
-        self.poll_metrics()
-        self.poll_gpu()
+        if self._live:
+            self.find_server()
+            self.poll_metrics()
+            self.poll_gpu()
 
     async def on_unmount(self) -> None:
         self.workers.cancel_all()
