@@ -47,13 +47,14 @@ def describe(state: ServerState | None) -> str:
     if state.simulated:
         parts.append(f"{state.simulated} · no GPU needed")
     parts.append(f"{state.kind} {state.url}")
-    if state.model:
-        parts.append(state.model + (f" (max_model_len {state.max_model_len:,})" if state.max_model_len else ""))
-    if state.config:
-        parts.append(state.config)
+    # The state comes before model and config: a long config line is cut at the right edge, the state never.
     if state.down_since is not None:
         since = datetime.fromtimestamp(state.down_since).strftime("%H:%M:%S")
         parts.append(f"DOWN since {since}" + (f": {state.down_reason}" if state.down_reason else ""))
     else:
         parts.append("up")
+    if state.model:
+        parts.append(state.model + (f" (max_model_len {state.max_model_len:,})" if state.max_model_len else ""))
+    if state.config:
+        parts.append(state.config)
     return " · ".join(parts)
