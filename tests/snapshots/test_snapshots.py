@@ -1,0 +1,24 @@
+"""SVG snapshots of the main screen on a recorded feed: fixed size, fixed theme, no workers, no clock.
+
+Update with `python -m pytest tests/snapshots --snapshot-update` only after looking at the report.
+"""
+
+from functools import partial
+
+from tests.snapshots.recorded import make_app, play
+
+
+def test_live_view_mid_stream_long_and_short(snap_compare):
+    assert snap_compare(make_app(), terminal_size=(120, 36), run_before=play)
+
+
+def test_server_down(snap_compare):
+    assert snap_compare(make_app(), terminal_size=(120, 36), run_before=partial(play, down=True))
+
+
+def test_help_screen(snap_compare):
+    assert snap_compare(make_app(), terminal_size=(120, 36), run_before=play, press=["question_mark"])
+
+
+def test_narrow_80x24(snap_compare):
+    assert snap_compare(make_app(), terminal_size=(80, 24), run_before=play)
