@@ -50,20 +50,30 @@ def save_run(run: dict, directory: Path, secret: str | None = None) -> Path:
         raise ValueError("the run would contain the API key")
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    target = directory / f"{run['id']}.json"
     _remove_stale_temps(directory)
-    fd, temp = tempfile.mkstemp(dir=directory, prefix=f".{run['id']}.", suffix=TEMP_SUFFIX)
+    return write_atomic(directory / f"{run['id']}.json", text)
+
+
+def write_atomic(path: Path, text: str) -> Path:
+    """Write text to path so that any reader, or a crash at any moment, sees the old file whole or the new one whole.
+
+    A hidden temp file beside the target, fsync, `os.replace`, then fsync of the directory.
+    Raises OSError.
+    """
+    path = Path(path)
+    directory = path.parent
+    fd, temp = tempfile.mkstemp(dir=directory, prefix=f".{path.stem}.", suffix=TEMP_SUFFIX)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(temp, target)
+        os.replace(temp, path)
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
     _fsync_dir(directory)
-    return target
+    return path
 
 
 def list_runs(directory: Path) -> list[dict]:
