@@ -11,6 +11,7 @@ from tui.cli.common import add_json_option, add_server_options, settings_from
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json
 from tui.cli.runs_common import add_runs_options, save_run_from_cli
 from tui.config import Settings
+from tui.core.reconcile import TTFT_GAP_NAME, reconcile
 from tui.core.records import RequestTiming, mark_cold, summarize_requests
 from tui.core.runs import new_run
 from tui.core.stats import summarize
@@ -58,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(_redacted({
             "server": server.to_json(),
-            "requests": [r.to_json() for r in requests],
+            "requests": [{**r.to_json(), "reconcile": _reconciled_json(r)} for r in requests],
             "summary": summarize_requests(requests),
         }, key))
     else:
@@ -179,6 +180,7 @@ def _table(server: ServerInfo, requests: list[RequestTiming]) -> str:
         ttft, decode = summary["ttft_s"], summary["decode_tok_s"]
         lines += ["", f"over {len(done)} requests: TTFT p50 {_num(_ms(ttft['p50']), 1)} ms, p99 {_num(_ms(ttft['p99']), 1)} ms; "
                   f"decode p50 {_num(decode['p50'], 1)} tok/s"]
+    lines += _reconciled_lines(requests)
     if any(r.tokens_estimated for r in done):
         lines.append("~ token counts estimated by the client (the server gave no usage)")
     return "\n".join(lines)
@@ -190,3 +192,23 @@ def _ms(seconds: float | None) -> float | None:
 
 def _num(value: float | None, digits: int) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def _reconciled_json(timing: RequestTiming) -> dict | None:
+    both = reconcile(timing)
+    return both.to_json() if both else None
+
+
+def _reconciled_lines(requests: list[RequestTiming]) -> list[str]:
+    """Client beside server for each request whose server reported its own split (llama.cpp, Ollama, vLLM)."""
+    rows = [(n, both) for n, r in enumerate(requests, 1) if r.ok and (both := reconcile(r)) and both.server_prompt_s is not None]
+    if not rows:
+        return []
+    lines = ["", f"client vs server: gap = client TTFT - server prompt time = {TTFT_GAP_NAME}",
+             f"{'#':>3}  {'TTFT ms':>9}  {'server prompt ms':>16}  {'gap ms':>8}  {'decode tok/s':>12}  {'server tok/s':>12}  {'cached':>6}"]
+    for number, b in rows:
+        lines.append(
+            f"{number:>3}  {_num(_ms(b.client_ttft_s), 1):>9}  {_num(_ms(b.server_prompt_s), 1):>16}  {_num(_ms(b.ttft_gap_s), 1):>8}  "
+            f"{_num(b.client_decode_tok_s, 1):>12}  {_num(b.server_decode_tok_s, 1):>12}  {b.server_cached_tokens if b.server_cached_tokens is not None else '-':>6}"
+        )
+    return lines

@@ -1,0 +1,34 @@
+"""Client beside server for one request: the TTFT gap and the two decode rates."""
+
+from __future__ import annotations
+
+import pytest
+
+from tui.core.reconcile import TTFT_GAP_NAME, reconcile
+from tui.core.records import RequestTiming, ServerSplit
+
+
+def timing(split: ServerSplit | None) -> RequestTiming:
+    # First chunk at 0.520 s, then 10 more 50 ms apart: client decode = 10 / 0.5 s = 20 tok/s.
+    offsets = tuple(0.520 + 0.05 * i for i in range(11))
+    return RequestTiming(ok=True, t_sent_unix=0.0, token_offsets_s=offsets, prompt_tokens=100, output_tokens=11,
+                         server_split=split)
+
+
+def test_gap_is_client_ttft_minus_server_prompt_time_and_rates_side_by_side():
+    both = reconcile(timing(ServerSplit(prefill_s=0.5, decode_s=0.5, prompt_tokens=100, output_tokens=11, cached_tokens=3)))
+    assert both.client_ttft_s == pytest.approx(0.520)
+    assert both.server_prompt_s == 0.5
+    assert both.ttft_gap_s == pytest.approx(0.020)
+    assert both.client_decode_tok_s == pytest.approx(20.0)
+    assert both.server_decode_tok_s == pytest.approx(22.0)  # llama.cpp counts all 11 tokens over its generation time
+    assert both.decode_ratio == pytest.approx(20 / 22)
+    assert both.server_cached_tokens == 3
+    assert both.to_json()["ttft_gap_is"] == TTFT_GAP_NAME == "network + queue + first decode step"
+
+
+def test_no_server_split_means_nothing_to_reconcile_and_missing_sides_stay_none():
+    assert reconcile(timing(None)) is None
+    decode_only = reconcile(timing(ServerSplit(decode_s=0.5, output_tokens=11)))
+    assert decode_only.server_prompt_s is None and decode_only.ttft_gap_s is None
+    assert decode_only.decode_ratio == pytest.approx(20 / 22)
