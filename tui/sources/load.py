@@ -1,0 +1,370 @@
+"""Load on a server: requests sent on a gamma arrival schedule, at most so many at once, each timed.
+
+The runner behind `phasetop bench`, built so the UI can drive it as a load dial too:
+
+    dial = LoadDial(rate=4.0, concurrency=8)
+    runner = LoadRunner(client, server, Workload(prompt_tokens=200, max_tokens=128), dial)
+    task = asyncio.create_task(runner.run(on_finished=...))   # num_prompts None: runs until stop()
+    dial.rate = 12.0             # from any thread; the runner notices within DIAL_POLL_S
+    dial.concurrency = 2
+    runner.progress()            # a LoadProgress snapshot, from any thread
+    runner.stop()                # no more sends; requests in flight finish
+    result = await task          # LoadResult
+
+With a fixed `num_prompts` and a dial left alone, the send times are `vllm bench serve`'s (see
+`tui.core.arrivals`) and requests past the concurrency wait their turn in arrival order, as behind
+vLLM's semaphore. The clock of each request starts when its body is on the wire (`stream.measure`),
+so time spent waiting for a slot is not in its TTFT, as in vLLM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from itertools import count
+from time import perf_counter
+
+import httpx
+
+from tui.core.arrivals import Pacer, unit_gap, unit_schedule
+from tui.core.records import RequestTiming
+from tui.sources.detect import WARM_UP_PATHS, ServerInfo
+from tui.sources.errors import ServerUnavailable, SourceError
+from tui.sources.prompts import Prompt, make_nonce, prompt_of
+from tui.sources.stream import StreamRequest, measure, warm_up
+
+DIAL_POLL_S = 0.05
+"""How often the runner reads the dial: plain attributes, so any thread may turn it."""
+RATE_WINDOW_S = 5.0
+"""Finished requests over this many seconds make the progress's current rate."""
+WARM_CONNECTIONS = 64
+"""At most this many connections are opened before the first send."""
+
+
+
+
+class LoadDial:
+    """The knobs of a running load. Assign them from any thread; the runner reads them every DIAL_POLL_S.
+
+    `rate`: requests a second (math.inf: all at once, 0: paused). `concurrency`: the most requests in
+    flight (None: no limit); lowering it lets requests in flight finish. Bad values raise ValueError
+    at assignment, so a UI hears of them at once.
+    """
+
+    def __init__(self, rate: float = math.inf, concurrency: int | None = None) -> None:
+        self.rate = rate
+        self.concurrency = concurrency
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name == "rate" and not (isinstance(value, int | float) and value >= 0):  # NaN fails too
+            raise ValueError(f"request rate must be 0 or more, got {value!r}")
+        if name == "concurrency" and value is not None and not (isinstance(value, int) and value >= 1):
+            raise ValueError(f"concurrency must be at least 1, got {value!r}")
+        super().__setattr__(name, value)
+
+    def __repr__(self) -> str:
+        return f"LoadDial(rate={self.rate}, concurrency={self.concurrency})"
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """What each request is (a fresh prompt of `prompt_tokens`, `max_tokens` back), how many, how bursty."""
+
+    prompt_tokens: int
+    max_tokens: int
+    num_prompts: int | None = None
+    """None: send until `stop()`."""
+    burstiness: float = 1.0
+    """Gamma shape of the gaps: 1 is Poisson. Fixed for the run."""
+    chat: bool = False
+    seed: int | None = None
+    """Seeds the arrival schedule; None draws one (reported in LoadResult.seed)."""
+    backlog: int | None = None
+    """Most arrivals that may wait for a free slot; while that many wait, arrivals pause and the
+    schedule restarts from the moment one can go. None is vLLM's way (no limit); an endless run at
+    infinite rate needs a concurrency or a backlog."""
+
+
+@dataclass(frozen=True, slots=True)
+class LoadProgress:
+    """Where a run stands, for a progress line or a gauge."""
+
+    planned: int | None
+    sent: int
+    finished: int
+    failed: int
+    in_flight: int
+    waiting: int
+    """Arrived, waiting for a slot under the concurrency."""
+    elapsed_s: float
+    recent_rps: float
+    """Requests finished a second over the last RATE_WINDOW_S (or since the start, if shorter)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LoadResult:
+    """A finished run: the timed requests in send order, and what the throughputs divide by."""
+
+    requests: list[RequestTiming]
+    duration_s: float
+    """From the start of the arrival schedule to the end of the last request (vLLM's benchmark duration)."""
+    started_unix: float
+    """Wall clock at the start of the arrival schedule."""
+    peak_in_flight: int
+    """Most requests the runner had in flight at once."""
+    seed: int
+    aborted: str | None = None
+    """Why the run stopped early (the server went away), or None."""
+
+
+class _Gate:
+    """A FIFO semaphore whose size may change while it is held; `limit` None is no limit."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        self.in_flight = 0
+        self.peak = 0
+        self._waiters: deque[asyncio.Future[bool]] = deque()
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiters)
+
+    @property
+    def free(self) -> float:
+        return math.inf if self.limit is None else max(self.limit - self.in_flight, 0)
+
+    async def acquire(self) -> bool:
+        """True once a slot is held; False if the wait was dropped (`drop_waiters`)."""
+        if not self._waiters and self.free:
+            self._take()
+            return True
+        waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            return await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled() and waiter.result():
+                self.release()  # a slot was handed over just as we were cancelled
+            elif waiter in self._waiters:
+                self._waiters.remove(waiter)
+            raise
+
+    def release(self) -> None:
+        self.in_flight -= 1
+        self.wake()
+
+    def wake(self) -> None:
+        """Hand free slots to waiters in arrival order (after a release, or a larger limit)."""
+        while self._waiters and self.free:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                self._take()
+                waiter.set_result(True)
+
+    def drop_waiters(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(False)
+
+    def _take(self) -> None:
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+
+
+class LoadRunner:
+    """Sends `workload` to `server` through `client`, paced by `dial`. One run per instance.
+
+    The client must allow as many connections as the concurrency can reach (`make_client`'s
+    `max_connections`), or requests wait in its pool, where their time is not measured but may run out.
+    """
+
+    def __init__(self, client: httpx.AsyncClient, server: ServerInfo, workload: Workload, dial: LoadDial) -> None:
+        endless_burst = workload.num_prompts is None and math.isinf(dial.rate)
+        if endless_burst and dial.concurrency is None and workload.backlog is None:
+            raise ValueError("an endless load at infinite rate needs a concurrency or a backlog limit")
+        if workload.num_prompts is not None and workload.num_prompts < 1:
+            raise ValueError("num_prompts must be at least 1")
+        self.client = client
+        self.server = server
+        self.workload = workload
+        self.dial = dial
+        self.seed = workload.seed if workload.seed is not None else random.randrange(2**32)
+        self._rng = random.Random(self.seed)
+        self._gate = _Gate(dial.concurrency)
+        self._stopping = False
+        self._aborted: str | None = None
+        self._started: float | None = None
+        self._sent = self._finished = self._failed = self._queued = 0
+        self._next_unit = 0.0
+        self._moved = asyncio.Event()
+        self._checking = False
+        self._finish_lock = threading.Lock()
+        self._finished_at: deque[float] = deque()
+
+    def stop(self) -> None:
+        """Send nothing more: requests in flight finish, arrivals waiting for a slot are dropped. Any thread."""
+        self._stopping = True
+
+    def progress(self) -> LoadProgress:
+        """A snapshot of the run so far (zeros before it starts). Any thread."""
+        now = perf_counter()
+        elapsed = now - self._started if self._started is not None else 0.0
+        with self._finish_lock:
+            recent = sum(1 for t in self._finished_at if t > now - RATE_WINDOW_S)
+        window = min(elapsed, RATE_WINDOW_S)
+        return LoadProgress(
+            planned=self.workload.num_prompts,
+            sent=self._sent,
+            finished=self._finished,
+            failed=self._failed,
+            in_flight=self._gate.in_flight,
+            waiting=self._gate.waiting,
+            elapsed_s=elapsed,
+            recent_rps=recent / window if window > 0 else 0.0,
+        )
+
+    async def run(self, on_finished: Callable[[RequestTiming], None] | None = None) -> LoadResult:
+        """Run to the end (every request of `num_prompts` finished, or `stop()`); `on_finished` sees each request end.
+
+        Raises SourceError if the server cannot be reached before the first send. If it goes away
+        mid-run, sending stops, the requests that finished are kept, and `LoadResult.aborted` says why.
+        """
+        if self._started is not None:
+            raise RuntimeError("a LoadRunner runs once")
+        workload = self.workload
+        template = await prompt_of(self.client, self.server.kind, self.server.model, workload.prompt_tokens)
+        planned = workload.num_prompts
+        connections = min(self.dial.concurrency or planned or WARM_CONNECTIONS, WARM_CONNECTIONS)
+        await warm_up(self.client, WARM_UP_PATHS[self.server.kind], connections)
+        schedule = unit_schedule(planned, workload.burstiness, self._rng) if planned is not None else None
+        timings: dict[int, RequestTiming] = {}
+        tasks: set[asyncio.Task] = set()
+        started_unix = time.time()
+        self._started = perf_counter()
+        pacer = Pacer(self._started, self.dial.rate)
+        watcher = asyncio.create_task(self._watch(pacer))
+
+        async def one(index: int, request: StreamRequest) -> None:
+            held = await self._gate.acquire()
+            self._queued -= 1
+            if not held or self._stopping:
+                if held:
+                    self._gate.release()
+                return  # arrived, never sent
+            self._sent += 1
+            try:
+                timing = await measure(self.client, request)
+            finally:
+                self._gate.release()
+                self._moved.set()
+            timings[index] = timing
+            self._finished += 1
+            with self._finish_lock:
+                now = perf_counter()
+                self._finished_at.append(now)
+                while self._finished_at[0] < now - RATE_WINDOW_S:
+                    self._finished_at.popleft()
+            if not timing.ok:
+                self._failed += 1
+                await self._check_alive()
+            if on_finished is not None:
+                on_finished(timing)
+
+        try:
+            unit_t = 0.0
+            for index in range(planned) if planned is not None else count():
+                unit_t = schedule[index] if schedule is not None else unit_t + unit_gap(workload.burstiness, self._rng)
+                self._next_unit = unit_t
+                if not await self._arrive(pacer, unit_t):
+                    break
+                self._queued += 1
+                task = asyncio.create_task(one(index, self._request(template)))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+            if tasks:
+                await asyncio.gather(*tasks)
+        finally:
+            watcher.cancel()
+            for task in tasks:
+                task.cancel()
+        return LoadResult(
+            requests=[timings[i] for i in sorted(timings)],
+            duration_s=perf_counter() - self._started,
+            started_unix=started_unix,
+            peak_in_flight=self._gate.peak,
+            seed=self.seed,
+            aborted=self._aborted,
+        )
+
+    async def _arrive(self, pacer: Pacer, unit_t: float) -> bool:
+        """Wait until unit time `unit_t` falls due and the backlog has room; False once the run is stopping."""
+        held_back = False
+        while not self._stopping:
+            self._moved.clear()
+            timeout_s: float | None = None
+            if self._backlog_full():
+                held_back = True
+            else:
+                if held_back:  # the arrivals missed while full are not made up in a burst
+                    pacer.set_rate(perf_counter(), pacer.rate, unit_t)
+                    held_back = False
+                wait_s = pacer.due_at(unit_t) - perf_counter()
+                if wait_s <= 0:
+                    return True
+                timeout_s = None if math.isinf(wait_s) else wait_s
+            try:
+                async with asyncio.timeout(timeout_s):
+                    await self._moved.wait()
+            except TimeoutError:
+                pass
+        return False
+
+    def _backlog_full(self) -> bool:
+        backlog = self.workload.backlog
+        return backlog is not None and self._queued >= backlog + self._gate.free
+
+    async def _watch(self, pacer: Pacer) -> None:
+        """Read the dial and the stop flag every DIAL_POLL_S, and wake whoever waits on them."""
+        while True:
+            await asyncio.sleep(DIAL_POLL_S)
+            rate, concurrency = self.dial.rate, self.dial.concurrency
+            if concurrency != self._gate.limit:
+                self._gate.limit = concurrency
+                self._gate.wake()
+                self._moved.set()
+            if rate != pacer.rate:
+                pacer.set_rate(perf_counter(), rate, self._next_unit)
+                self._moved.set()
+            if self._stopping:
+                self._gate.drop_waiters()
+                self._moved.set()
+
+    async def _check_alive(self) -> None:
+        """After a failed request: if nothing answers at the server any more, stop the run and say why."""
+        if self._checking or self._stopping:
+            return
+        self._checking = True
+        try:
+            await warm_up(self.client, WARM_UP_PATHS[self.server.kind])
+        except ServerUnavailable as error:
+            self._aborted = f"the server went away: {error}"
+            self.stop()
+        except SourceError:
+            pass  # it answered, if badly: a failed request, not a dead server
+        finally:
+            self._checking = False
+
+    def _request(self, template: Prompt) -> StreamRequest:
+        """The template prompt under a fresh nonce, so no two requests share a cached prefix."""
+        _, _, rest = template.text.partition(" ")
+        text = f"{make_nonce()} {rest}" if rest else make_nonce()
+        return StreamRequest(self.server.kind, self.server.model, text, self.workload.max_tokens, self.workload.chat,
+                             template.tokens, template.estimated)
