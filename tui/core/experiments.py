@@ -1,0 +1,427 @@
+"""The domain text's experiments: their plans, their rows, and each one's finding in one line.
+
+Pure: the drivers in `tui.sources.experiments` time the requests; this module turns timings into
+rows (one per value swept) and rows into a finding a person reads in one line
+("TTFT ×9.6 from 200 to 2,000 tokens (6.9 → 66 ms); decode −2.1 %").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+
+from tui.core.records import RequestTiming
+from tui.core.stats import summarize
+
+EXPERIMENTS = ("prompt-tokens", "prefix", "concurrency", "interference", "context")
+"""What `--vary` names, in the order the domain text tells them."""
+
+MAX_VALUES = 32
+MAX_REPEAT = 50
+MAX_STREAMS = 256
+"""make_client pools 256 connections: one per stream."""
+
+BACKGROUND_PROMPT_TOKENS = 200
+"""Prompt length of each stream in the concurrency and interference experiments."""
+INTERFERENCE_STREAMS = 8
+"""Streams decoding when the long prompt lands."""
+INTERFERENCE_LEAD_TOKENS = 32
+"""Tokens every running stream has before the long prompt is sent: the "before" ITL."""
+PREFIX_TAIL_WORDS = 16
+"""A unique question after the shared prefix, so no two requests are the same prompt."""
+CONTEXT_PROMPT_TOKENS = 32
+"""The context experiment starts from a short prompt: the context grows by generation."""
+CONTEXT_WINDOW = 128
+"""ITL at position p is read over the gaps of the tokens at positions (p − window, p]."""
+PREFIX_HIT_RATIO = 0.5
+"""A second TTFT below this share of the first reads as a prefix-cache hit."""
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """One experiment to run: what varies, over which values, tokens generated per request, repeats per value."""
+
+    vary: str
+    values: tuple[int, ...]
+    """Prompt tokens, prefix tokens, streams, long-prompt tokens, or token positions (context)."""
+    max_tokens: int
+    """Tokens each request generates; for context, the generation's length (to the largest position)."""
+    repeat: int = 1
+
+    def to_json(self) -> dict:
+        return {"vary": self.vary, "values": list(self.values), "max_tokens": self.max_tokens, "repeat": self.repeat}
+
+
+DEFAULT_VALUES = {
+    "prompt-tokens": (200, 500, 1000, 2000),
+    "prefix": (1000, 2000, 4000),
+    "concurrency": (1, 2, 4, 8, 16, 32),
+    "interference": (4000,),
+    "context": (1000, 2000, 4000, 8000),
+}
+DEFAULT_MAX_TOKENS = {"prompt-tokens": 64, "prefix": 8, "concurrency": 256, "interference": 256}
+DEFAULT_REPEAT = {"prompt-tokens": 3, "prefix": 3, "concurrency": 1, "interference": 1, "context": 1}
+MIN_MAX_TOKENS = {"prompt-tokens": 2, "prefix": 1, "concurrency": 2, "interference": 2 * INTERFERENCE_LEAD_TOKENS}
+
+
+def make_plan(
+    vary: str,
+    values: Sequence[int] | None = None,
+    max_tokens: int | None = None,
+    repeat: int | None = None,
+    max_model_len: int | None = None,
+) -> Plan:
+    """The plan with defaults filled in, values sorted; ValueError (one line) for input that cannot run."""
+    if vary not in EXPERIMENTS:
+        raise ValueError(f"unknown experiment {vary!r}: choose one of {', '.join(EXPERIMENTS)}")
+    chosen = tuple(sorted(set(values))) if values is not None else DEFAULT_VALUES[vary]
+    if not chosen:
+        raise ValueError("give at least one value")
+    if len(chosen) > MAX_VALUES:
+        raise ValueError(f"at most {MAX_VALUES} values")
+    if chosen[0] < 1:
+        raise ValueError(f"values must be at least 1, got {chosen[0]}")
+    repeat = DEFAULT_REPEAT[vary] if repeat is None else repeat
+    if not 1 <= repeat <= MAX_REPEAT:
+        raise ValueError(f"repeat must be 1 to {MAX_REPEAT}, got {repeat}")
+    if vary == "context":
+        if max_tokens is not None:
+            raise ValueError("max-tokens does not apply to context: the generation runs to the largest value")
+        floor = CONTEXT_PROMPT_TOKENS + CONTEXT_WINDOW
+        if chosen[0] < floor:
+            raise ValueError(f"context positions must be at least {floor} (a {CONTEXT_PROMPT_TOKENS}-token prompt, then a {CONTEXT_WINDOW}-token window)")
+        max_tokens = chosen[-1] - CONTEXT_PROMPT_TOKENS + 1
+    else:
+        max_tokens = DEFAULT_MAX_TOKENS[vary] if max_tokens is None else max_tokens
+        if max_tokens < MIN_MAX_TOKENS[vary]:
+            raise ValueError(f"max-tokens must be at least {MIN_MAX_TOKENS[vary]} for {vary}, got {max_tokens}")
+    if vary == "concurrency" and chosen[-1] > MAX_STREAMS:
+        raise ValueError(f"at most {MAX_STREAMS} streams, got {chosen[-1]}")
+    if max_model_len is not None:
+        longest = _longest_request(vary, chosen, max_tokens)
+        if longest > max_model_len:
+            raise ValueError(f"a request of {longest:,} tokens exceeds the server's max_model_len ({max_model_len:,})")
+    return Plan(vary, chosen, max_tokens, repeat)
+
+
+def _longest_request(vary: str, values: tuple[int, ...], max_tokens: int) -> int:
+    """Prompt plus generated tokens of the longest request the plan sends."""
+    if vary == "prompt-tokens":
+        return values[-1] + max_tokens
+    if vary == "prefix":
+        return values[-1] + 2 * PREFIX_TAIL_WORDS + max_tokens
+    if vary == "interference":
+        return max(values[-1] + 1, BACKGROUND_PROMPT_TOKENS + max_tokens)
+    if vary == "context":
+        return values[-1]
+    return BACKGROUND_PROMPT_TOKENS + max_tokens
+
+
+def _ok(timings: Sequence[RequestTiming]) -> list[RequestTiming]:
+    return [t for t in timings if t.ok]
+
+
+def _p50(values) -> float | None:
+    return summarize(values).p50
+
+
+# Rows: one per value; JSON-ready dicts with the unit in each key.
+
+
+def prompt_length_row(prompt_tokens: int, timings: Sequence[RequestTiming]) -> dict:
+    """TTFT and decode rate (medians over the repeats) for one prompt length."""
+    done = _ok(timings)
+    return {
+        "prompt_tokens": prompt_tokens,
+        "ttft_s": _p50(t.ttft_s for t in done),
+        "decode_tok_s": _p50(t.decode_tok_s for t in done),
+        "prefill_tok_s": _p50(t.prefill_tok_s for t in done),
+        "itl_p50_s": _p50(gap for t in done for gap in t.itl_s),
+        "n": len(done),
+    }
+
+
+def prefix_row(
+    prefix_tokens: int,
+    unique: Sequence[RequestTiming],
+    first: Sequence[RequestTiming],
+    second: Sequence[RequestTiming],
+) -> dict:
+    """TTFT of a unique prompt, and of one shared prefix sent the first and the second time (medians)."""
+    first_ttft = _p50(t.ttft_s for t in _ok(first))
+    second_ttft = _p50(t.ttft_s for t in _ok(second))
+    cached = [t.server_split.cached_tokens for t in _ok(second) if t.server_split and t.server_split.cached_tokens is not None]
+    return {
+        "prefix_tokens": prefix_tokens,
+        "unique_ttft_s": _p50(t.ttft_s for t in _ok(unique)),
+        "first_ttft_s": first_ttft,
+        "second_ttft_s": second_ttft,
+        "second_vs_first": second_ttft / first_ttft if first_ttft and second_ttft is not None else None,
+        "cached_tokens": _p50(cached),
+        "n": len(_ok(second)),
+    }
+
+
+def aggregate_tok_s(timings: Sequence[RequestTiming]) -> float | None:
+    """Output tokens of all the requests over the span from the first send to the last token."""
+    done = [t for t in _ok(timings) if t.e2e_s is not None and t.output_tokens]
+    if not done:
+        return None
+    start = min(t.t_sent_unix for t in done)
+    end = max(t.t_sent_unix + t.e2e_s for t in done)
+    return sum(t.output_tokens for t in done) / (end - start) if end > start else None
+
+
+def concurrency_row(streams: int, rounds: Sequence[Sequence[RequestTiming]]) -> dict:
+    """Aggregate tok/s (median over rounds) and ITL percentiles (every gap of every stream) at one stream count."""
+    done = [t for batch in rounds for t in _ok(batch)]
+    itl = summarize(gap for t in done for gap in t.itl_s)
+    ttft = summarize(t.ttft_s for t in done)
+    return {
+        "streams": streams,
+        "aggregate_tok_s": _p50(aggregate_tok_s(batch) for batch in rounds),
+        "per_stream_tok_s": _p50(t.decode_tok_s for t in done),
+        "itl_p50_s": itl.p50,
+        "itl_p99_s": itl.p99,
+        "ttft_p50_s": ttft.p50,
+        "ttft_p99_s": ttft.p99,
+        "n": len(done),
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class Gap:
+    """One inter-token gap of a running stream, on an axis whose zero is the first stream's send."""
+
+    stream: int
+    start_s: float
+    end_s: float
+    phase: str
+    """"before", "during" or "after" the long prompt's prefill (sent → its first token)."""
+
+    @property
+    def gap_s(self) -> float:
+        return self.end_s - self.start_s
+
+
+def interference_gaps(background: Sequence[RequestTiming], intruder: RequestTiming) -> tuple[list[Gap], float, float | None]:
+    """Every gap of the running streams, placed before, during or after the long prefill.
+
+    Returns the gaps and the prefill window (sent, first token) on the same axis; the window's end
+    is None when the long prompt produced no token.
+    """
+    origin = min(t.t_sent_unix for t in (*background, intruder))
+    sent = intruder.t_sent_unix - origin
+    first = sent + intruder.ttft_s if intruder.ttft_s is not None else None
+    gaps = []
+    for index, timing in enumerate(background):
+        base = timing.t_sent_unix - origin
+        for a, b in pairwise(timing.token_offsets_s):
+            start, end = base + a, base + b
+            if end <= sent:
+                phase = "before"
+            elif first is not None and start >= first:
+                phase = "after"
+            else:
+                phase = "during"
+            gaps.append(Gap(index, start, end, phase))
+    return gaps, sent, first
+
+
+def interference_row(prompt_tokens: int, rounds: Sequence[tuple[Sequence[RequestTiming], RequestTiming]]) -> dict:
+    """The running streams' ITL before (p50), during (worst gap) and after (p50) the long prefill.
+
+    Over several rounds: before and after pool every gap, during is the median round's worst gap.
+    The times are the first round's, in seconds from its first stream's send, so a timeline can
+    draw before (0 → prefill start), during (→ prefill end) and after (→ streams end).
+    """
+    phases: dict[str, list[float]] = {"before": [], "during": [], "after": []}
+    worst: list[float] = []
+    windows = []
+    for background, intruder in rounds:
+        gaps, sent, first = interference_gaps(_ok(background), intruder)
+        for gap in gaps:
+            phases[gap.phase].append(gap.gap_s)
+        during = [g.gap_s for g in gaps if g.phase == "during"]
+        if during:
+            worst.append(max(during))
+        windows.append((sent, first, max((g.end_s for g in gaps), default=None), intruder.ttft_s))
+    before, during_worst = _p50(phases["before"]), _p50(worst)
+    sent, first, end, ttft = windows[0] if windows else (None, None, None, None)
+    return {
+        "prompt_tokens": prompt_tokens,
+        "streams": max((len(b) for b, _ in rounds), default=0),
+        "prefill_start_s": sent,
+        "prefill_end_s": first,
+        "streams_end_s": end,
+        "prefill_ttft_s": ttft,
+        "itl_before_s": before,
+        "itl_during_s": during_worst,
+        "itl_after_s": _p50(phases["after"]),
+        "spike": during_worst / before if before and during_worst is not None else None,
+        "gaps_during": len(phases["during"]),
+        "n": len(rounds),
+    }
+
+
+def context_rows(positions: Sequence[int], generations: Sequence[RequestTiming], prompt_tokens: int) -> list[dict]:
+    """ITL (p50 and mean) over the window of gaps ending at each token position, pooled over generations.
+
+    The gap before output token i (0-based, i ≥ 1) is the step that ran at context position
+    prompt_tokens + i, so a generation of `position − prompt_tokens + 1` tokens reaches `position`.
+    """
+    rows = []
+    for position in positions:
+        lo, hi = position - CONTEXT_WINDOW - prompt_tokens + 1, position - prompt_tokens
+        window = [
+            gap
+            for t in _ok(generations)
+            for i, gap in enumerate(t.itl_s, start=1)
+            if lo <= i <= hi
+        ]
+        summary = summarize(window)
+        rows.append({"position": position, "itl_p50_s": summary.p50, "itl_mean_s": summary.mean, "n": summary.n})
+    return rows
+
+
+# Findings: one line each, first value against last.
+
+
+def finding(vary: str, rows: Sequence[dict]) -> str:
+    """The experiment's result in one line, from its rows."""
+    return FINDINGS[vary](list(rows))
+
+
+def _prompt_finding(rows: list[dict]) -> str:
+    rows = [r for r in rows if r["ttft_s"] is not None]
+    if len(rows) < 2:
+        return "not enough prompt lengths measured to compare"
+    a, b = rows[0], rows[-1]
+    line = (f"TTFT {_times(b['ttft_s'] / a['ttft_s'])} from {a['prompt_tokens']:,} to {b['prompt_tokens']:,} tokens "
+            f"({_ms(a['ttft_s'])} → {_ms(b['ttft_s'])} ms)")
+    if a["decode_tok_s"] and b["decode_tok_s"] is not None:
+        line += f"; decode {_percent(100 * (b['decode_tok_s'] / a['decode_tok_s'] - 1))}"
+    return line
+
+
+def _prefix_finding(rows: list[dict]) -> str:
+    rows = [r for r in rows if r["second_vs_first"] is not None]
+    if not rows:
+        return "no shared prefix measured twice"
+    row = rows[-1]
+    ratio = row["second_vs_first"]
+    verdict = "prefix-cache hit" if ratio < PREFIX_HIT_RATIO else "no prefix-cache hit"
+    line = (f"a {row['prefix_tokens']:,}-token prefix sent again: TTFT {_times(ratio)} "
+            f"({_ms(row['first_ttft_s'])} → {_ms(row['second_ttft_s'])} ms), {verdict}")
+    if row["unique_ttft_s"] is not None:
+        line += f"; a unique prompt {_ms(row['unique_ttft_s'])} ms"
+    return line
+
+
+def _concurrency_finding(rows: list[dict]) -> str:
+    rows = [r for r in rows if r["aggregate_tok_s"] and r["itl_p99_s"]]
+    if len(rows) < 2:
+        return "not enough stream counts measured to compare"
+    a, b = rows[0], rows[-1]
+    return (f"aggregate {_times(b['aggregate_tok_s'] / a['aggregate_tok_s'])} from {a['streams']} to {b['streams']} streams "
+            f"({_num(a['aggregate_tok_s'])} → {_num(b['aggregate_tok_s'])} tok/s); "
+            f"p99 ITL {_times(b['itl_p99_s'] / a['itl_p99_s'])} ({_ms(a['itl_p99_s'])} → {_ms(b['itl_p99_s'])} ms)")
+
+
+def _interference_finding(rows: list[dict]) -> str:
+    rows = [r for r in rows if r["itl_before_s"] is not None]
+    if not rows:
+        return "no running stream measured before the long prompt landed"
+    row = rows[-1]
+    if row["spike"] is None:
+        return f"no gap of the running streams overlapped the {row['prompt_tokens']:,}-token prefill"
+    line = (f"running streams' ITL {_times(row['spike'])} while a {row['prompt_tokens']:,}-token prompt prefilled "
+            f"({_ms(row['itl_before_s'])} → {_ms(row['itl_during_s'])} ms worst gap)")
+    if row["itl_after_s"] is not None:
+        line += f", {_ms(row['itl_after_s'])} ms after"
+    return line
+
+
+def _context_finding(rows: list[dict]) -> str:
+    rows = [r for r in rows if r["itl_p50_s"]]
+    if len(rows) < 2:
+        return "not enough token positions measured to compare"
+    a, b = rows[0], rows[-1]
+    return (f"ITL {_percent(100 * (b['itl_p50_s'] / a['itl_p50_s'] - 1))} from token {a['position']:,} to {b['position']:,} "
+            f"({_ms(a['itl_p50_s'])} → {_ms(b['itl_p50_s'])} ms)")
+
+
+FINDINGS = {
+    "prompt-tokens": _prompt_finding,
+    "prefix": _prefix_finding,
+    "concurrency": _concurrency_finding,
+    "interference": _interference_finding,
+    "context": _context_finding,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One column of an experiment's table: the row key, a header, and how to show the value."""
+
+    key: str
+    label: str
+    scale: float = 1.0
+    unit: str = ""
+
+    def show(self, row: dict) -> str:
+        value = row.get(self.key)
+        if value is None:
+            return "-"
+        return _num(value * self.scale) if isinstance(value, float) else f"{value:,}"
+
+
+_MS = 1000.0
+COLUMNS = {
+    "prompt-tokens": (Column("prompt_tokens", "prompt tokens"), Column("ttft_s", "TTFT", _MS, "ms"),
+                      Column("decode_tok_s", "decode", unit="tok/s"), Column("prefill_tok_s", "prefill", unit="tok/s"),
+                      Column("itl_p50_s", "ITL p50", _MS, "ms")),
+    "prefix": (Column("prefix_tokens", "prefix tokens"), Column("unique_ttft_s", "unique TTFT", _MS, "ms"),
+               Column("first_ttft_s", "1st TTFT", _MS, "ms"), Column("second_ttft_s", "2nd TTFT", _MS, "ms"),
+               Column("cached_tokens", "cached", unit="tokens")),
+    "concurrency": (Column("streams", "streams"), Column("aggregate_tok_s", "aggregate", unit="tok/s"),
+                    Column("per_stream_tok_s", "per stream", unit="tok/s"), Column("itl_p50_s", "ITL p50", _MS, "ms"),
+                    Column("itl_p99_s", "ITL p99", _MS, "ms"), Column("ttft_p50_s", "TTFT p50", _MS, "ms")),
+    "interference": (Column("prompt_tokens", "long prompt tokens"), Column("streams", "streams"),
+                     Column("itl_before_s", "ITL before", _MS, "ms"), Column("itl_during_s", "worst during", _MS, "ms"),
+                     Column("itl_after_s", "ITL after", _MS, "ms"), Column("prefill_ttft_s", "its TTFT", _MS, "ms")),
+    "context": (Column("position", "position"), Column("itl_p50_s", "ITL p50", _MS, "ms"),
+                Column("itl_mean_s", "ITL mean", _MS, "ms"), Column("n", "gaps")),
+}
+"""The table each experiment shows, first column the value swept."""
+
+
+def describe_row(vary: str, row: dict) -> str:
+    """A row as one line of `label value unit` pairs, for progress lines and logs."""
+    parts = []
+    for column in COLUMNS[vary]:
+        unit = f" {column.unit}" if column.unit and row.get(column.key) is not None else ""
+        parts.append(f"{column.label} {column.show(row)}{unit}")
+    return ", ".join(parts)
+
+
+def _num(value: float) -> str:
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
+def _ms(seconds: float) -> str:
+    return _num(seconds * 1000)
+
+
+def _times(ratio: float) -> str:
+    return f"×{ratio:.1f}" if ratio >= 1 else f"×{ratio:.2f}"
+
+
+def _percent(value: float) -> str:
+    text = f"{value:+.1f} %" if abs(value) < 10 else f"{value:+.0f} %"
+    return text.replace("-", "−")
