@@ -1,0 +1,157 @@
+"""`phasetop sweep` against the simulator's reference preset (H100 SXM, 8B at 16 bit): each finding is the seed's claim.
+
+Physics behind each margin (the seed: domain/prefill-vs-decode.md): TTFT 200 → 2,000 tokens is
+×10.2 in the simulator, ×9 or so measured; decode moves 1.5 %; a cached 2,000-token prefix cuts
+TTFT to about a tenth; 8 streams give ×7 the tokens for the same step time; a 4,000-token prefill
+stalls running streams ×13; 4,000 more tokens of context make a step 3.3 % longer. Each assertion
+asks for a fraction of that, so a loaded 2-core machine still passes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+
+import pytest
+
+from tests.cli.test_probe import assert_one_clear_line
+from tui.cli.main import main
+from tui.sim.launcher import SimulatorProcess
+
+
+@pytest.fixture(scope="module")
+def sim():
+    with SimulatorProcess.start() as process:
+        yield process
+
+
+@pytest.fixture(autouse=True)
+def clean_settings(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # no stray .env
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    for name in ("PHASETOP_API_KEY", "PHASETOP_URL", "PHASETOP_RUNS_DIR"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def sweep(capsys, url: str, *args: str) -> tuple[int, dict, str]:
+    code = main(["sweep", "--url", url, *args, "--json", "--no-save"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return code, json.loads(out), err
+
+
+def number(pattern: str, text: str) -> float:
+    match = re.search(pattern, text)
+    assert match, text
+    return float(match.group(1).replace("−", "-").replace(",", ""))
+
+
+def test_prompt_length_ttft_climbs_about_tenfold_while_decode_stays(sim, capsys):
+    _, document, err = sweep(capsys, sim.url, "--vary", "prompt-tokens", "--values", "200,2000", "--repeat", "3")
+    assert document["server"]["model"] == "meta-llama/Llama-3.1-8B-Instruct"
+    assert document["vary"] == "prompt-tokens"
+    assert [row["prompt_tokens"] for row in document["rows"]] == [200, 2000]
+    assert all(row["n"] == 3 for row in document["rows"])
+    line = document["finding"]
+    assert 6 <= number(r"TTFT ×([\d.]+) from 200 to 2,000 tokens", line) <= 13, line
+    assert abs(number(r"decode ([−+][\d.]+) %", line)) < 5, line
+    assert "sweep prompt-tokens [" in err and "2,000-token prompt, 3 of 3" in err  # progress, on stderr
+
+
+@pytest.mark.parametrize("caching", [True, False])
+def test_a_prefix_sent_twice_is_much_faster_the_second_time_only_with_prefix_caching(sim, capsys, caching):
+    if caching:
+        _, document, _ = sweep(capsys, sim.url, "--vary", "prefix", "--values", "2000", "--repeat", "2")
+    else:
+        with SimulatorProcess.start(["--no-enable-prefix-caching"]) as plain:
+            _, document, _ = sweep(capsys, plain.url, "--vary", "prefix", "--values", "2000", "--repeat", "2")
+    row, line = document["rows"][0], document["finding"]
+    ratio = number(r"TTFT ×([\d.]+)", line)
+    if caching:
+        assert ratio < 0.3 and "prefix-cache hit; a unique prompt" in line, line
+        assert row["second_ttft_s"] < 0.3 * row["unique_ttft_s"], row
+    else:
+        assert 0.7 < ratio < 1.4 and "no prefix-cache hit" in line, line
+
+
+def test_concurrency_multiplies_throughput_while_the_tail_grows_much_less(sim, capsys):
+    _, document, _ = sweep(capsys, sim.url, "--vary", "concurrency", "--values", "1,2,4,8")
+    rows = {row["streams"]: row for row in document["rows"]}
+    assert sorted(rows) == [1, 2, 4, 8] and rows[8]["n"] == 8
+    line = document["finding"]
+    assert number(r"aggregate ×([\d.]+) from 1 to 8 streams", line) >= 5, line
+    assert number(r"p99 ITL ×([\d.]+)", line) < 4, line  # linear would be ×8
+    assert rows[8]["aggregate_tok_s"] > rows[2]["aggregate_tok_s"] > rows[1]["aggregate_tok_s"], rows
+
+
+def test_a_long_prompt_landing_stalls_the_running_streams(sim, capsys):
+    _, document, _ = sweep(capsys, sim.url, "--vary", "interference", "--values", "4000")
+    row, line = document["rows"][0], document["finding"]
+    assert row["streams"] == 8 and row["gaps_during"] >= 1
+    assert 0 < row["prefill_start_s"] < row["prefill_end_s"] < row["streams_end_s"], row
+    assert number(r"ITL ×([\d.]+) while a 4,000-token prompt prefilled", line) >= 4, line
+    assert row["itl_after_s"] < 2 * row["itl_before_s"], row  # and it recovers
+
+
+def test_itl_rises_with_the_token_position_in_a_long_generation(sim, capsys):
+    _, document, err = sweep(capsys, sim.url, "--vary", "context", "--values", "300,4300")
+    assert [row["position"] for row in document["rows"]] == [300, 4300]
+    assert all(row["n"] == 128 for row in document["rows"])
+    line = document["finding"]
+    assert number(r"ITL ([−+][\d.]+) % from token 300 to 4,300", line) > 1, line
+    assert "token 4,032 of 4,300" in err
+
+
+def test_the_run_is_saved_with_its_rows_finding_and_raw_timings(sim, capsys, tmp_path):
+    runs = tmp_path / "runs"
+    code = main(["sweep", "--url", sim.url, "--vary", "prompt-tokens", "--values", "100,400", "--repeat", "1",
+                 "--max-tokens", "8", "--runs-dir", str(runs)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "TTFT ×" in out and "prompt tokens" in out  # the table
+    (path,) = runs.glob("*.json")
+    run = json.loads(path.read_text())
+    assert run["kind"] == "sweep" and f"saved run {run['id']}" in err
+    assert run["params"] == {"vary": "prompt-tokens", "values": [100, 400], "max_tokens": 8, "repeat": 1,
+                             "api": "openai", "model": "meta-llama/Llama-3.1-8B-Instruct"}
+    assert run["result"]["finding"] in out
+    assert [r["prompt_tokens"] for r in run["requests"]] == [100, 400]
+    assert run["server"]["simulator_flags"]["gpu"] == "NVIDIA H100 SXM"
+
+
+def closed_port_url() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "words"),
+    [
+        (["--values", "200"], 2, ["--vary"]),
+        (["--vary", "sideways"], 2, ["unknown experiment"]),
+        (["--vary", "prompt-tokens", "--values", "200,lots"], 2, ["bad --values"]),
+        (["--vary", "prompt-tokens", "--values", ","], 2, ["--values is empty"]),
+        (["--vary", "prompt-tokens", "--values", "0,200"], 2, ["at least 1"]),
+        (["--vary", "concurrency", "--values", "1,1000"], 2, ["at most 256"]),
+        (["--vary", "context", "--max-tokens", "100"], 2, ["does not apply"]),
+        (["--vary", "prefix", "--repeat", "0"], 2, ["repeat"]),
+        (["--vary", "prompt-tokens", "--values", "200000"], 2, ["max_model_len"]),
+    ],
+)
+def test_bad_input_is_one_line_and_a_usage_exit(sim, capsys, args, code, words):
+    exit_code = main(["sweep", "--url", sim.url, *args, "--json"])
+    out, err = capsys.readouterr()
+    assert exit_code == code
+    assert out == ""
+    assert_one_clear_line(exit_code, err, *words)
+
+
+@pytest.mark.parametrize(("url", "code", "words"), [("localhost:8000", 2, ["bad URL"]), (None, 1, ["cannot connect"])])
+def test_unreachable_or_bad_url_is_one_line(capsys, url, code, words):
+    exit_code = main(["sweep", "--url", url or closed_port_url(), "--vary", "prompt-tokens", "--json"])
+    out, err = capsys.readouterr()
+    assert exit_code == code and out == ""
+    assert_one_clear_line(exit_code, err, *words)

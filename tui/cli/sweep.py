@@ -1,0 +1,133 @@
+"""`phasetop sweep`: run one of the domain text's experiments, one row per value and a one-line finding."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from datetime import UTC, datetime
+from urllib.parse import urlsplit
+
+from tui.cli.common import add_json_option, add_server_options, settings_from
+from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note
+from tui.cli.probe import _base_url, _redacted
+from tui.cli.runs_common import add_runs_options, save_run_from_cli
+from tui.config import Settings
+from tui.core.experiments import COLUMNS, DEFAULT_VALUES, EXPERIMENTS, Plan, make_plan
+from tui.core.runs import new_run
+from tui.sources.detect import ServerInfo, describe_server, detect_api
+from tui.sources.errors import SourceError
+from tui.sources.experiments import ExperimentFailed, ExperimentResult, Progress, run_experiment
+from tui.sources.http import make_client
+from tui.sources.identity import server_identity
+
+VALUES_HELP = "; ".join(f"{name}: {','.join(str(v) for v in values)}" for name, values in DEFAULT_VALUES.items())
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "sweep",
+        help="run an experiment: prompt length, prefix cache, concurrency, interference, context growth",
+        description="Run one experiment against the server and state its finding in one line. "
+        "prompt-tokens: TTFT and decode rate against prompt length. prefix: a long shared prefix sent twice "
+        "against a unique prompt. concurrency: aggregate tok/s and ITL against N streams at once. "
+        "interference: a long prompt lands among 8 running streams (values: its length). "
+        "context: ITL against token position in one long generation (values: positions).",
+    )
+    add_server_options(parser)
+    parser.add_argument("--vary", metavar="WHAT", help=f"the experiment: {' | '.join(EXPERIMENTS)}")
+    parser.add_argument("--values", metavar="N,N,…", help=f"comma-separated values (defaults: {VALUES_HELP})")
+    parser.add_argument("--max-tokens", type=int, metavar="K", help="tokens each request generates (not for context)")
+    parser.add_argument("--repeat", type=int, metavar="R", help="times each value is measured; medians are reported")
+    add_json_option(parser)
+    add_runs_options(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    key = settings.api_key.get_secret_value() if settings.api_key else ""
+    _check_url(settings.url)
+    values = _values(args.values)
+    _plan(args, values, None)  # bad flags fail before any request
+    started = datetime.now(UTC)
+    server, identity, result, failure = asyncio.run(_sweep(settings, args, values))
+    document = {"server": server.to_json(), **result.to_json()}
+    if args.json:
+        emit_json(_redacted(document, key))
+    else:
+        print(_redacted(_table(server, result), key))
+    if failure:
+        raise CliError(_redacted(failure, key))
+    run_record = new_run("sweep", _params(result.plan, server), identity, [t.to_json() for t in result.requests],
+                         document, started, datetime.now(UTC))
+    save_run_from_cli(args, settings, run_record)
+    return EXIT_OK
+
+
+def _plan(args: argparse.Namespace, values: list[int] | None, max_model_len: int | None) -> Plan:
+    if args.vary is None:
+        raise CliError(f"give --vary {'|'.join(EXPERIMENTS)}", EXIT_USAGE)
+    try:
+        return make_plan(args.vary, values, args.max_tokens, args.repeat, max_model_len)
+    except ValueError as error:
+        raise CliError(str(error), EXIT_USAGE) from None
+
+
+def _check_url(url: str) -> None:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise CliError(f"bad URL {url!r}: give http://HOST:PORT or https://HOST:PORT", EXIT_USAGE)
+
+
+def _values(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        values = [int(part.replace("_", "")) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise CliError(f"bad --values {text!r}: give whole numbers separated by commas, e.g. 200,2000", EXIT_USAGE) from None
+    if not values:
+        raise CliError("--values is empty", EXIT_USAGE)
+    return values
+
+
+async def _sweep(settings: Settings, args: argparse.Namespace, values: list[int] | None) -> tuple[ServerInfo, dict, ExperimentResult, str | None]:
+    """Detect the server, check the plan against its context length, run the experiment, read its identity."""
+    async with make_client(_base_url(settings.url), settings.api_key, settings.timeout_s) as client:
+        try:
+            kind = settings.api if settings.api != "auto" else await detect_api(client)
+            server = await describe_server(client, kind, settings.model)
+        except SourceError as error:
+            raise CliError(str(error)) from None
+        plan = _plan(args, values, server.max_model_len)
+        failure = None
+        try:
+            result = await run_experiment(client, server, plan, _print_progress)
+        except ExperimentFailed as error:
+            result, failure = error.partial, str(error)
+        except SourceError as error:
+            raise CliError(str(error)) from None
+        identity = await server_identity(client, server)
+    return server, identity, result, failure
+
+
+def _print_progress(progress: Progress) -> None:
+    note(f"sweep {progress.vary} [{progress.fraction:4.0%}] {progress.message}")
+
+
+def _params(plan: Plan, server: ServerInfo) -> dict:
+    """The workload that shaped the run (whitelisted: never the key or settings wholesale)."""
+    return {**plan.to_json(), "api": server.kind, "model": server.model}
+
+
+def _table(server: ServerInfo, result: ExperimentResult) -> str:
+    version = f" {server.version}" if server.version else ""
+    columns = COLUMNS[result.plan.vary]
+    headers = [f"{c.label} {c.unit}".strip() if c.unit else c.label for c in columns]
+    cells = [[c.show(row) for c in columns] for row in result.rows]
+    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
+    lines = [f"{server.kind}{version} at {server.url}, model {server.model}", ""]
+    lines.append("  ".join(h.rjust(w) for h, w in zip(headers, widths, strict=True)))
+    lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
+    lines += ["", result.finding]
+    return "\n".join(lines)
