@@ -61,6 +61,8 @@ class Settings(BaseSettings):
     """Model name to request; the server's first model when unset."""
     timeout_s: float = Field(default=30.0, gt=0)
     """Longest silence from the server before a request is called failed."""
+    runs_dir: str | None = None
+    """Where saved runs go; the user data dir's `runs` when unset."""
     sim: SimSettings = SimSettings()
     poll: PollSettings = PollSettings()
 
