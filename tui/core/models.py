@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,3 +85,43 @@ def find_model(name_or_path: str) -> ModelLayout:
     if key in MODELS:
         return MODELS[key]
     raise ValueError(f"unknown model {name_or_path!r} (presets: {', '.join(MODELS)}; or a config.json path)")
+
+
+_SERVED_SUFFIXES = ("instruct", "chat", "it", "hf", "base", "dynamic", "gguf")
+"""Words a served model id adds to a layout's name that do not change its size."""
+_QUANT_BITS = (
+    (re.compile(r"^(fp8|int8|w8a8|w8a16|8bit|q8(_\d)?)$"), 8),
+    (re.compile(r"^q6(_k)?$"), 6),
+    (re.compile(r"^q5(_k)?(_[sm01])?$"), 5),
+    (re.compile(r"^(awq|gptq|int4|w4a16|4bit|nf4|bnb|q4(_k)?(_[sm01])?)$"), 4),
+)
+"""Quantization tags in served ids (Hugging Face repos, Ollama tags, GGUF files) → weight bit width."""
+
+
+def _preset_key(name: str) -> str:
+    """A layout name with everything but letters, digits and dots dropped: "Llama-3.1-8B" → "llama3.18b"."""
+    return re.sub(r"[^a-z0-9.]", "", name.lower())
+
+
+_PRESETS_BY_KEY = {_preset_key(layout.name): layout for layout in MODELS.values()}
+
+
+def find_served_model(model_id: str) -> tuple[ModelLayout, int] | None:
+    """The preset layout and weight bit width a server's model id names, or None when it names none.
+
+    Forgives what serving adds to a layout's name: an organisation (`meta-llama/`), `Meta-`, and
+    `-Instruct`, `-it`, `-hf`; reads an Ollama tag (`llama3.1:8b`) as the name and size it is; and
+    takes quantization tags (`-FP8`, `-AWQ`, `q4_K_M`) as the bit width. Anything else is unknown:
+    a ceiling from a guessed layout would be a wrong figure that looks right.
+    """
+    name = model_id.strip().lower().rsplit("/", 1)[-1].removesuffix(".gguf").removeprefix("meta-")
+    bits = 16
+    kept = []
+    for word in re.split(r"[-: ]+", name):
+        tag_bits = next((b for pattern, b in _QUANT_BITS if pattern.match(word)), None)
+        if tag_bits is not None:
+            bits = min(bits, tag_bits)
+        elif word and word not in _SERVED_SUFFIXES:
+            kept.append(word)
+    layout = _PRESETS_BY_KEY.get(_preset_key("".join(kept)))
+    return (layout, bits) if layout is not None else None

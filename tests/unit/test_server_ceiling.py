@@ -1,0 +1,99 @@
+import pytest
+
+from tui.core.models import MODELS, find_served_model
+from tui.core.server_ceiling import server_ceiling
+from tui.core.telemetry import GpuReading
+
+H100 = GpuReading(index="0", name="NVIDIA H100 80GB HBM3")
+LLAMA_8B = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+@pytest.mark.parametrize(("model_id", "preset", "bits"), [
+    ("meta-llama/Llama-3.1-8B-Instruct", "8b", 16),
+    ("llama3.1:8b", "8b", 16),
+    ("neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8", "8b", 8),
+    ("llama3.1:8b-instruct-q4_K_M", "8b", 4),
+    ("hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4", "8b", 4),
+    ("Qwen/Qwen2.5-7B-Instruct", "qwen2.5-7b", 16),
+    ("google/gemma-3-270m-it", "gemma-3-270m", 16),
+    ("gemma3:270m", "gemma-3-270m", 16),
+    ("Llama-3.2-1B-Instruct-Q8_0.gguf", "llama-3.2-1b", 8),
+    ("meta-llama/Llama-3.1-70B-Instruct", "llama-3.1-70b", 16),
+])
+def test_served_ids_find_their_layout_and_bit_width(model_id, preset, bits):
+    assert find_served_model(model_id) == (MODELS[preset], bits)
+
+
+@pytest.mark.parametrize("model_id", ["llama3.1:latest", "mistralai/Mistral-7B-Instruct-v0.3", "8b", "", "Llama-3.1-8B-Extra"])
+def test_ids_that_name_no_preset_are_unknown(model_id):
+    assert find_served_model(model_id) is None
+
+
+def test_h100_and_the_8b_id_give_the_domain_ceiling():
+    result = server_ceiling(LLAMA_8B, [H100], server_is_local=True)
+    assert result.decode_ceiling_tok_s == pytest.approx(3350e9 / 16e9)
+    assert result.weight_bytes == 16e9
+    assert result.kv_bytes_per_token == 2 * 32 * 8 * 128 * 2
+    assert "NVIDIA H100 80GB HBM3 3,350 GB/s" in result.line and "209 tok/s" in result.line
+
+
+def test_the_quantization_tag_sets_the_weight_bytes():
+    result = server_ceiling("neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8", [H100], server_is_local=True)
+    assert result.weight_bytes == 8e9
+    assert result.decode_ceiling_tok_s == pytest.approx(3350e9 / 8e9)
+
+
+def test_no_gpu_uses_the_cpu_row():
+    result = server_ceiling(LLAMA_8B, [], server_is_local=True)
+    assert result.decode_ceiling_tok_s == pytest.approx(90e9 / 16e9)
+    assert "no GPU: CPU, dual channel DDR5-5600 90 GB/s" in result.line
+
+
+def test_a_reported_model_size_replaces_the_preset_size():
+    result = server_ceiling("some-finetune.gguf", [], server_is_local=True, model_bytes=4.9e9)
+    assert result.decode_ceiling_tok_s == pytest.approx(90e9 / 4.9e9)
+    assert result.kv_bytes_per_token is None  # no layout known: no KV figure invented
+    assert "as the server reports" in result.line
+
+
+def test_an_unknown_model_is_said_not_guessed():
+    result = server_ceiling("mistralai/Mistral-7B-Instruct-v0.3", [H100], server_is_local=True)
+    assert result.decode_ceiling_tok_s is None
+    assert result.line.startswith("ceiling: unknown model 'mistralai/Mistral-7B-Instruct-v0.3'")
+
+
+def test_a_remote_server_gets_no_ceiling_from_this_hosts_gpu():
+    result = server_ceiling(LLAMA_8B, [H100], server_is_local=False)
+    assert result.decode_ceiling_tok_s is None and "another host" in result.line
+
+
+def test_gpus_holding_the_servers_memory_add_their_bandwidth():
+    devices = [GpuReading(index=str(i), name="NVIDIA H100 80GB HBM3", server_mem_bytes=70 << 30 if i < 2 else None)
+               for i in range(4)]
+    result = server_ceiling(LLAMA_8B, devices, server_is_local=True)
+    assert result.decode_ceiling_tok_s == pytest.approx(2 * 3350e9 / 16e9)
+    assert "2× NVIDIA H100 80GB HBM3" in result.line
+
+
+def test_several_gpus_and_none_known_to_serve_take_the_first_and_say_so():
+    devices = [GpuReading(index="0", name="NVIDIA H200"), GpuReading(index="1", name="NVIDIA H200")]
+    result = server_ceiling(LLAMA_8B, devices, server_is_local=True)
+    assert result.decode_ceiling_tok_s == pytest.approx(4800e9 / 16e9)
+    assert "GPU 0 of 2" in result.line
+
+
+def test_an_unknown_gpu_name_falls_back_to_nvmls_peak_else_says_unknown():
+    with_peak = server_ceiling(LLAMA_8B, [GpuReading(index="0", name="NVIDIA Future X", peak_bw_gbs=1000.0)], True)
+    assert with_peak.decode_ceiling_tok_s == pytest.approx(1000e9 / 16e9)
+    without = server_ceiling(LLAMA_8B, [GpuReading(index="0", name="NVIDIA Future X")], True)
+    assert without.decode_ceiling_tok_s is None and "unknown device 'NVIDIA Future X'" in without.line
+
+
+def test_a_mig_slice_has_no_ceiling():
+    mig = GpuReading(index="0/1", name="NVIDIA H100 80GB HBM3 MIG 1g.10gb", is_mig=True, server_mem_bytes=5 << 30)
+    result = server_ceiling(LLAMA_8B, [mig], server_is_local=True)
+    assert result.decode_ceiling_tok_s is None and "MIG" in result.line
+
+
+def test_no_model_id_yet():
+    assert server_ceiling(None, [H100], True).decode_ceiling_tok_s is None

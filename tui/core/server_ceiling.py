@@ -1,0 +1,84 @@
+"""The decode ceiling of a real server: its model (from the id it serves) on the device NVML sees.
+
+A simulator phasetop starts knows its own device and model. A real server does not say which GPU
+it runs on, so the ceiling comes from this host's NVML readings (the GPUs where the server holds
+memory, when that is known) or, with no GPU, the CPU row of the ceiling table; the weights come
+from the model id it reports. Where either is unknown the answer says so instead of guessing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tui.core.devices import UnknownDeviceError, find_device
+from tui.core.models import find_served_model
+from tui.core.roofline import decode_ceiling_tok_s, kv_bytes_per_token, weight_bytes
+from tui.core.telemetry import GpuReading
+
+
+@dataclass(frozen=True, slots=True)
+class ServerCeiling:
+    """A real server's single-stream decode ceiling (context 0), or why there is none."""
+
+    line: str
+    """One line for a person: the figures it comes from, or "ceiling: unknown model …"."""
+    decode_ceiling_tok_s: float | None = None
+    kv_bytes_per_token: float | None = None
+    """KV cache bytes each token of context adds to a step (16-bit cache); None when the layout is unknown."""
+    weight_bytes: float | None = None
+
+
+def server_ceiling(model_id: str | None, devices: Sequence[GpuReading], server_is_local: bool,
+                   model_bytes: float | None = None) -> ServerCeiling:
+    """Bandwidth of the server's devices ÷ bytes of weights read per token.
+
+    `devices` are this host's NVML readings; an empty sequence means this host has no GPU, so a local
+    server runs on the CPU. Several GPUs holding the server's memory are taken as tensor parallel
+    (their bandwidths add). `model_bytes` is the weights' real size where the server reports it
+    (llama.cpp); otherwise the size is the preset layout's parameters at the bit width of the id's
+    quantization tag.
+    """
+    if not server_is_local:
+        return ServerCeiling("ceiling: unknown device (the server is on another host; its GPU is not visible here)")
+    if not model_id:
+        return ServerCeiling("ceiling: waiting for the server's model id")
+    served = find_served_model(model_id)
+    if served is None and not model_bytes:
+        return ServerCeiling(f"ceiling: unknown model {model_id!r} (no preset layout matches; not guessed)")
+    bandwidth = _bandwidth(devices)
+    if isinstance(bandwidth, str):
+        return ServerCeiling(bandwidth)
+    device, bandwidth_gbs = bandwidth
+    kv_token = kv_bytes_per_token(served[0]) if served else None
+    if model_bytes:
+        weights, what = float(model_bytes), f"{model_bytes / 1e9:,.2f} GB of weights (as the server reports)"
+    else:
+        layout, bits = served
+        weights, what = weight_bytes(layout.params, bits), f"{layout.name} at {bits} bit"
+    tok_s = decode_ceiling_tok_s(bandwidth_gbs, weights)
+    line = f"ceiling: {device} {bandwidth_gbs:,.0f} GB/s ÷ {weights / 1e9:,.2f} GB ({what}) = {tok_s:,.0f} tok/s decode"
+    return ServerCeiling(line, tok_s, kv_token, weights)
+
+
+def _bandwidth(devices: Sequence[GpuReading]) -> tuple[str, float] | str:
+    """(label, GB/s) of the devices serving, or a line saying why there is none."""
+    if not devices:
+        cpu = find_device("cpu")
+        return f"no GPU: {cpu.name}", cpu.mem_bandwidth_gbs
+    serving = [d for d in devices if d.server_mem_bytes] or [devices[0]]
+    if any(d.is_mig for d in serving):
+        return "ceiling: unknown device (a MIG slice's share of the bandwidth is not published)"
+    per_device = []
+    for reading in serving:
+        try:
+            per_device.append(find_device(reading.name).mem_bandwidth_gbs)
+        except UnknownDeviceError:
+            if not reading.peak_bw_gbs:
+                return f"ceiling: unknown device {reading.name!r} (no preset and no peak bandwidth from NVML)"
+            per_device.append(reading.peak_bw_gbs)
+    names = sorted({d.name for d in serving})
+    label = " + ".join(names) if len(serving) == 1 or len(names) > 1 else f"{len(serving)}× {names[0]}"
+    if len(devices) > 1 and not any(d.server_mem_bytes for d in devices):
+        label += f" (GPU {serving[0].index} of {len(devices)}: which ones serve is not known)"
+    return label, sum(per_device)
