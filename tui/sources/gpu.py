@@ -17,7 +17,7 @@ import psutil
 
 from tui.core.devices import UnknownDeviceError, find_device
 from tui.core.telemetry import GpuReading, GpuSample
-from tui.sources.host import find_listening_process
+from tui.sources.host import ListenerFinder
 
 GPM_MIN_WINDOW_S = 0.1
 """nvml.h: GPM samples less than 100 ms apart read as zero."""
@@ -76,6 +76,7 @@ class GpuSampler:
     def __init__(self, server_port: int | None = None, nvml: Any = None) -> None:
         self.server_port = server_port
         """TCP port of a local server whose processes' GPU memory is reported."""
+        self._listener = ListenerFinder(server_port) if server_port is not None else None
         self._nvml = nvml
         self._leaves: list[_Leaf] = []
         self._reason: str | None = None
@@ -141,7 +142,7 @@ class GpuSampler:
 
     def sample(self) -> GpuSample:
         """Every leaf device now; GPM figures cover the time since the previous call."""
-        server_pids = self._server_pids()
+        server_pids = self._server_pids() if self._leaves else None
         devices = tuple(self._read(leaf, server_pids) for leaf in self._leaves)
         return GpuSample(t_unix=time.time(), devices=devices, reason=self._reason)
 
@@ -312,7 +313,7 @@ class GpuSampler:
     def _server_pids(self) -> set[int] | None:
         if self.server_port is None:
             return None
-        root, _ = find_listening_process(self.server_port)
+        root, _ = self._listener.find()
         return {root.pid} if root is not None else set()
 
     def _server_memory(self, leaf: _Leaf, server_pids: set[int] | None, reasons: list[str]) -> int | None:
