@@ -5,6 +5,7 @@ from __future__ import annotations
 from textual.reactive import reactive
 from textual.widgets import Static
 
+from tui.app.widgets.text import set_text
 from tui.core.telemetry import GpuReading, GpuSample, HostSample
 
 GIB = 1024**3
@@ -24,7 +25,7 @@ class GpuPane(Static):
         super().__init__("waiting for the first sample…", markup=False, **kwargs)
 
     def _refresh_text(self) -> None:
-        self.update("\n".join(gpu_lines(self.gpu) + host_lines(self.host, self.cpu_ceiling)))
+        set_text(self, "\n".join(gpu_lines(self.gpu) + host_lines(self.host, self.cpu_ceiling)))
 
     watch_gpu = watch_host = watch_cpu_ceiling = _refresh_text
 

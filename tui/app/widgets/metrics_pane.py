@@ -9,6 +9,7 @@ from textual.containers import Horizontal, Vertical
 from textual.reactive import reactive
 from textual.widgets import Label, Sparkline, Static
 
+from tui.app.widgets.text import set_text
 from tui.core.telemetry import HistogramQuantiles, MetricsSnapshot
 
 HISTORY = 60
@@ -46,7 +47,7 @@ class MetricsPane(Vertical):
 
     def watch_reason(self, reason: str | None) -> None:
         if reason:
-            self.query_one("#metrics-extra", Static).update(f"no server metrics: {reason}")
+            set_text(self.query_one("#metrics-extra", Static), f"no server metrics: {reason}")
 
     def watch_snapshot(self, snapshot: MetricsSnapshot | None) -> None:
         if snapshot is None:
@@ -68,12 +69,13 @@ class MetricsPane(Vertical):
         for key, _ in ROWS:
             if values[key] is not None:
                 self._history[key].append(values[key])
-            self.query_one(f"#value-{key}", Static).update(texts[key])
+            set_text(self.query_one(f"#value-{key}", Static), texts[key])
             self.query_one(f"#spark-{key}", Sparkline).data = list(self._history[key])
-        self.query_one("#metrics-extra", Static).update(_extra(snapshot))
+        set_text(self.query_one("#metrics-extra", Static), _extra(snapshot))
         saturated = snapshot.saturated
         self.set_class(saturated, "-saturated")
-        self.query_one("#metrics-saturation", Static).update(
+        set_text(
+            self.query_one("#metrics-saturation", Static),
             f"SATURATED: {snapshot.waiting:.0f} waiting while the KV pool is {snapshot.kv_cache_usage:.0%} full"
             if saturated else ""
         )

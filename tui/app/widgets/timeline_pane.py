@@ -8,6 +8,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
+from tui.app.widgets.text import set_text
 from tui.core.records import RequestTiming
 from tui.core.stats import summarize
 from tui.core.timeline import Lane, lanes
@@ -69,7 +70,7 @@ class TimelinePane(Vertical):
         yield Static(id="diagnosis", markup=False)
 
     def watch_diagnosis(self, diagnosis: str) -> None:
-        self.query_one("#diagnosis", Static).update(diagnosis)
+        set_text(self.query_one("#diagnosis", Static), diagnosis)
 
     def watch_timings(self) -> None:
         self._show_timings()
@@ -81,7 +82,7 @@ class TimelinePane(Vertical):
         shown = self.timings[-KEEP_LANES:]
         labels = self.labels[-KEEP_LANES:] if len(self.labels) >= len(shown) else None
         self.query_one(TimelinePlot).lanes = lanes(shown, labels, keep=KEEP_LANES)
-        self.query_one("#timeline-figures", Static).update(figures_line(self.timings, self.decode_ceiling_tok_s))
+        set_text(self.query_one("#timeline-figures", Static), figures_line(self.timings, self.decode_ceiling_tok_s))
 
 
 def figures_line(timings: list[RequestTiming], ceiling_tok_s: float | None) -> str:
