@@ -10,6 +10,7 @@ import threading
 
 import pytest
 
+from tests.scripted_server import Script, ScriptedServer
 from tui.cli.main import main
 from tui.sim.launcher import SimulatorProcess
 
@@ -121,6 +122,20 @@ def test_the_table_is_vllms_result_block(sim, capsys):
                  "Median TTFT (ms):", "P99 ITL (ms):", "Mean TPOT (ms):", "P90 E2EL (ms):"):
         assert line in out
     assert out.startswith("openai ")
+
+
+def test_a_role_only_chat_chunk_is_not_the_first_token(capsys):
+    scripted = ScriptedServer(Script(ttft_s=0.08, itl_s=0.005, role_chunk=True)).start()
+    try:
+        code, out, err = bench(capsys, "--url", scripted.url, "--num-prompts", "4", "--prompt-tokens", "20",
+                               "--max-tokens", "8", "--chat", "--json", "--no-save")
+    finally:
+        scripted.stop()
+    assert code == 0, err
+    figures = json.loads(out)["figures"]
+    # The role chunk is written at once, the first token 80 ms later: TTFT is the token's.
+    assert figures["ttft_s"]["n"] == 4 and figures["ttft_s"]["p50"] >= 0.075
+    assert figures["itl_s"]["n"] == 4 * 7
 
 
 def test_server_dying_mid_run_keeps_what_finished(capsys, tmp_path):

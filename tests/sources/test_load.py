@@ -70,7 +70,7 @@ async def test_the_dial_pauses_resumes_and_changes_concurrency(sim):
         dial = LoadDial(rate=0.0, concurrency=2)
         finished = []
         runner = LoadRunner(client, server, Workload(20, 64, backlog=0), dial)
-        task = asyncio.create_task(runner.run(on_finished=finished.append))
+        task = asyncio.create_task(runner.run(on_finished=lambda request, timing: finished.append((request, timing))))
         await asyncio.sleep(0.4)
         assert runner.progress().sent == 0  # rate 0: paused
         dial.rate = math.inf  # closed loop: keep `concurrency` streams going
@@ -87,6 +87,8 @@ async def test_the_dial_pauses_resumes_and_changes_concurrency(sim):
     assert runner.progress().in_flight == 0
     assert len(result.requests) == len(finished) == runner.progress().sent
     assert all(r.ok for r in result.requests)
+    assert {id(t) for _, t in finished} == {id(t) for t in result.requests}
+    assert len({request.prompt.split()[0] for request, _ in finished}) == len(finished)  # a fresh nonce each
 
 
 async def test_endless_burst_without_a_limit_is_refused(sim):

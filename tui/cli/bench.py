@@ -33,7 +33,10 @@ PROGRESS_EVERY_S = 0.25
 """A terminal's progress line is redrawn this often."""
 PROGRESS_LOG_EVERY_S = 5.0
 """Into a file or pipe, a progress line is written this often instead (no carriage returns there)."""
-MAX_CONNECTIONS = 1024
+MAX_IN_FLIGHT = 512
+"""Without --max-concurrency, at most this many requests are in flight, one connection each (within the
+usual limit of 1,024 open files); later arrivals wait their turn in order, unmeasured, rather than in
+httpx's pool, whose timeout would fail them. vLLM's client has no such cap."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -117,14 +120,14 @@ def _check(args: argparse.Namespace, settings: Settings) -> None:
 
 async def _bench(settings: Settings, args: argparse.Namespace) -> tuple[ServerInfo, dict, LoadResult]:
     """Detect the server, note its identity, run the load with a progress line on stderr."""
-    connections = min(args.max_concurrency or args.num_prompts, MAX_CONNECTIONS)
-    async with make_client(_base_url(settings.url), settings.api_key, settings.timeout_s, connections) as client:
+    in_flight = min(args.max_concurrency or MAX_IN_FLIGHT, args.num_prompts)
+    async with make_client(_base_url(settings.url), settings.api_key, settings.timeout_s, in_flight) as client:
         try:
             kind = settings.api if settings.api != "auto" else await detect_api(client)
             server = await describe_server(client, kind, settings.model)
             identity = await server_identity(client, server)
             workload = Workload(args.prompt_tokens, args.max_tokens, args.num_prompts, args.burstiness, args.chat, args.seed)
-            runner = LoadRunner(client, server, workload, LoadDial(args.request_rate, args.max_concurrency))
+            runner = LoadRunner(client, server, workload, LoadDial(args.request_rate, in_flight))
             progress = asyncio.create_task(_show_progress(runner))
             try:
                 result = await runner.run()

@@ -231,8 +231,10 @@ class LoadRunner:
             recent_rps=recent / window if window > 0 else 0.0,
         )
 
-    async def run(self, on_finished: Callable[[RequestTiming], None] | None = None) -> LoadResult:
-        """Run to the end (every request of `num_prompts` finished, or `stop()`); `on_finished` sees each request end.
+    async def run(self, on_finished: Callable[[StreamRequest, RequestTiming], None] | None = None) -> LoadResult:
+        """Run to the end (every request of `num_prompts` finished, or `stop()`).
+
+        `on_finished(request, timing)` is called in the runner's loop as each request ends.
 
         Raises SourceError if the server cannot be reached before the first send. If it goes away
         mid-run, sending stops, the requests that finished are kept, and `LoadResult.aborted` says why.
@@ -276,7 +278,7 @@ class LoadRunner:
                 self._failed += 1
                 await self._check_alive()
             if on_finished is not None:
-                on_finished(timing)
+                on_finished(request, timing)
 
         try:
             unit_t = 0.0
