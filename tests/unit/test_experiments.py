@@ -92,13 +92,23 @@ def test_context_rows_read_the_window_of_gaps_ending_at_each_position():
     offsets = [0.01]
     for gap in gaps:
         offsets.append(offsets[-1] + gap)
-    rows = context_rows([200, 1000], [stream(0.0, offsets)], prompt)
+    rows = context_rows([300, 1000], [stream(0.0, offsets)], prompt)
     assert [r["n"] for r in rows] == [CONTEXT_WINDOW, CONTEXT_WINDOW]
-    # the window (p − 128, p] has its median at p − 64 (+/- half a token)
-    assert rows[0]["itl_p50_s"] == pytest.approx(0.004 + 1e-6 * (200 - 63.5))
-    assert rows[1]["itl_p50_s"] == pytest.approx(0.004 + 1e-6 * (1000 - 63.5))
+    # the window (p − 256, p] has its middle at p − 127.5
+    assert rows[0]["itl_mean_s"] == pytest.approx(0.004 + 1e-6 * (300 - 127.5))
+    assert rows[1]["itl_p50_s"] == pytest.approx(0.004 + 1e-6 * (1000 - 127.5))
     line = finding("context", rows)
-    assert line.startswith("ITL +19 % from token 200 to 1,000")
+    assert line == "ITL +17 % from token 300 to 1,000 (4.17 → 4.87 ms)"
+
+
+def test_context_finding_is_not_fooled_by_tokens_read_in_bursts():
+    # 5 ms steps, but a busy client reads the tokens four at a time: single gaps are 0 or 20 ms
+    prompt = 32
+    true = [0.005 * i for i in range(1100)]
+    read = [true[min(4 * -(-i // 4), len(true) - 1)] for i in range(len(true))]
+    rows = context_rows([544, 1056], [stream(0.0, read)], prompt)
+    assert rows[0]["itl_p50_s"] == 0.0
+    assert finding("context", rows) == "ITL +0.0 % from token 544 to 1,056 (5.00 → 5.00 ms)"
 
 
 def test_findings_say_so_when_there_is_too_little_to_compare():
@@ -132,7 +142,7 @@ def test_plan_defaults_sort_and_dedupe():
         (("interference", [4000], 10), "at least 64"),
         (("concurrency", [1, 1000]), "at most 256 streams"),
         (("context", [1000], 64), "does not apply"),
-        (("context", [100]), "at least 160"),
+        (("context", [100]), "at least 288"),
         (("prefix", [1000], None, 0), "repeat must be"),
         (("prompt-tokens", list(range(1, 40))), "at most 32 values"),
     ],
