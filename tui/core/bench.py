@@ -2,10 +2,13 @@
 
 - A request counts as completed when it ended well and carried at least one token; failed ones are
   counted, never measured.
-- TTFT: first content chunk after the send (a role-only chat chunk is not a token; SPEC's rule, also
-  phasetop's `stream.measure`). E2EL: last content chunk. ITL: every gap between content chunks of
-  every completed request, pooled. TPOT: (E2EL − TTFT) / (output tokens − 1), only over requests
-  with more than one output token.
+- TTFT: first content chunk after the send. E2EL: last content chunk. ITL: every gap between content
+  chunks of every completed request, pooled. TPOT: (E2EL − TTFT) / (output tokens − 1), only over
+  requests with more than one output token.
+- Two points where SPEC is stricter than vLLM's client (`benchmarks/lib/endpoint_request_func.py`):
+  the clock starts when the request body is on the wire, not before the POST is built (vLLM's TTFT
+  holds its own client's send path too), and a chunk without text (a role-only chat chunk) is not a
+  token (vLLM's client takes any chunk with `choices` as one). Both come from `stream.measure`.
 - Token counts are the server's usage (prompt and completion tokens), else the client's estimate.
 - Throughputs divide by the run's duration, which starts when the arrival schedule starts (the first
   request is sent one gap later) and ends when the last request has finished, as vLLM's

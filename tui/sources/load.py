@@ -47,8 +47,6 @@ WARM_CONNECTIONS = 64
 """At most this many connections are opened before the first send."""
 
 
-
-
 class LoadDial:
     """The knobs of a running load. Assign them from any thread; the runner reads them every DIAL_POLL_S.
 
