@@ -18,7 +18,12 @@ import pytest
 
 from tests.cli.test_probe import assert_one_clear_line
 from tui.cli.main import main
+from tui.core.experiments import INTERFERENCE_STREAMS, make_plan
+from tui.core.timeline import lanes
 from tui.sim.launcher import SimulatorProcess
+from tui.sources.detect import describe_server
+from tui.sources.experiments import run_experiment
+from tui.sources.http import make_client
 
 
 SLOWED = ("--time-scale", "2")
@@ -104,6 +109,25 @@ def test_a_long_prompt_landing_stalls_the_running_streams(sim, capsys):
     assert 0 < row["prefill_start_s"] < row["prefill_end_s"] < row["streams_end_s"], row
     assert number(r"ITL ×([\d.]+) while a 4,000-token prompt prefilled", line) >= 4, line
     assert row["itl_after_s"] < 2 * row["itl_before_s"], row  # and it recovers
+
+
+async def test_the_driver_reports_progress_and_keeps_each_round_for_a_timeline(sim):
+    """The API the UI builds on: progress in order, rows as they finish, requests that draw as lanes."""
+    seen = []
+    async with make_client(sim.url) as client:
+        server = await describe_server(client, "openai", None)
+        result = await run_experiment(client, server, make_plan("interference", [1000, 3000], 96), seen.append)
+    fractions = [p.fraction for p in seen]
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0
+    assert [p.row for p in seen if p.row is not None] == list(result.rows)
+    assert len(result.requests) == 2 * (INTERFERENCE_STREAMS + 1)
+    last_round = lanes(result.requests[-(INTERFERENCE_STREAMS + 1):], keep=INTERFERENCE_STREAMS + 1)
+    intruder = last_round[-1]
+    assert len(intruder.token_s) == 1 and intruder.first_token_s > intruder.sent_s
+    row = result.rows[-1]  # one round per value: the last round is the last row's
+    assert intruder.sent_s == pytest.approx(row["prefill_start_s"])
+    assert intruder.first_token_s == pytest.approx(row["prefill_end_s"])
+    assert result.to_json() == {"vary": "interference", "rows": list(result.rows), "finding": result.finding}
 
 
 def test_itl_rises_with_the_token_position_in_a_long_generation(sim, capsys):

@@ -259,12 +259,16 @@ async def _interference(run: _Run) -> list[dict]:
                 asyncio.create_task(_follow(run, run.request(p, plan.max_tokens), counts, i, lead))
                 for i, p in enumerate(prompts)
             ]
-            await lead.wait()
-            if any(task.done() for task in running):  # a stream ended before the long prompt could land
-                run.record(await asyncio.gather(*running), f"{what}: a running stream")
-                raise _RequestFailed(f"{what}: a running stream ended before its {INTERFERENCE_LEAD_TOKENS}th token")
-            intruder = await measure(run.client, run.request(long_prompt, 1))
-            background = await asyncio.gather(*running)
+            try:
+                await lead.wait()
+                if any(task.done() for task in running):  # a stream ended before the long prompt could land
+                    run.record(await asyncio.gather(*running), f"{what}: a running stream")
+                    raise _RequestFailed(f"{what}: a running stream ended before its {INTERFERENCE_LEAD_TOKENS}th token")
+                intruder = await measure(run.client, run.request(long_prompt, 1))
+                background = await asyncio.gather(*running)
+            finally:  # cancelled (the UI stopped the experiment): stop the streams too
+                for task in running:
+                    task.cancel()
             run.record([*background, intruder], what)
             rounds.append((background, intruder))
             run.step(f"{what}: its TTFT {_ms(intruder.ttft_s)}")
