@@ -15,6 +15,7 @@ class ServerState:
 
     url: str
     kind: str = "?"
+    """The detected API; "?" until the server has answered once (the line then says "connecting…")."""
     model: str | None = None
     max_model_len: int | None = None
     simulated: str | None = None
@@ -51,6 +52,8 @@ def describe(state: ServerState | None) -> str:
     if state.down_since is not None:
         since = datetime.fromtimestamp(state.down_since).strftime("%H:%M:%S")
         parts.append(f"DOWN since {since}" + (f": {state.down_reason}" if state.down_reason else ""))
+    elif state.kind == "?":
+        parts.append("connecting…")
     else:
         parts.append("up")
     if state.model:
