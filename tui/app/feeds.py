@@ -8,9 +8,11 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 
 import httpx
 from textual import work
+from textual.message import Message
 from textual.worker import get_current_worker
 
 from tui.app.messages import (
@@ -41,6 +43,35 @@ BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0)
 
 def backoff(attempt: int) -> float:
     return BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)]
+
+
+class TokenBatches:
+    """Chunks read since the last post, per request; every request's batch is posted at once.
+
+    One post for all the streams of a send keeps the screen near 20 updates a second however many
+    streams run: 32 streams posting on clocks of their own would ask for 640.
+    """
+
+    def __init__(self, post: Callable[[Message], object]) -> None:
+        self._post = post
+        self._pending: dict[int, tuple[list[float], list[str]]] = {}
+
+    def add(self, request_id: int, offset_s: float, text: str) -> None:
+        offsets, texts = self._pending.setdefault(request_id, ([], []))
+        offsets.append(offset_s)
+        texts.append(text)
+
+    def post(self, request_id: int | None = None) -> None:
+        """Post what is pending for one request, or for all."""
+        for key in [request_id] if request_id is not None else list(self._pending):
+            offsets, texts = self._pending.pop(key, ([], []))
+            if offsets:
+                self._post(TokensArrived(key, tuple(offsets), "".join(texts)))
+
+    async def post_every(self, interval_s: float) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            self.post()
 
 
 class FeedsMixin:
@@ -90,6 +121,7 @@ class FeedsMixin:
                 self.app.call_from_thread(self.notify, str(error), title="not sent", severity="error", markup=False)
                 return
             jobs = []
+            batches = TokenBatches(self.post_message)
             for n in range(concurrency):
                 if text is not None:
                     body, tokens, estimated = text, None, True
@@ -101,25 +133,21 @@ class FeedsMixin:
                 request = StreamRequest(api=api, model=model, prompt=body, max_tokens=max_tokens,
                                         prompt_tokens=tokens, prompt_tokens_estimated=estimated)
                 lane = label if concurrency == 1 else f"{label} {n + 1}"
-                jobs.append(self._stream_one(client, first_id + n, lane, request, connect_s))
-            await asyncio.gather(*jobs)
+                jobs.append(self._stream_one(client, batches, first_id + n, lane, request, connect_s))
+            poster = asyncio.create_task(batches.post_every(TOKEN_BATCH_S))
+            try:
+                await asyncio.gather(*jobs)
+            finally:
+                poster.cancel()
 
-    async def _stream_one(self, client: httpx.AsyncClient, request_id: int, label: str, request: StreamRequest,
-                          connect_s: float | None) -> None:
+    async def _stream_one(self, client: httpx.AsyncClient, batches: TokenBatches, request_id: int, label: str,
+                          request: StreamRequest, connect_s: float | None) -> None:
         self.post_message(RequestStarted(request_id, label, time.time(), request.prompt_tokens))
-        offsets: list[float] = []
-        texts: list[str] = []
-        last_post = time.monotonic()
         async for event in stream(client, request, connect_s):
             if isinstance(event, ChunkArrived):
-                offsets.append(event.offset_s)
-                texts.append(event.text)
-                if time.monotonic() - last_post >= TOKEN_BATCH_S:
-                    self.post_message(TokensArrived(request_id, tuple(offsets), "".join(texts)))
-                    offsets, texts, last_post = [], [], time.monotonic()
+                batches.add(request_id, event.offset_s, event.text)
             elif isinstance(event, RequestFinished):
-                if texts:
-                    self.post_message(TokensArrived(request_id, tuple(offsets), "".join(texts)))
+                batches.post(request_id)  # its last chunks before its completion
                 self.post_message(RequestCompleted(request_id, event.timing))
 
     @work(exclusive=True, group="metrics", exit_on_error=False)

@@ -87,6 +87,7 @@ class MainScreen(FeedsMixin, Screen):
         self._records: dict[int, RequestTiming] = {}
         self._labels: dict[int, str] = {}
         self._next_id = 1
+        self._publish_pending = False
         self.server = ServerState(url=server_url, simulated=simulated)
 
     def compose(self) -> ComposeResult:
@@ -161,7 +162,7 @@ class MainScreen(FeedsMixin, Screen):
     def _started(self, event: RequestStarted) -> None:
         self._records[event.request_id] = RequestTiming(ok=True, t_sent_unix=event.t_sent_unix, prompt_tokens=event.prompt_tokens)
         self._labels[event.request_id] = event.label
-        self._publish()
+        self._publish_soon()
 
     @on(TokensArrived)
     def _tokens(self, event: TokensArrived) -> None:
@@ -171,14 +172,15 @@ class MainScreen(FeedsMixin, Screen):
         self._records[event.request_id] = replace(record, token_offsets_s=record.token_offsets_s + event.offsets_s)
         if event.request_id == max(self._records):
             self.query_one(PromptPane).append_answer(event.text)
-        self._publish()
+        self._publish_soon()
 
     @on(RequestCompleted)
     def _completed(self, event: RequestCompleted) -> None:
-        self._records[event.request_id] = event.timing
+        if event.request_id in self._records:  # not when it was dropped as one too many to keep
+            self._records[event.request_id] = event.timing
         if not event.timing.ok:
             self.notify(event.timing.error or "request failed", title="request failed", severity="error", markup=False)
-        self._publish()
+        self._publish_soon()
 
     @on(ServerCameUp)
     def _up(self, event: ServerCameUp) -> None:
@@ -220,7 +222,14 @@ class MainScreen(FeedsMixin, Screen):
 
     # ---- state ---------------------------------------------------------------------------------
 
+    def _publish_soon(self) -> None:
+        """Publish once after the messages already queued: a burst (every stream's batch) replots once."""
+        if not self._publish_pending:
+            self._publish_pending = True
+            self.call_later(self._publish)
+
     def _publish(self) -> None:
+        self._publish_pending = False
         ids = sorted(self._records)[-KEEP_REQUESTS:]
         for stale in [i for i in self._records if i not in ids]:
             del self._records[stale], self._labels[stale]
