@@ -14,6 +14,9 @@ GIB = 1024**3
 class GpuPane(Static):
     """Plain text, rebuilt on every sample; it never reads NVML itself."""
 
+    can_focus = True
+    """Tab reaches the pane and scrolls it into view: on an 80×24 terminal over SSH there is no mouse."""
+
     gpu: reactive[GpuSample | None] = reactive(None, always_update=True)
     """The latest NVML sample."""
     host: reactive[HostSample | None] = reactive(None, always_update=True)

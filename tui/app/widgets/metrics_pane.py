@@ -27,6 +27,9 @@ ROWS = (
 class MetricsPane(Vertical):
     """What the server's /metrics says, over the last window."""
 
+    can_focus = True
+    """Tab reaches the pane and scrolls it into view: on an 80×24 terminal over SSH there is no mouse."""
+
     snapshot: reactive[MetricsSnapshot | None] = reactive(None, always_update=True)
     """The latest scrape; None before the first."""
     reason: reactive[str | None] = reactive(None)

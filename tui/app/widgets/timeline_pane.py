@@ -54,6 +54,9 @@ class TimelinePlot(PlotextPlot):
 class TimelinePane(Vertical):
     """Timeline plus its figures: TTFT, prefill rate, decode rate, ITL p50/p99, share of the ceiling."""
 
+    can_focus = True
+    """Tab reaches the pane and scrolls it into view: on an 80×24 terminal over SSH there is no mouse."""
+
     timings: reactive[list[RequestTiming]] = reactive(list, always_update=True)
     """The last requests (finished and in flight), oldest first."""
     labels: reactive[list[str]] = reactive(list, always_update=True)
