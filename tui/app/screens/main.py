@@ -57,19 +57,21 @@ class MainScreen(FeedsMixin, Screen):
         Binding("question_mark", "help", "Help", key_display="?", tooltip="Every key, with what it does", id="help"),
     ]
 
-    timings: reactive[list[RequestTiming]] = reactive(list, always_update=True)
+    # The screen draws nothing itself (panes get these through data_bind): repaint=True would redraw
+    # the whole screen on every sample and every token batch.
+    timings: reactive[list[RequestTiming]] = reactive(list, always_update=True, repaint=False)
     """Requests finished and in flight, oldest first."""
-    labels: reactive[list[str]] = reactive(list, always_update=True)
+    labels: reactive[list[str]] = reactive(list, always_update=True, repaint=False)
     """One timeline label per request in `timings`."""
-    metrics: reactive[MetricsSnapshot | None] = reactive(None, always_update=True)
+    metrics: reactive[MetricsSnapshot | None] = reactive(None, always_update=True, repaint=False)
     """The latest /metrics snapshot."""
-    gpu: reactive[GpuSample | None] = reactive(None, always_update=True)
-    host: reactive[HostSample | None] = reactive(None, always_update=True)
-    server: reactive[ServerState | None] = reactive(None, always_update=True)
+    gpu: reactive[GpuSample | None] = reactive(None, always_update=True, repaint=False)
+    host: reactive[HostSample | None] = reactive(None, always_update=True, repaint=False)
+    server: reactive[ServerState | None] = reactive(None, always_update=True, repaint=False)
     """The server as last seen: up, or down since when."""
-    decode_ceiling_tok_s: reactive[float | None] = reactive(None)
+    decode_ceiling_tok_s: reactive[float | None] = reactive(None, repaint=False)
     """The single-stream ceiling for the server's model and device, when both are known."""
-    diagnosis: reactive[str] = reactive("")
+    diagnosis: reactive[str] = reactive("", repaint=False)
     """The "what to change" findings for the latest figures, one per line."""
 
     def __init__(self, settings: Settings, server_url: str, simulated: str | None = None,
