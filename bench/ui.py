@@ -1,0 +1,277 @@
+"""The UI under load: frames painted per second, CPU, idle CPU, and time to first paint.
+
+Method. The app runs in its own process on a pseudo-terminal that this script reads, as a
+terminal would. The script answers Textual's DECRQM query for mode 2026 ("synchronized output")
+as supporting it, so Textual wraps every frame it writes in `ESC[?2026h … ESC[?2026l`; counting
+the closing markers counts the frames actually written to the terminal, not refreshes asked for
+(Textual merges those) and not widget renders. CPU is the app process's user + system time from
+psutil over each window, as a share of one core (100 % = one core busy), with the main thread
+(Textual's loop: messages, layout, rendering) split from the rest (the request thread reading the
+streams, the NVML/psutil poll thread).
+
+Figures:
+  first paint: process start (just before `python -m tui --url URL` is spawned) → the first output
+    that shows the header (the server URL), median of several launches; each is then quit with `q`.
+  idle: the app is up (header shows the model), no requests; the /metrics and GPU/host polls run.
+  load: 32 streams sent by the app itself (the `send_requests` worker, in rounds of 32: a new round
+    starts as soon as the last one ends); frames/s and CPU over the window, and the simulator's own
+    generation-token rate over the same window (its /metrics counter), so the load is measured too.
+
+The aggregate is set by the simulator: H100 SXM + 8B at 16 bit, `--time-scale 1.25` (by default),
+200-token prompts, 512 tokens out, which gives about 5,000 tokens/s over 32 streams.
+
+    .venv/bin/python bench/ui.py [--window 15] [--idle 20] [--launches 5] [--time-scale 1.25]
+
+Prints a table, then one JSON line. The 1-minute load average is recorded beside each figure: on a
+shared machine the figures are upper bounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import fcntl
+import json
+import os
+import re
+import signal
+import statistics
+import struct
+import subprocess
+import sys
+import termios
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+
+from tui.core.metric_names import read_scrape
+
+ROOT = Path(__file__).resolve().parents[1]
+SIZE = (120, 40)
+STREAMS = 32
+PROMPT_TOKENS = 200
+MAX_TOKENS = 512
+SYNC_QUERY = b"\x1b[?2026$p"
+SYNC_REPLY = b"\x1b[?2026;2$y"
+"""DECRPM: mode 2026 is supported (currently reset); Textual then brackets each frame."""
+SYNC_END = b"\x1b[?2026l"
+ESCAPES = re.compile(r"\x1b(\[[0-9;?<>=]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|[@-Z\\-_])")
+KEEP_OUTPUT_BYTES = 4 << 20
+"""Output is kept (to look for text) only this far; frames are counted throughout."""
+
+
+class Terminal:
+    """A pseudo-terminal running one command: counts frames and notes when given text first shows."""
+
+    def __init__(self, argv: list[str], watch: tuple[str, ...]) -> None:
+        master, slave = os.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", SIZE[1], SIZE[0], 0, 0))
+        env = {**os.environ, "TERM": "xterm-256color", "COLORTERM": "truecolor", "PYTHONUNBUFFERED": "1"}
+        env.pop("NO_COLOR", None)
+        self.started = time.monotonic()
+        self.process = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=ROOT,
+                                        preexec_fn=_controlling_tty, close_fds=True)
+        os.close(slave)
+        self.master = master
+        self.frames: list[float] = []
+        """monotonic() of each frame's end marker as read."""
+        self.seen: dict[str, float] = {}
+        """Watched text → monotonic() when it first showed."""
+        self._watch = watch
+        self._output = bytearray()
+        self._reader = threading.Thread(target=self._read, daemon=True, name="pty-reader")
+        self._reader.start()
+
+    def _read(self) -> None:
+        tail, answered = b"", False
+        while True:
+            try:
+                data = os.read(self.master, 1 << 16)
+            except OSError:  # EIO: the child closed the terminal
+                return
+            if not data:
+                return
+            now = time.monotonic()
+            joined = tail + data
+            if not answered and SYNC_QUERY in joined:
+                os.write(self.master, SYNC_REPLY)
+                answered = True
+            self.frames.extend([now] * joined.count(SYNC_END))
+            tail = joined[-(len(SYNC_END) - 1):]
+            if len(self._output) < KEEP_OUTPUT_BYTES and len(self.seen) < len(self._watch):
+                self._output += data
+                text = ESCAPES.sub("", self._output.decode(errors="replace"))
+                for wanted in self._watch:
+                    if wanted not in self.seen and wanted in text:
+                        self.seen[wanted] = now
+
+    def wait_for(self, text: str, timeout_s: float) -> float:
+        """Seconds from spawn to when `text` first showed."""
+        deadline = time.monotonic() + timeout_s
+        while text not in self.seen:
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                raise RuntimeError(f"{text!r} did not show within {timeout_s:g} s (exit {self.process.poll()})")
+            time.sleep(0.005)
+        return self.seen[text] - self.started
+
+    def press(self, key: bytes) -> None:
+        os.write(self.master, key)
+
+    def quit(self, timeout_s: float = 30.0) -> int:
+        """Press `q`; the exit status (killed after the timeout)."""
+        self.press(b"q")
+        try:
+            return self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            return self.process.wait()
+        finally:
+            self._reader.join(2)
+            os.close(self.master)
+
+
+def _controlling_tty() -> None:
+    """In the child: a session of its own with the pty as its controlling terminal, as a shell gives."""
+    os.setsid()
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+class CpuWindow:
+    """CPU of one process (main thread and the rest) and frames over a window of wall time."""
+
+    def __init__(self, process: psutil.Process, terminal: Terminal) -> None:
+        self.process, self.terminal = process, terminal
+        self.t0 = time.monotonic()
+        self.cpu0, self.main0 = self._cpu()
+        self.frames0 = len(terminal.frames)
+
+    def _cpu(self) -> tuple[float, float]:
+        times = self.process.cpu_times()
+        main = next((t for t in self.process.threads() if t.id == self.process.pid), None)
+        return times.user + times.system, (main.user_time + main.system_time) if main else 0.0
+
+    def close(self) -> dict:
+        wall = time.monotonic() - self.t0
+        cpu, main = self._cpu()
+        frames = [t for t in self.terminal.frames[self.frames0:] if t >= self.t0]
+        gaps = [b - a for a, b in zip(frames, frames[1:])]
+        return {
+            "wall_s": round(wall, 2),
+            "frames_per_s": round(len(frames) / wall, 1),
+            "frame_gap_p50_ms": round(statistics.median(gaps) * 1e3, 1) if gaps else None,
+            "frame_gap_max_ms": round(max(gaps) * 1e3, 1) if gaps else None,
+            "cpu_pct_of_core": round(100 * (cpu - self.cpu0) / wall, 1),
+            "main_thread_cpu_pct": round(100 * (main - self.main0) / wall, 1),
+            "load_avg_1m": round(os.getloadavg()[0], 2),
+        }
+
+
+def first_paint(url: str, launches: int) -> dict:
+    """Median seconds from spawn to the header on screen, over several launches of `python -m tui`."""
+    times = []
+    for _ in range(launches):
+        terminal = Terminal([sys.executable, "-m", "tui", "--url", url], watch=(url,))
+        times.append(terminal.wait_for(url, 30))
+        time.sleep(0.5)
+        status = terminal.quit()
+        if status != 0:
+            raise RuntimeError(f"python -m tui exited {status} on q")
+    return {"launches": launches, "median_s": round(statistics.median(times), 3),
+            "min_s": round(min(times), 3), "max_s": round(max(times), 3), "load_avg_1m": round(os.getloadavg()[0], 2)}
+
+
+async def generation(url: str) -> tuple[float, float | None]:
+    """The simulator's generation-token counter and running requests, from its /metrics."""
+    async with httpx.AsyncClient(base_url=url) as client:
+        reading = read_scrape((await client.get("/metrics")).text, time.monotonic(), time.time())
+    return reading.counters.get("generation_tokens_total", 0.0), reading.gauges.get("running")
+
+
+def app_under_load(url: str, idle_s: float, window_s: float) -> dict:
+    """Idle window, then 32 streams: frames, CPU, and the tokens/s the simulator generated meanwhile."""
+    terminal = Terminal([sys.executable, str(Path(__file__).resolve()), "--child", url], watch=("max_model_len",))
+    process = psutil.Process(terminal.process.pid)
+    try:
+        terminal.wait_for("max_model_len", 30)  # the header names the model: detection is done
+        time.sleep(2)  # the first scrapes and samples settle
+        idle = CpuWindow(process, terminal)
+        time.sleep(idle_s)
+        idle_figures = idle.close()
+        terminal.process.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + 30
+        while asyncio.run(generation(url))[1] != STREAMS:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the 32 streams did not start")
+            time.sleep(0.1)
+        tokens0, t0 = asyncio.run(generation(url))[0], time.monotonic()
+        load = CpuWindow(process, terminal)
+        time.sleep(window_s)
+        load_figures = load.close()
+        tokens1, t1 = asyncio.run(generation(url))[0], time.monotonic()
+        load_figures["generated_tok_s"] = round((tokens1 - tokens0) / (t1 - t0))
+    finally:
+        status = terminal.quit()
+    return {"idle": idle_figures, "load": load_figures, "exit_status": status}
+
+
+def child(url: str) -> None:
+    """The app as `phasetop --url URL` runs it, plus SIGUSR1: keep 32 streams going in rounds."""
+    from tui.app.app import PhasetopApp
+    from tui.config import Settings
+
+    class LoadedApp(PhasetopApp):
+        CSS_PATH = str(Path(sys.modules[PhasetopApp.__module__].__file__).with_name("phasetop.tcss"))
+
+        def on_mount(self) -> None:
+            super().on_mount()
+            asyncio.get_running_loop().add_signal_handler(
+                signal.SIGUSR1, lambda: self.run_worker(self._rounds(), group="bench", exit_on_error=False))
+
+        async def _rounds(self) -> None:
+            first_id = 1_000_000  # above any id the screen hands out
+            while True:
+                worker = self._main.send_requests(first_id, "bench", None, PROMPT_TOKENS, STREAMS, MAX_TOKENS)
+                while not worker.is_finished:  # (Worker.wait raises while the worker is still pending)
+                    await asyncio.sleep(0.02)
+                first_id += STREAMS
+
+    LoadedApp(Settings(_env_file=None, url=url), url).run()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--window", type=float, default=15.0, help="seconds of load measured (default 15)")
+    parser.add_argument("--idle", type=float, default=20.0, help="seconds of idle measured (default 20)")
+    parser.add_argument("--launches", type=int, default=5, help="launches for the first-paint median (default 5)")
+    parser.add_argument("--time-scale", type=float, default=1.25, help="simulator --time-scale (default 1.25)")
+    parser.add_argument("--child", metavar="URL", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child)
+        return 0
+    from tui.sim.launcher import SimulatorProcess
+
+    sim_flags = ["--time-scale", str(args.time_scale)]
+    with SimulatorProcess.start(sim_flags) as sim:
+        paint = first_paint(sim.url, args.launches)
+        figures = app_under_load(sim.url, args.idle, args.window)
+    idle, load = figures["idle"], figures["load"]
+    print(f"simulator: H100 SXM + 8B, {' '.join(sim_flags)}; {STREAMS} streams, {PROMPT_TOKENS} in / "
+          f"{MAX_TOKENS} out; terminal {SIZE[0]}x{SIZE[1]}; {os.cpu_count()} cores", file=sys.stderr)
+    print(f"{'':<12} {'frames/s':>9} {'gap p50':>8} {'gap max':>8} {'CPU':>7} {'main thr':>9} {'tok/s':>7} {'load 1m':>8}")
+    for name, row in (("idle", idle), ("32 streams", load)):
+        print(f"{name:<12} {row['frames_per_s']:>9.1f} {row['frame_gap_p50_ms'] or 0:>6.0f}ms {row['frame_gap_max_ms'] or 0:>6.0f}ms "
+              f"{row['cpu_pct_of_core']:>6.1f}% {row['main_thread_cpu_pct']:>8.1f}% {row.get('generated_tok_s', 0):>7} "
+              f"{row['load_avg_1m']:>8.2f}")
+    print(f"first paint: median {paint['median_s'] * 1e3:.0f} ms (min {paint['min_s'] * 1e3:.0f}, max "
+          f"{paint['max_s'] * 1e3:.0f}) over {paint['launches']} launches; load 1m {paint['load_avg_1m']:.2f}")
+    print(json.dumps({"bench": "ui", "sim_flags": sim_flags, "streams": STREAMS, "max_tokens": MAX_TOKENS,
+                      "first_paint": paint, **figures}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
