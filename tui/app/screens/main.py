@@ -203,8 +203,8 @@ class MainScreen(FeedsMixin, Screen):
         if self.server.down_since is not None:
             self.server = replace(self.server, down_since=None, down_reason=None)
             self._set_down(False)
-            if event.snapshot.restart:
-                self.find_server()
+        if event.snapshot.restart:  # also when it fell between two scrapes and never looked down
+            self.find_server()
         config = _config_line(event.snapshot.engine_config)
         if config != self.server.config:
             self.server = replace(self.server, config=config)
