@@ -83,3 +83,15 @@ def test_unknown_text_reads_as_no_engine_and_bad_text_raises():
     assert read_scrape("# TYPE up gauge\nup 1\n", 0.0, 0.0).engine is None
     with pytest.raises(ValueError):
         read_scrape("<html>not metrics</html>\n", 0.0, 0.0)
+
+
+def test_llamacpp_b11434_cached_prompt_tokens_give_the_prefix_hit_rate():
+    """Captured from llama-server b11434 after a 226-token prompt and its repeat (221 tokens from the cache)."""
+    r = read("llamacpp-b11434.txt")
+    assert r.engine == "llamacpp"
+    assert r.counters["prompt_tokens_total"] == 231  # computed tokens only: 226 + 5
+    assert r.counters["prefix_cache_hits_total"] == 221
+    assert r.counters["prefix_cache_queries_total"] == 231 + 221
+    assert r.source_names["prefix_cache_hits_total"] == "llamacpp:prompt_tokens_cached_total"
+    assert r.counters["generation_tokens_total"] == 68
+    assert r.gauges == {"running": 0.0, "waiting": 0.0}

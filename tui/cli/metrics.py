@@ -7,10 +7,12 @@ import asyncio
 
 from tui.cli.common import add_json_option, settings_from
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note
+from tui.core.slots import SlotState, slots_line
 from tui.core.telemetry import MetricsSnapshot
 from tui.sources.errors import SourceError
 from tui.sources.http import make_client
 from tui.sources.scrape import MetricsScraper
+from tui.sources.slots import fetch_slots
 
 HISTOGRAM_LABELS = (("ttft_s", "TTFT"), ("itl_s", "ITL"), ("e2e_s", "E2E"), ("queue_s", "queue"), ("prefill_s", "prefill"), ("decode_s", "decode"))
 
@@ -46,13 +48,17 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     snapshots = asyncio.run(_collect(settings, args.interval, count, args.json))
     if args.json:
-        emit_json({**snapshots[-1].to_json(), "url": settings.url, "snapshots": [s.to_json() for s in snapshots]})
+        emit_json({**_json(*snapshots[-1]), "url": settings.url, "snapshots": [_json(*s) for s in snapshots]})
     return EXIT_OK
 
 
-async def _collect(settings, interval_s: float, count: int | None, as_json: bool) -> list[MetricsSnapshot]:
-    """A baseline scrape, then count windowed snapshots (printed as they come unless JSON)."""
-    collected: list[MetricsSnapshot] = []
+def _json(snapshot: MetricsSnapshot, slots: list[SlotState] | None) -> dict:
+    return {**snapshot.to_json(), "slots": [s.to_json() for s in slots] if slots is not None else None}
+
+
+async def _collect(settings, interval_s: float, count: int | None, as_json: bool) -> list[tuple[MetricsSnapshot, list[SlotState] | None]]:
+    """A baseline scrape, then count windowed snapshots, with llama.cpp's /slots (printed as they come unless JSON)."""
+    collected: list[tuple[MetricsSnapshot, list[SlotState] | None]] = []
     async with make_client(settings.url, settings.api_key, timeout_s=settings.timeout_s) as client:
         scraper = MetricsScraper(client)
         try:
@@ -60,9 +66,10 @@ async def _collect(settings, interval_s: float, count: int | None, as_json: bool
             if baseline.engine is None:
                 note(f"{settings.url}/metrics: no known LLM-server metric names (vLLM, SGLang, llama.cpp, TGI)")
             async for snapshot in _after(scraper, interval_s, count):
-                collected.append(snapshot)
+                slots = await fetch_slots(client) if snapshot.engine == "llamacpp" else None
+                collected.append((snapshot, slots))
                 if not as_json:
-                    print(format_snapshot(snapshot), flush=True)
+                    print(format_snapshot(snapshot) + (f"\n  {slots_line(slots)}" if slots else ""), flush=True)
         except SourceError as error:
             raise CliError(str(error)) from None
     return collected

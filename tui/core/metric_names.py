@@ -54,7 +54,11 @@ COUNTERS: dict[str, tuple[str, ...]] = {
         "tgi_request_generated_tokens_sum",
     ),
     "prefix_cache_queries_total": ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
-    "prefix_cache_hits_total": ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
+    "prefix_cache_hits_total": (
+        "vllm:prefix_cache_hits_total",
+        "vllm:gpu_prefix_cache_hits_total",
+        "llamacpp:prompt_tokens_cached_total",  # newer builds; queries derived in read_scrape
+    ),
 }
 
 HISTOGRAMS: dict[str, tuple[str, ...]] = {
@@ -141,6 +145,7 @@ def read_scrape(text: str, t_mono: float, t_unix: float, extra_config: dict[str,
         if found:
             counters[field_name] = sum(v for _, v in found[1])
             source_names[field_name] = found[0]
+    _derive_llamacpp_queries(counters, source_names)
     histograms: dict[str, Histogram] = {}
     for field_name, candidates in HISTOGRAMS.items():
         for raw in candidates:
@@ -161,6 +166,14 @@ def read_scrape(text: str, t_mono: float, t_unix: float, extra_config: dict[str,
         engine_config={**_engine_config(samples), **(extra_config or {})},
         process_start_s=min(v for _, v in process_start) if process_start else None,
     )
+
+
+def _derive_llamacpp_queries(counters: dict[str, float], source_names: dict[str, str]) -> None:
+    """llama.cpp counts prompt tokens computed and prompt tokens taken from its cache apart: their sum is the queries."""
+    if not source_names.get("prefix_cache_hits_total", "").startswith("llamacpp:") or "prompt_tokens_total" not in counters:
+        return
+    counters["prefix_cache_queries_total"] = counters["prompt_tokens_total"] + counters["prefix_cache_hits_total"]
+    source_names["prefix_cache_queries_total"] = "llamacpp:prompt_tokens_total + llamacpp:prompt_tokens_cached_total"
 
 
 def _histogram(samples: Samples, raw: str) -> Histogram | None:
