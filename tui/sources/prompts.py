@@ -46,13 +46,22 @@ def estimate_tokens(text: str) -> int:
 
 
 async def count_tokens(client: httpx.AsyncClient, api: str, model: str, text: str) -> int | None:
-    """The server's own count of `text`, or None when it has no `/tokenize`."""
+    """The server's own count of `text`, or None when it has no `/tokenize`.
+
+    vLLM's /tokenize reads `prompt`, llama.cpp's reads `content` (and answers an empty list to
+    vLLM's shape): an OpenAI-compatible server that counts nothing for a non-empty text is asked
+    again in llama.cpp's shape.
+    """
     if api == "openai":
-        body: dict = {"model": model, "prompt": text}
-    elif api == "llamacpp":
-        body = {"content": text, "add_special": True}  # /completion adds BOS too
-    else:
+        counted = await _tokenize(client, {"model": model, "prompt": text})
+        if counted != 0 or not text:
+            return counted
+    elif api != "llamacpp":
         return None
+    return await _tokenize(client, {"content": text, "add_special": True})  # /completion adds BOS too
+
+
+async def _tokenize(client: httpx.AsyncClient, body: dict) -> int | None:
     try:
         response = await client.post("/tokenize", json=body)
         if response.status_code != 200:
