@@ -94,7 +94,7 @@ class FeedsMixin:
                 await asyncio.sleep(backoff(attempt))
                 attempt += 1
                 continue
-            self.post_message(ServerCameUp(api, info.model, info.max_model_len, info.version))
+            self.post_message(ServerCameUp(api, info.model, info.max_model_len, info.version, info.model_bytes))
             return
 
     @work(group="requests", thread=True, exit_on_error=False)

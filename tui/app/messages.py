@@ -99,9 +99,12 @@ class ServerWentDown(Fact):
 class ServerCameUp(Fact):
     """The server answers (again); what it is."""
 
-    def __init__(self, kind: str, model: str | None, max_model_len: int | None, version: str | None) -> None:
+    def __init__(self, kind: str, model: str | None, max_model_len: int | None, version: str | None,
+                 model_bytes: int | None = None) -> None:
         super().__init__()
         self.kind = kind
         self.model = model
         self.max_model_len = max_model_len
         self.version = version
+        self.model_bytes = model_bytes
+        """The weights' real size, where the server reports it (llama.cpp)."""

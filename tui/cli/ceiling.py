@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 
 from tui.cli.common import add_json_option
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json
 from tui.core.devices import DEVICES, UnknownDeviceError, find_device, seed_table_devices
 from tui.core.models import MODELS, ModelLayout, find_model
 from tui.core.roofline import Ceiling, ceiling
+from tui.sources.detect import ServerInfo, describe_server, detect_api
+from tui.sources.errors import SourceError
+from tui.sources.http import make_client
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -25,6 +29,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     what.add_argument("--params", type=float, metavar="P", help="parameter count (8e9, or 8 for 8 billion)")
     what.add_argument("--config", dest="model_config", metavar="config.json", help="a model's config.json")
     what.add_argument("--model", metavar="NAME", help=f"model preset ({', '.join(MODELS)})")
+    what.add_argument("--url", metavar="URL", help="a running server that reports its model's size (llama.cpp): the weights it "
+                      "really reads per token (e.g. a GGUF's mixed quantization); its KV cache is not counted")
     parser.add_argument("--bits", type=int, choices=(16, 8, 4), default=16, help="weight bit width (default 16)")
     parser.add_argument("--context", type=int, default=0, metavar="N", help="tokens of KV cache read per step (default 0)")
     parser.add_argument("--prompt-tokens", type=int, default=2000, metavar="N", help="prompt length for the prefill floor (default 2000)")
@@ -40,6 +46,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--context must be ≥ 0 and --prompt-tokens > 0", EXIT_USAGE)
     layout = _layout(args)
     params = _params(args.params) if args.params is not None else None
+    if args.url:
+        layout, params, args.bits = _served_model(args.url, args.context)
     if args.gpu is None and args.bandwidth_gbs is None:
         rows = [_row(d.name, d.mem_bandwidth_gbs, d.peak_bf16_tflops, layout, params, args) for d in seed_table_devices()]
     elif args.bandwidth_gbs is not None:
@@ -66,6 +74,25 @@ def _layout(args: argparse.Namespace) -> ModelLayout:
         return find_model(args.model or "8b")
     except ValueError as error:
         raise CliError(str(error), EXIT_USAGE) from None
+
+
+def _served_model(url: str, context: int) -> tuple[ModelLayout, float, float]:
+    """The served model's layout (no KV: the server gives no layer shapes), parameter count and bits per weight."""
+    if context:
+        raise CliError("--context needs the model's layout: with --url the KV cache is not counted", EXIT_USAGE)
+    info = asyncio.run(_server_info(url))
+    if not info.model_bytes or not info.n_params:
+        raise CliError(f"{info.url} reports no model size (llama.cpp's /v1/models meta); pass --params and --bits")
+    layout = ModelLayout(info.model, float(info.n_params), layers=0, hidden=0, heads=1, kv_heads=0, head_dim=0)
+    return layout, float(info.n_params), info.model_bytes * 8 / info.n_params
+
+
+async def _server_info(url: str) -> ServerInfo:
+    try:
+        async with make_client(url.rstrip("/").removesuffix("/v1")) as client:
+            return await describe_server(client, await detect_api(client), None)
+    except SourceError as error:
+        raise CliError(str(error)) from None
 
 
 def _params(value: float) -> float:
@@ -110,9 +137,9 @@ def _row_json(row: Ceiling) -> dict:
 
 def _table(rows: list[Ceiling]) -> str:
     first = rows[0]
+    kv = f"KV {first.kv_bytes_per_token:,.0f} B/token" if first.kv_bytes_per_token else "KV cache not counted"
     header = (
-        f"{first.model}: {first.params / 1e9:.2f}B params at {first.bits}-bit = {first.weight_bytes / 1e9:.1f} GB; "
-        f"KV {first.kv_bytes_per_token:,.0f} B/token"
+        f"{first.model}: {first.params / 1e9:.2f}B params at {first.bits:.3g}-bit = {first.weight_bytes / 1e9:.2f} GB; {kv}"
         + (f", {first.kv_bytes_at_context / 1e9:.2f} GB at {first.context:,} tokens" if first.context else "")
     )
     lines = [header, "", f"{'device':<30} {'GB/s':>7} {'decode tok/s':>13} {f'prefill {first.prefill_tokens} tok':>18}"]

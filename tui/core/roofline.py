@@ -100,3 +100,12 @@ def ceiling(
         prefill_tokens=prefill_tokens,
         prefill_ceiling_tok_s=prefill_tokens / floor if floor else None,
     )
+
+
+def served_ceiling(device: str, bandwidth_gbs: float, model_bytes: float) -> tuple[float, str]:
+    """The decode ceiling of a served model whose real size is known (a GGUF's mixed quantization), and one line saying so.
+
+    Only the weights are counted: the KV cache of a short context adds little to a step's bytes.
+    """
+    tok_s = decode_ceiling_tok_s(bandwidth_gbs, model_bytes)
+    return tok_s, f"decode ceiling {tok_s:,.0f} tok/s: {bandwidth_gbs:,.0f} GB/s ÷ {model_bytes / 1e6:,.0f} MB weights\n  ({device})"

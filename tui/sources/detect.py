@@ -28,6 +28,10 @@ class ServerInfo:
     model: str
     max_model_len: int | None = None
     version: str | None = None
+    model_bytes: int | None = None
+    """Weight bytes as the server reports them (llama.cpp's /v1/models `meta.size`)."""
+    n_params: int | None = None
+    """Parameter count as the server reports it (llama.cpp's `meta.n_params`)."""
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -52,6 +56,7 @@ async def describe_server(client: httpx.AsyncClient, kind: str, model: str | Non
     max_model_len = None
     version = None
     listed: str | None = None
+    meta: dict = {}
     if kind == "ollama":
         version = _field(await _get_json(client, "/api/version"), "version")
         loaded = _first(await _get_json(client, "/api/ps"), "models")
@@ -72,6 +77,7 @@ async def describe_server(client: httpx.AsyncClient, kind: str, model: str | Non
         if first:
             listed = listed if kind == "llamacpp" and listed else first.get("id")
             max_model_len = first.get("max_model_len") or max_model_len
+            meta = first.get("meta") if isinstance(first.get("meta"), dict) else {}
     chosen = model or listed
     if not chosen:
         raise ProtocolError(f"{_base(client)}: the server lists no model; pass --model")
@@ -81,6 +87,8 @@ async def describe_server(client: httpx.AsyncClient, kind: str, model: str | Non
         model=chosen,
         max_model_len=max_model_len if isinstance(max_model_len, int) else None,
         version=one_line(str(version), 80) if version else None,
+        model_bytes=_positive_int(meta.get("size")),
+        n_params=_positive_int(meta.get("n_params")),
     )
 
 
@@ -118,6 +126,10 @@ def _first(body: object, key: str) -> dict | None:
 
 def _field(body: object, key: str) -> object:
     return body.get(key) if isinstance(body, dict) else None
+
+
+def _positive_int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def _model_file(path: object) -> str | None:

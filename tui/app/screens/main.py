@@ -30,8 +30,10 @@ from tui.app.widgets.prompt_pane import PRESETS, Preset, PromptPane
 from tui.app.widgets.status_line import ServerState, StatusLine
 from tui.app.widgets.timeline_pane import TimelinePane
 from tui.config import Settings
+from tui.core.devices import find_device
 from tui.core.diagnosis import LiveFigures, diagnose
 from tui.core.records import RequestTiming
+from tui.core.roofline import served_ceiling
 from tui.core.telemetry import GpuSample, HostSample, MetricsSnapshot
 from tui.sources.http import make_client
 from tui.sources.prompts import filler_text
@@ -73,6 +75,8 @@ class MainScreen(FeedsMixin, Screen):
     """The single-stream ceiling for the server's model and device, when both are known."""
     diagnosis: reactive[str] = reactive("", repaint=False)
     """The "what to change" findings for the latest figures, one per line."""
+    cpu_ceiling: reactive[str | None] = reactive(None, repaint=False)
+    """For a llama.cpp server on a host with no GPU: the CPU row's ceiling for the model's real size."""
 
     def __init__(self, settings: Settings, server_url: str, simulated: str | None = None,
                  ceiling: tuple[float, float, float] | None = None, live: bool = True) -> None:
@@ -86,6 +90,7 @@ class MainScreen(FeedsMixin, Screen):
         """False: no workers start; tests and snapshots post the messages themselves."""
         self.api: str | None = None
         self.model: str | None = None
+        self._model_bytes: int | None = None
         self._records: dict[int, RequestTiming] = {}
         self._labels: dict[int, str] = {}
         self._next_id = 1
@@ -106,7 +111,7 @@ class MainScreen(FeedsMixin, Screen):
         metrics = MetricsPane(id="metrics-pane", classes="pane").data_bind(snapshot=MainScreen.metrics)
         metrics.border_title = "Server metrics"
         yield metrics
-        gpu = GpuPane(id="gpu-pane", classes="pane").data_bind(gpu=MainScreen.gpu, host=MainScreen.host)
+        gpu = GpuPane(id="gpu-pane", classes="pane").data_bind(gpu=MainScreen.gpu, host=MainScreen.host, cpu_ceiling=MainScreen.cpu_ceiling)
         gpu.border_title = "GPU / host"
         yield gpu
         yield Footer()
@@ -186,10 +191,11 @@ class MainScreen(FeedsMixin, Screen):
 
     @on(ServerCameUp)
     def _up(self, event: ServerCameUp) -> None:
-        self.api, self.model = event.kind, event.model
+        self.api, self.model, self._model_bytes = event.kind, event.model, event.model_bytes
         self.server = replace(self.server, kind=event.kind, model=event.model, max_model_len=event.max_model_len,
                               down_since=None, down_reason=None)
         self._set_down(False)
+        self._set_cpu_ceiling()
 
     @on(ServerWentDown)
     def _down(self, event: ServerWentDown) -> None:
@@ -217,6 +223,7 @@ class MainScreen(FeedsMixin, Screen):
     @on(GpuSampled)
     def _gpu(self, event: GpuSampled) -> None:
         self.gpu = event.sample
+        self._set_cpu_ceiling()
 
     @on(HostSampled)
     def _host(self, event: HostSampled) -> None:
@@ -255,6 +262,13 @@ class MainScreen(FeedsMixin, Screen):
             kv_bytes_per_token=kv_per_token,
         )
         self.diagnosis = "\n".join(f"{f.phase}: {f}" for f in diagnose(figures)[:2])
+
+    def _set_cpu_ceiling(self) -> None:
+        """llama.cpp on a host with no GPU reads its weights from CPU memory: the CPU row, the model's real size."""
+        if self._ceiling or self.api != "llamacpp" or not self._model_bytes or self.gpu is None or self.gpu.devices:
+            return
+        cpu = find_device("cpu")
+        self.decode_ceiling_tok_s, self.cpu_ceiling = served_ceiling(cpu.name, cpu.mem_bandwidth_gbs, self._model_bytes)
 
     def _set_down(self, down: bool) -> None:
         for pane in self.query(".pane"):
