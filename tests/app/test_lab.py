@@ -1,0 +1,214 @@
+"""The lab against real simulators: an experiment's finding on screen, before/after a restart, the runs view, the load dial.
+
+Runs go to a tmp runs dir (Settings.runs_dir). Timing margins are wide: 2 shared cores.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from urllib.parse import urlsplit
+
+from textual.widgets import DataTable, Static
+
+from tui.app.app import PhasetopApp
+from tui.app.lab_messages import ExperimentFinished, LoadStopped, SessionIdentified
+from tui.app.messages import RequestCompleted
+from tui.app.screens.compare import CompareScreen
+from tui.app.screens.experiment import ExperimentChart, ExperimentScreen
+from tui.app.screens.main import MainScreen
+from tui.app.screens.runs import RunsScreen
+from tui.cli.main import main as phasetop
+from tui.config import Settings
+from tui.core.runs import compare_runs
+from tui.core.stats import summarize
+from tui.sim.launcher import SimulatorProcess
+
+CEILING = (3350e9 / 16e9, 131072.0, 16e9)
+
+
+async def wait_for(pilot, condition, timeout_s=60.0, what="condition"):
+    """Pause until `condition()` holds; a deadline, never a fixed sleep."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}: not met in {timeout_s:.0f} s"
+        await pilot.pause(0.05)
+
+
+def settings(runs_dir) -> Settings:
+    return Settings(_env_file=None, runs_dir=str(runs_dir))
+
+
+def seen_of(seen, kind):
+    """Each message of a kind once (the hook can see one message at more than one pump)."""
+    return list({id(m): m for m in seen if isinstance(m, kind)}.values())
+
+
+def text_of(screen, selector: str) -> str:
+    return str(screen.query_one(selector, Static).render())
+
+
+def saved_runs(runs_dir) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(runs_dir.glob("*.json"))]
+
+
+async def test_prompt_length_experiment_shows_its_finding_chart_and_table(sim_url, tmp_path):
+    seen = []
+    app = PhasetopApp(settings(tmp_path / "runs"), sim_url, None, CEILING)
+    async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
+        await wait_for(pilot, lambda: seen_of(seen, SessionIdentified), what="server identified")
+        await pilot.press("p")
+        await wait_for(pilot, lambda: isinstance(app.screen, ExperimentScreen), 5, "experiment screen")
+        screen = app.screen
+        await wait_for(pilot, lambda: seen_of(seen, ExperimentFinished), 180, "experiment finished")
+        await pilot.pause(0.2)
+        [finished] = seen_of(seen, ExperimentFinished)
+        assert finished.error is None
+        rows = finished.result.rows
+        assert [r["prompt_tokens"] for r in rows] == [200, 500, 1000, 2000]
+        # The seed's claim: TTFT climbs with the prompt, decode stays (margins far inside the physics' ×10 and −1.5 %).
+        assert rows[-1]["ttft_s"] > 3 * rows[0]["ttft_s"]
+        assert abs(rows[-1]["decode_tok_s"] / rows[0]["decode_tok_s"] - 1) < 0.15
+        finding = text_of(screen, "#experiment-finding")
+        assert finding == finished.result.finding
+        assert finding.startswith("TTFT ×") and "from 200 to 2,000 tokens" in finding and "decode" in finding
+        table = screen.query_one("#experiment-table", DataTable)
+        assert table.row_count == 4
+        assert str(table.get_row_at(3)[0]) == "2,000"
+        assert screen.query_one(ExperimentChart).rows == list(rows)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen), 5, "back on the main screen")
+        await wait_for(pilot, lambda: any(r["kind"] == "sweep" for r in saved_runs(tmp_path / "runs")), 10, "sweep saved")
+    [sweep] = [r for r in saved_runs(tmp_path / "runs") if r["kind"] == "sweep"]
+    assert sweep["result"]["finding"] == finding and sweep["params"]["vary"] == "prompt-tokens"
+    assert len(sweep["requests"]) == 12  # 4 lengths × 3 repeats, the raw timings
+
+
+async def test_restart_with_another_batch_budget_opens_a_session_and_compares(tmp_path):
+    """Send, restart the simulator on the same port with another --max-num-batched-tokens, send, press b."""
+    seen = []
+    runs_dir = tmp_path / "runs"
+    first = SimulatorProcess.start(["--max-num-batched-tokens", "2048"])
+    port = str(urlsplit(first.url).port)
+    app = PhasetopApp(settings(runs_dir), first.url, None, CEILING)
+    try:
+        async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
+            screen = app.screen
+            await wait_for(pilot, lambda: seen_of(seen, SessionIdentified), what="first session identified")
+            await pilot.press("b")  # no session before this one yet: b does nothing
+            await pilot.pause(0.1)
+            assert app.screen is screen
+            await pilot.press("2")
+            await wait_for(pilot, lambda: len(seen_of(seen, RequestCompleted)) == 1, what="long prompt before")
+            first.stop()
+            second = SimulatorProcess.start(["--max-num-batched-tokens", "256", "--port", port])
+            try:
+                assert second.url == first.url
+                await wait_for(pilot, lambda: any(m.number == 2 for m in seen_of(seen, SessionIdentified)), 90,
+                               "restart seen and the new session identified")
+                assert screen.has_before
+                await pilot.press("2")
+                await wait_for(pilot, lambda: len(seen_of(seen, RequestCompleted)) == 2, what="long prompt after")
+            finally:
+                second.stop()
+            before, after = (m.timing for m in sorted(seen_of(seen, RequestCompleted), key=lambda m: m.request_id))
+            assert before.ok and after.ok
+            await pilot.press("b")
+            await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen), 5, "compare view")
+            compare = app.screen
+            config = text_of(compare, "#compare-config")
+            assert "server config changed:" in config
+            assert "max_num_batched_tokens  2048 → 256" in config
+            assert "a different server process" in text_of(compare, "#compare-runs")
+            table = compare.query_one("#compare-figures", DataTable)
+            figures = {str(table.get_row_at(i)[0]): [str(c) for c in table.get_row_at(i)[1:]] for i in range(table.row_count)}
+            assert figures["TTFT p50"][:2] == [f"{before.ttft_s * 1e3:,.2f} ms", f"{after.ttft_s * 1e3:,.2f} ms"]
+            assert figures["ITL p50"][:2] == [f"{summarize(t.itl_s).p50 * 1e3:,.2f} ms" for t in (before, after)]
+            assert "decode p50" in figures and "decode ÷ ceiling" in figures
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: app.screen is screen, 5, "back")
+    finally:
+        first.stop()
+    # Session 1 was saved when the restart closed it; session 2 when the app closed.
+    sessions = [r for r in saved_runs(runs_dir) if r["params"].get("source") == "ui session"]
+    assert [(r["kind"], r["result"]["session"]) for r in sorted(sessions, key=lambda r: r["result"]["session"])] == [("probe", 1), ("probe", 2)]
+    flags = {r["result"]["session"]: r["server"]["simulator_flags"]["max_num_batched_tokens"] for r in sessions}
+    assert flags == {1: "2048", 2: "256"}
+
+
+async def probe_run(capsys, url: str, prompt_tokens: int) -> str:
+    """`phasetop probe`, which saves its run; in a thread, since it runs its own event loop."""
+    code = await asyncio.to_thread(phasetop, ["probe", "--url", url, "--prompt-tokens", str(prompt_tokens), "--max-tokens", "8", "--repeat", "2", "--json"])
+    _, err = capsys.readouterr()
+    assert code == 0, err
+    return err.split("saved run ")[1].strip()
+
+
+async def test_runs_view_lists_saved_runs_and_compares_two(sim_url, tmp_path, monkeypatch, capsys):
+    runs_dir = tmp_path / "runs"
+    monkeypatch.setenv("PHASETOP_RUNS_DIR", str(runs_dir))
+    monkeypatch.chdir(tmp_path)
+    short, long = await probe_run(capsys, sim_url, 300), await probe_run(capsys, sim_url, 1500)
+    app = PhasetopApp(settings(runs_dir), "http://127.0.0.1:9", None, None)  # the runs view needs no server
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("r")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen), 5, "runs view")
+        runs = app.screen
+        table = runs.query_one(DataTable)
+        await wait_for(pilot, lambda: table.row_count == 2, 10, "two runs listed")
+        assert [str(table.get_row_at(i)[1]) for i in range(2)] == [short, long]
+        assert all(str(table.get_row_at(i)[2]) == "probe" for i in range(2))
+        await pilot.press("enter")  # nothing picked: a warning, no compare
+        await pilot.pause(0.2)
+        assert app.screen is runs
+        await pilot.press("space", "down", "space")
+        assert runs.picked == [short, long]
+        assert [str(table.get_row_at(i)[0]) for i in range(2)] == ["1", "2"]
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen), 10, "compare view")
+        compare = app.screen
+        assert "workload changed:" in text_of(compare, "#compare-config")
+        assert "prompt_tokens  300 → 1500" in text_of(compare, "#compare-config")
+        assert "server config: no change seen" in text_of(compare, "#compare-config")
+        expected = compare_runs(*(json.loads((runs_dir / f"{i}.json").read_text()) for i in (short, long)))
+        ttft = next(f for f in expected["figures"] if f["label"] == "TTFT p50")
+        grid = compare.query_one("#compare-figures", DataTable)
+        row = next(grid.get_row_at(i) for i in range(grid.row_count) if str(grid.get_row_at(i)[0]) == "TTFT p50")
+        assert [str(c) for c in row[1:3]] == [f"{ttft['before'] * 1e3:,.2f} ms", f"{ttft['after'] * 1e3:,.2f} ms"]
+        assert ttft["after"] > ttft["before"]  # a 1,500-token prompt prefills longer than a 300-token one
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is runs, 5, "back to the runs")
+
+
+async def test_turning_the_load_dial_up_raises_the_achieved_rate(sim_url, tmp_path):
+    seen = []
+    runs_dir = tmp_path / "runs"
+    app = PhasetopApp(settings(runs_dir), sim_url, None, CEILING)
+    async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
+        screen = app.screen
+        await wait_for(pilot, lambda: seen_of(seen, SessionIdentified), what="server identified")
+        await pilot.press("l")
+        await wait_for(pilot, lambda: screen.load_running, 5, "load started")
+        await pilot.press("minus")  # 2 → 1 req/s
+        assert screen.dial.rate == 1.0
+        # recent_rps counts the last 5 s: read it once a full window has passed at this rate.
+        await wait_for(pilot, lambda: screen.dial.progress and screen.dial.progress.elapsed_s > 7, 30, "7 s at 1 req/s")
+        slow = screen.dial.progress.recent_rps
+        await pilot.press("plus", "plus", "plus")  # 1 → 8 req/s
+        assert screen.dial.rate == 8.0
+        turned = screen.dial.progress.elapsed_s
+        await wait_for(pilot, lambda: screen.dial.progress.elapsed_s > turned + 7, 30, "7 s at 8 req/s")
+        fast = screen.dial.progress.recent_rps
+        assert fast > 3 * max(slow, 0.2), (slow, fast)
+        dial = str(screen.query_one("#load-dial").render())
+        assert "rate 8 req/s" in dial and "achieved" in dial
+        assert screen.timings == []  # the load's requests are summed up on the dial, never drawn as lanes
+        await pilot.press("l")
+        await wait_for(pilot, lambda: seen_of(seen, LoadStopped), 30, "load stopped")
+        [stopped] = seen_of(seen, LoadStopped)
+        assert stopped.error is None and stopped.figures["completed"] > 20
+        await wait_for(pilot, lambda: saved_runs(runs_dir), 10, "bench run saved")
+    [bench] = saved_runs(runs_dir)
+    assert bench["kind"] == "bench" and bench["params"]["request_rate"] == 8.0
+    assert bench["result"]["completed"] == len([r for r in bench["requests"] if r["ok"]])

@@ -1,0 +1,9 @@
+"""Every test keeps the user's data dir untouched: the UI saves its sessions, the CLI its runs, by default there."""
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def data_dir_in_tmp(monkeypatch, tmp_path_factory):
+    """XDG_DATA_HOME (where the default runs dir lives) in a temp dir; child processes inherit it."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("data")))

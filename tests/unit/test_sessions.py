@@ -1,0 +1,102 @@
+"""UI sessions as runs: the record's shape, one id across saves, bandwidth only while busy, compare's extra rows."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from tui.core.records import RequestTiming
+from tui.core.runs import run_header
+from tui.core.sessions import SESSION_SOURCE, Session, compare_sessions, session_run
+from tui.core.telemetry import GpuReading, GpuSample, MetricsSnapshot
+
+T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def timing(ttft_s: float, itl_s: float, tokens: int = 5) -> RequestTiming:
+    offsets = tuple(ttft_s + i * itl_s for i in range(tokens))
+    return RequestTiming(ok=True, t_sent_unix=T0.timestamp(), token_offsets_s=offsets, prompt_tokens=200, output_tokens=tokens)
+
+
+def metrics(running: float, waiting: float = 0.0, kv: float = 0.1) -> MetricsSnapshot:
+    return MetricsSnapshot(t_unix=0.0, engine="vllm", window_s=1.0, running=running, waiting=waiting, kv_cache_usage=kv)
+
+
+def gpu(gbs: float | None, busy: float) -> GpuSample:
+    return GpuSample(t_unix=0.0, devices=(GpuReading(index="0", name="H100", mem_bw_gbs=gbs, mem_bw_util=busy),))
+
+
+def session(number: int = 1, flags: dict | None = None, start: float = 100.0) -> Session:
+    identity = {"url": "http://h:8000", "kind": "openai", "model": "m", "version": "0.33.0", "max_model_len": 4096,
+                "engine_config": None, "process_start_time": start, "simulator_flags": flags}
+    return Session(number, T0, "http://h:8000", identity=identity)
+
+
+def test_a_session_is_a_probe_run_from_the_ui_with_its_figures():
+    s = session()
+    s.requests += [timing(0.010, 0.005), timing(0.030, 0.005)]
+    s.add_metrics(metrics(running=2, waiting=3, kv=0.9))
+    s.add_metrics(metrics(running=0, waiting=0, kv=0.2))
+    s.decode_ceiling_tok_s = 400.0
+    run = session_run(s, T0)
+    assert run["kind"] == "probe" and run["params"] == {"source": SESSION_SOURCE}
+    assert run["server"]["model"] == "m" and len(run["requests"]) == 2
+    result = run["result"]
+    assert result["summary"]["ttft_s"]["p50"] == pytest.approx(0.020)
+    assert result["metrics"]["peak_waiting"] == 3 and result["metrics"]["peak_kv_cache_usage"] == 0.9
+    assert result["metrics"]["last"]["kv_cache_usage"] == 0.2
+    assert result["bw_share_of_ceiling"] == pytest.approx(200.0 / 400.0)  # decode 200 tok/s of a 400 ceiling
+    assert run_header(run)["summary"].startswith("2 requests, TTFT p50 20.0 ms")
+
+
+def test_saving_again_keeps_the_id_so_one_file_is_replaced():
+    s = session()
+    first = session_run(s, T0)
+    s.requests.append(timing(0.01, 0.005))
+    second = session_run(s, T0)
+    assert first["id"] == second["id"] == s.run_id
+    assert len(second["requests"]) == 1 and len(first["requests"]) == 0
+
+
+def test_bandwidth_is_read_only_while_the_server_is_busy():
+    s = session()
+    s.add_gpu(gpu(3000.0, 0.9))  # no metrics yet: not known busy
+    s.add_metrics(metrics(running=0))
+    s.add_gpu(gpu(100.0, 0.02))  # idle
+    s.add_metrics(metrics(running=4))
+    s.add_gpu(gpu(2000.0, 0.6))
+    s.add_gpu(gpu(None, 0.8))  # busy share only (no GPM)
+    result = session_run(s, T0)["result"]
+    assert result["gpu_bw_gbs"] == 2000.0
+    assert result["gpu_mem_busy"] == pytest.approx(0.7)
+    assert result["gpu_samples"] == 2
+
+
+def test_a_session_without_identity_still_saves_its_url():
+    s = Session(1, T0, "http://h:9000")
+    run = session_run(s, T0)
+    assert run["server"]["url"] == "http://h:9000" and run["server"]["simulator_flags"] is None
+
+
+def test_compare_sessions_names_the_flag_and_adds_bandwidth_rows():
+    before, after = session(1, {"max_num_batched_tokens": "2048"}), session(2, {"max_num_batched_tokens": "256"}, start=200.0)
+    before.requests.append(timing(0.070, 0.005))
+    after.requests.append(timing(0.110, 0.005))
+    for s, gbs in ((before, 2000.0), (after, 1800.0)):
+        s.add_metrics(metrics(running=1))
+        s.add_gpu(gpu(gbs, 0.6))
+    comparison = compare_sessions(session_run(before, T0), session_run(after, T0))
+    assert {"key": "max_num_batched_tokens", "before": "2048", "after": "256", "source": "simulator_flags"} in comparison["config_diff"]
+    assert comparison["restarted"] is True
+    rows = {f["figure"]: f for f in comparison["figures"]}
+    assert rows["ttft_s"]["delta"] == pytest.approx(0.040)
+    assert rows["gpu_bw_gbs"]["before"] == 2000.0 and rows["gpu_bw_gbs"]["delta"] == -200.0
+    assert "bw_share_of_ceiling" not in rows  # no ceiling known on either side: no row
+
+
+def test_compare_sessions_of_plain_runs_adds_nothing():
+    plain = session_run(session(), T0)
+    plain["result"] = {}
+    assert [f["figure"] for f in compare_sessions(plain, plain)["figures"]] == [
+        "ttft_s", "ttft_s", "itl_s", "itl_s", "tpot_s", "decode_tok_s", "prefill_tok_s", "e2e_s"]

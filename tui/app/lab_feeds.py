@@ -1,0 +1,122 @@
+"""The lab's workers on the main screen: read a session's server identity, save runs, drive the load dial.
+
+Like `feeds.py`, each worker only posts messages. Load runs in a thread on an event loop of its own,
+so a repaint never sits between a chunk's arrival and its timestamp.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+from collections import deque
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+from textual import work
+from textual.worker import get_current_worker
+
+from tui.app.lab_messages import LoadProgressed, LoadStopped, RunSaved, SessionIdentified
+from tui.config import Settings
+from tui.core.bench import bench_figures
+from tui.core.records import RequestTiming
+from tui.core.runs import new_run
+from tui.core.stats import summarize
+from tui.runs_store import default_runs_dir, save_run
+from tui.sources.detect import ServerInfo, describe_server, detect_api
+from tui.sources.errors import SourceError
+from tui.sources.http import make_client
+from tui.sources.identity import server_identity
+from tui.sources.load import LoadDial, LoadRunner, Workload
+
+LOAD_PROGRESS_S = 0.5
+"""The dial's figures are posted this often."""
+LOAD_RECENT = 50
+"""The dial's TTFT and ITL medians are over this many of the last finished requests."""
+LOAD_SOURCE = "ui load dial"
+
+
+def runs_dir(settings: Settings) -> Path:
+    """The runs_dir setting (PHASETOP_RUNS_DIR), else the user data dir's `runs`, as the CLI reads it."""
+    return Path(settings.runs_dir).expanduser() if settings.runs_dir else default_runs_dir()
+
+
+def save_quietly(run: dict, settings: Settings, what: str) -> RunSaved:
+    """Save the run; the outcome as a message, never an exception (a full disk must not stop the UI)."""
+    key = settings.api_key.get_secret_value() if settings.api_key else None
+    try:
+        save_run(run, runs_dir(settings), secret=key)
+    except (OSError, ValueError) as error:
+        return RunSaved(what, None, str(error))
+    return RunSaved(what, run["id"])
+
+
+class LabFeedsMixin:
+    """Workers of `MainScreen` for sessions and load. Needs `self.client`, `self.settings`, `self.server_url`."""
+
+    client: httpx.AsyncClient
+    settings: Settings
+    server_url: str
+    save_runs: bool
+
+    @work(exclusive=True, group="session", exit_on_error=False)
+    async def identify_session(self, number: int) -> None:
+        """Describe the server and read its identity (config, flags, start time) for session `number`."""
+        try:
+            api = self.settings.api if self.settings.api != "auto" else await detect_api(self.client)
+            info = await describe_server(self.client, api, self.settings.model)
+            identity = await server_identity(self.client, info)
+        except SourceError:
+            return  # the server went away again: the next restart or come-back asks anew
+        self.post_message(SessionIdentified(number, info, identity))
+
+    @work(group="save", thread=True, exit_on_error=False)
+    def save_session_run(self, run: dict, what: str) -> None:
+        self.post_message(save_quietly(run, self.settings, what))
+
+    @work(exclusive=True, group="load", thread=True, exit_on_error=False)
+    def run_load(self, info: ServerInfo, dial: LoadDial, workload: Workload, stop: threading.Event) -> None:
+        """Send the load until `stop` is set (or the worker is cancelled); the dial may turn meanwhile."""
+        cancelled: threading.Event = get_current_worker().cancelled_event
+        asyncio.run(self._drive_load(info, dial, workload, stop, cancelled))
+
+    async def _drive_load(self, info: ServerInfo, dial: LoadDial, workload: Workload,
+                          stop: threading.Event, cancelled: threading.Event) -> None:
+        started = datetime.now(UTC)
+        recent: deque[RequestTiming] = deque(maxlen=LOAD_RECENT)
+        async with make_client(self.server_url, self.settings.api_key, self.settings.timeout_s) as client:
+            runner = LoadRunner(client, info, workload, dial)
+            task = asyncio.create_task(runner.run(on_finished=lambda _request, timing: recent.append(timing)))
+            while not task.done():
+                await asyncio.wait({task}, timeout=LOAD_PROGRESS_S)
+                if cancelled.is_set():  # the app is closing: do not wait for requests in flight
+                    task.cancel()
+                elif stop.is_set():
+                    runner.stop()  # requests in flight finish, so their timings count
+                done = [r for r in recent if r.ok]
+                self.post_message(LoadProgressed(runner.progress(), summarize(r.ttft_s for r in done).p50,
+                                                 summarize(g for r in done for g in r.itl_s).p50))
+            try:
+                result = task.result()
+            except asyncio.CancelledError:
+                return
+            except SourceError as error:
+                self.post_message(LoadStopped(None, str(error)))
+                return
+            identity = await server_identity(client, info)
+        figures = bench_figures(result.requests, result.duration_s)
+        self.post_message(LoadStopped(figures, result.aborted))
+        if figures["completed"] and self.save_runs:
+            params = {
+                "source": LOAD_SOURCE,
+                "request_rate": "inf" if math.isinf(dial.rate) else dial.rate,
+                "max_concurrency": dial.concurrency,
+                "prompt_tokens": workload.prompt_tokens,
+                "max_tokens": workload.max_tokens,
+                "burstiness": workload.burstiness,
+                "seed": result.seed,
+            }
+            run = new_run("bench", params, identity, [r.to_json() for r in result.requests], figures,
+                          started, datetime.now(UTC))
+            self.post_message(save_quietly(run, self.settings, "load"))

@@ -1,0 +1,85 @@
+"""Facts the lab's workers post: sessions identified, runs saved and read, load progress, experiment progress."""
+
+from __future__ import annotations
+
+from tui.app.messages import Fact, LatestFact
+from tui.sources.detect import ServerInfo
+from tui.sources.experiments import ExperimentResult, Progress
+from tui.sources.load import LoadProgress
+
+
+class SessionIdentified(Fact):
+    """The server of session `number` was described: who it is, and its config and flags."""
+
+    def __init__(self, number: int, info: ServerInfo, identity: dict) -> None:
+        super().__init__()
+        self.number = number
+        self.info = info
+        """What experiments and the load need to address the server."""
+        self.identity = identity
+        """`server_identity()`'s object, as a run file keeps it."""
+
+
+class RunSaved(Fact):
+    """A run file was written (or not: `error` says why, one line)."""
+
+    def __init__(self, what: str, run_id: str | None, error: str | None = None) -> None:
+        super().__init__()
+        self.what = what
+        """What was saved, for the note ("session 1", "load", "prompt-tokens sweep")."""
+        self.run_id = run_id
+        self.error = error
+
+
+class LoadProgressed(LatestFact):
+    """Where the load stands; latest wins."""
+
+    def __init__(self, progress: LoadProgress, ttft_p50_s: float | None, itl_p50_s: float | None) -> None:
+        super().__init__()
+        self.progress = progress
+        self.ttft_p50_s = ttft_p50_s
+        """Median TTFT of the last requests the load finished."""
+        self.itl_p50_s = itl_p50_s
+
+
+class LoadStopped(Fact):
+    """The load ended: its `vllm bench serve` figures when any request finished, or why it could not run."""
+
+    def __init__(self, figures: dict | None, error: str | None) -> None:
+        super().__init__()
+        self.figures = figures
+        self.error = error
+
+
+class ExperimentProgressed(Fact):
+    """An experiment moved on; `progress.row` is set when a value's row is complete."""
+
+    def __init__(self, progress: Progress) -> None:
+        super().__init__()
+        self.progress = progress
+
+
+class ExperimentFinished(Fact):
+    """An experiment ended: its result (partial when `error` is set), or only `error` when nothing ran."""
+
+    def __init__(self, result: ExperimentResult | None, error: str | None) -> None:
+        super().__init__()
+        self.result = result
+        self.error = error
+
+
+class RunsListed(Fact):
+    """The saved runs' headers (`list_runs`), oldest first."""
+
+    def __init__(self, headers: list[dict]) -> None:
+        super().__init__()
+        self.headers = headers
+
+
+class RunsCompared(Fact):
+    """Two saved runs were read and compared (`compare_sessions`), or `error` says why not."""
+
+    def __init__(self, comparison: dict | None, error: str | None = None) -> None:
+        super().__init__()
+        self.comparison = comparison
+        self.error = error

@@ -1,0 +1,123 @@
+"""UI sessions: what the app saw of one server process, kept as a run so "before" and "after" a restart compare.
+
+A session opens when the UI first reaches a server and again each time the metrics scraper sees the
+server restart. It holds the requests the UI sent, the last metrics, the GPU bandwidth read while
+the server was busy, and the server's identity (flags included). `session_run` turns it into a run
+record (kind "probe": the runs contract has no session kind; `params.source` says it came from the UI),
+and `compare_sessions` adds the bandwidth rows `compare_runs` does not know about.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from tui.core.records import RequestTiming, summarize_requests
+from tui.core.runs import _figure_row, _number, compare_runs, new_run
+from tui.core.stats import summarize
+from tui.core.telemetry import GpuSample, MetricsSnapshot
+
+SESSION_SOURCE = "ui session"
+"""`params.source` of a run saved from a UI session."""
+
+BANDWIDTH_FIGURES = (
+    ("gpu_bw_gbs", "GPU bandwidth (busy)", "GB/s"),
+    ("gpu_mem_busy", "GPU memory busy", "share"),
+    ("bw_share_of_ceiling", "decode ÷ ceiling", "share"),
+)
+"""(result key, label, unit) of the bandwidth rows; "share" is 0–1, shown as a percentage."""
+
+
+@dataclass
+class Session:
+    """One server process as the UI saw it. Mutable: the screen appends to it as facts arrive."""
+
+    number: int
+    started: datetime
+    url: str
+    identity: dict | None = None
+    """`server_identity()`'s object, once read; None until then."""
+    requests: list[RequestTiming] = field(default_factory=list)
+    """Requests the UI sent (prompt presets and typed), finished ones only, in finishing order."""
+    last_metrics: MetricsSnapshot | None = None
+    peak_kv_cache_usage: float | None = None
+    peak_waiting: float | None = None
+    gpu_bw_gbs: list[float] = field(default_factory=list)
+    """GPM bandwidth samples (GB/s) taken while the server had requests running."""
+    gpu_mem_busy: list[float] = field(default_factory=list)
+    """NVML memory-busy share (0–1) samples taken while the server had requests running."""
+    decode_ceiling_tok_s: float | None = None
+    restart_reasons: tuple[str, ...] = ()
+    """Why this session began (the scraper's restart reasons); empty for the first."""
+    run_id: str | None = None
+    """The saved run's id, fixed at the first save so later saves replace the same file."""
+
+    def add_metrics(self, snapshot: MetricsSnapshot) -> None:
+        self.last_metrics = snapshot
+        self.peak_kv_cache_usage = _peak(self.peak_kv_cache_usage, snapshot.kv_cache_usage)
+        self.peak_waiting = _peak(self.peak_waiting, snapshot.waiting)
+
+    def add_gpu(self, sample: GpuSample) -> None:
+        """Keep the first device's bandwidth, only while the server is busy: idle samples would dilute it."""
+        busy = self.last_metrics is not None and bool(self.last_metrics.running)
+        if not busy or not sample.devices:
+            return
+        device = sample.devices[0]
+        if device.mem_bw_gbs is not None:
+            self.gpu_bw_gbs.append(device.mem_bw_gbs)
+        if device.mem_bw_util is not None:
+            self.gpu_mem_busy.append(device.mem_bw_util)
+
+
+def session_run(session: Session, finished: datetime) -> dict:
+    """The session as a run record; keeps `session.run_id` once one was given, so saves overwrite one file."""
+    identity = session.identity or {"url": session.url, "kind": None, "model": None, "version": None,
+                                    "max_model_len": None, "engine_config": None, "process_start_time": None,
+                                    "simulator_flags": None}
+    run = new_run("probe", {"source": SESSION_SOURCE}, identity, [r.to_json() for r in session.requests],
+                  session_result(session), session.started, finished)
+    if session.run_id is None:
+        session.run_id = run["id"]
+    run["id"] = session.run_id
+    return run
+
+
+def session_result(session: Session) -> dict:
+    """The run's `result`: probe's summary, the metrics seen, and bandwidth while busy."""
+    summary = summarize_requests(session.requests)
+    decode_p50 = summary["decode_tok_s"]["p50"]
+    ceiling = session.decode_ceiling_tok_s
+    metrics = session.last_metrics
+    return {
+        "source": SESSION_SOURCE,
+        "session": session.number,
+        "restart_reasons": list(session.restart_reasons),
+        "summary": summary,
+        "metrics": {
+            "last": metrics.to_json() if metrics else None,
+            "peak_kv_cache_usage": session.peak_kv_cache_usage,
+            "peak_waiting": session.peak_waiting,
+        },
+        "gpu_bw_gbs": summarize(session.gpu_bw_gbs).mean,
+        "gpu_mem_busy": summarize(session.gpu_mem_busy).mean,
+        "gpu_samples": max(len(session.gpu_bw_gbs), len(session.gpu_mem_busy)),
+        "decode_ceiling_tok_s": ceiling,
+        "bw_share_of_ceiling": decode_p50 / ceiling if decode_p50 and ceiling else None,
+    }
+
+
+def compare_sessions(before: dict, after: dict) -> dict:
+    """`compare_runs`, plus bandwidth rows where either run has them (sessions saved by the UI do)."""
+    comparison = compare_runs(before, after)
+    result_a, result_b = before.get("result") or {}, after.get("result") or {}
+    for key, label, unit in BANDWIDTH_FIGURES:
+        x, y = _number(result_a.get(key)), _number(result_b.get(key))
+        if x is not None or y is not None:
+            comparison["figures"].append(_figure_row(key, "mean", label, unit, x, y))
+    return comparison
+
+
+def _peak(current: float | None, value: float | None) -> float | None:
+    if value is None:
+        return current
+    return value if current is None else max(current, value)
