@@ -41,6 +41,15 @@ def wait_for(socket, condition, what: str, timeout_s: float) -> str:
     raise AssertionError(f"no {what} within {timeout_s:.0f} s; the pane shows:\n{screen}")
 
 
+def exit_line(exit_file, timeout_s: float) -> str:
+    """What the pane's `echo EXIT=$? > file` wrote once the command ended."""
+    deadline = time.monotonic() + timeout_s
+    while not exit_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert exit_file.exists(), f"the command did not exit within {timeout_s:.0f} s"
+    return exit_file.read_text().strip()
+
+
 def test_send_in_a_real_terminal_shows_ttft_and_q_exits_0(tmp_path):
     assert shutil.which("tmux"), "tmux is not installed (CI installs it: .ci/run)"
     socket, exit_file = tmp_path / "tmux.sock", tmp_path / "exit"
@@ -59,10 +68,6 @@ def test_send_in_a_real_terminal_shows_ttft_and_q_exits_0(tmp_path):
             screen = wait_for(socket, lambda s: TTFT.search(s), "TTFT figure after pressing s", 90)
             assert "── short 200 ──" in screen, "s with an empty text area sends the short preset"
             tmux(socket, "send-keys", "-t", "ui", "q")
-            deadline = time.monotonic() + 60
-            while not exit_file.exists() and time.monotonic() < deadline:
-                time.sleep(0.2)
-            assert exit_file.exists(), "the UI did not exit within 60 s of q"
-            assert exit_file.read_text().strip() == "EXIT=0"
+            assert exit_line(exit_file, 60) == "EXIT=0"
         finally:
             subprocess.run(["tmux", "-S", str(socket), "kill-server"], capture_output=True)
