@@ -34,7 +34,8 @@ def test_h100_and_the_8b_id_give_the_domain_ceiling():
     assert result.decode_ceiling_tok_s == pytest.approx(3350e9 / 16e9)
     assert result.weight_bytes == 16e9
     assert result.kv_bytes_per_token == 2 * 32 * 8 * 128 * 2
-    assert "NVIDIA H100 80GB HBM3 3,350 GB/s" in result.line and "209 tok/s" in result.line
+    assert result.line == ("decode ceiling 209 tok/s: 3,350 GB/s ÷ 16,000 MB weights\n"
+                           "  (NVIDIA H100 80GB HBM3; Llama-3.1-8B at 16 bit)")
 
 
 def test_the_quantization_tag_sets_the_weight_bytes():
@@ -46,14 +47,14 @@ def test_the_quantization_tag_sets_the_weight_bytes():
 def test_no_gpu_uses_the_cpu_row():
     result = server_ceiling(LLAMA_8B, [], server_is_local=True)
     assert result.decode_ceiling_tok_s == pytest.approx(90e9 / 16e9)
-    assert "no GPU: CPU, dual channel DDR5-5600 90 GB/s" in result.line
+    assert "90 GB/s ÷ 16,000 MB" in result.line and "(CPU, dual channel DDR5-5600 (no GPU seen);" in result.line
 
 
 def test_a_reported_model_size_replaces_the_preset_size():
     result = server_ceiling("some-finetune.gguf", [], server_is_local=True, model_bytes=4.9e9)
     assert result.decode_ceiling_tok_s == pytest.approx(90e9 / 4.9e9)
     assert result.kv_bytes_per_token is None  # no layout known: no KV figure invented
-    assert "as the server reports" in result.line
+    assert "90 GB/s ÷ 4,900 MB weights" in result.line and "the size the server reports" in result.line
 
 
 def test_an_unknown_model_is_said_not_guessed():

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from tui.core.devices import UnknownDeviceError, find_device
 from tui.core.models import find_served_model
-from tui.core.roofline import decode_ceiling_tok_s, kv_bytes_per_token, weight_bytes
+from tui.core.roofline import kv_bytes_per_token, served_ceiling, weight_bytes
 from tui.core.telemetry import GpuReading
 
 
@@ -22,7 +22,7 @@ class ServerCeiling:
     """A real server's single-stream decode ceiling (context 0), or why there is none."""
 
     line: str
-    """One line for a person: the figures it comes from, or "ceiling: unknown model …"."""
+    """For a person: the figures it comes from, or "ceiling: unknown model …"."""
     decode_ceiling_tok_s: float | None = None
     kv_bytes_per_token: float | None = None
     """KV cache bytes each token of context adds to a step (16-bit cache); None when the layout is unknown."""
@@ -52,12 +52,11 @@ def server_ceiling(model_id: str | None, devices: Sequence[GpuReading], server_i
     device, bandwidth_gbs = bandwidth
     kv_token = kv_bytes_per_token(served[0]) if served else None
     if model_bytes:
-        weights, what = float(model_bytes), f"{model_bytes / 1e9:,.2f} GB of weights (as the server reports)"
+        weights, what = float(model_bytes), "the size the server reports"
     else:
         layout, bits = served
         weights, what = weight_bytes(layout.params, bits), f"{layout.name} at {bits} bit"
-    tok_s = decode_ceiling_tok_s(bandwidth_gbs, weights)
-    line = f"ceiling: {device} {bandwidth_gbs:,.0f} GB/s ÷ {weights / 1e9:,.2f} GB ({what}) = {tok_s:,.0f} tok/s decode"
+    tok_s, line = served_ceiling(f"{device}; {what}", bandwidth_gbs, weights)
     return ServerCeiling(line, tok_s, kv_token, weights)
 
 
@@ -65,7 +64,7 @@ def _bandwidth(devices: Sequence[GpuReading]) -> tuple[str, float] | str:
     """(label, GB/s) of the devices serving, or a line saying why there is none."""
     if not devices:
         cpu = find_device("cpu")
-        return f"no GPU: {cpu.name}", cpu.mem_bandwidth_gbs
+        return f"{cpu.name} (no GPU seen)", cpu.mem_bandwidth_gbs
     serving = [d for d in devices if d.server_mem_bytes] or [devices[0]]
     if any(d.is_mig for d in serving):
         return "ceiling: unknown device (a MIG slice's share of the bandwidth is not published)"

@@ -71,13 +71,11 @@ def server_command(
     alias: str | None = None,
     extra: Sequence[str] = (),
 ) -> list[str]:
-    command = [
-        str(binary), "--model", str(model), "--host", host, "--port", str(port), "--metrics",
-        "--parallel", str(parallel), "--ctx-size", str(ctx_size), "--threads", str(threads),
+    """The command line; the model's name on the wire is its file name unless an alias is given (not its path)."""
+    return [
+        str(binary), "--model", str(model), "--alias", alias or Path(model).name, "--host", host, "--port", str(port),
+        "--metrics", "--parallel", str(parallel), "--ctx-size", str(ctx_size), "--threads", str(threads), *extra,
     ]
-    if alias:
-        command += ["--alias", alias]
-    return [*command, *extra]
 
 
 class LlamaServerProcess:

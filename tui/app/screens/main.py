@@ -30,11 +30,11 @@ from tui.app.widgets.prompt_pane import PRESETS, Preset, PromptPane
 from tui.app.widgets.status_line import ServerState, StatusLine
 from tui.app.widgets.timeline_pane import TimelinePane
 from tui.config import Settings
-from tui.core.devices import find_device
 from tui.core.diagnosis import LiveFigures, diagnose
 from tui.core.records import RequestTiming
-from tui.core.roofline import served_ceiling
+from tui.core.server_ceiling import ServerCeiling, server_ceiling
 from tui.core.telemetry import GpuSample, HostSample, MetricsSnapshot
+from tui.sources.host import local_port
 from tui.sources.http import make_client
 from tui.sources.prompts import filler_text
 
@@ -76,7 +76,8 @@ class MainScreen(FeedsMixin, Screen):
     diagnosis: reactive[str] = reactive("", repaint=False)
     """The "what to change" findings for the latest figures, one per line."""
     cpu_ceiling: reactive[str | None] = reactive(None, repaint=False)
-    """For a llama.cpp server on a host with no GPU: the CPU row's ceiling for the model's real size."""
+    """How the ceiling of a server phasetop did not start was derived (its GPU, or the CPU row), or why
+    there is none ("ceiling: unknown model …"); shown in the GPU/host pane."""
 
     def __init__(self, settings: Settings, server_url: str, simulated: str | None = None,
                  ceiling: tuple[float, float, float] | None = None, live: bool = True) -> None:
@@ -91,6 +92,8 @@ class MainScreen(FeedsMixin, Screen):
         self.api: str | None = None
         self.model: str | None = None
         self._model_bytes: int | None = None
+        self._served: ServerCeiling | None = None
+        """The ceiling derived for a server phasetop did not start (`_ceiling` is None)."""
         self._records: dict[int, RequestTiming] = {}
         self._labels: dict[int, str] = {}
         self._next_id = 1
@@ -195,7 +198,7 @@ class MainScreen(FeedsMixin, Screen):
         self.server = replace(self.server, kind=event.kind, model=event.model, max_model_len=event.max_model_len,
                               down_since=None, down_reason=None)
         self._set_down(False)
-        self._set_cpu_ceiling()
+        self._set_ceiling()
 
     @on(ServerWentDown)
     def _down(self, event: ServerWentDown) -> None:
@@ -223,7 +226,7 @@ class MainScreen(FeedsMixin, Screen):
     @on(GpuSampled)
     def _gpu(self, event: GpuSampled) -> None:
         self.gpu = event.sample
-        self._set_cpu_ceiling()
+        self._set_ceiling()
 
     @on(HostSampled)
     def _host(self, event: HostSampled) -> None:
@@ -249,7 +252,7 @@ class MainScreen(FeedsMixin, Screen):
     def _diagnose(self) -> None:
         latest = next((t for t in reversed(self.timings) if t.decode_tok_s), None)
         snapshot = self.metrics
-        kv_per_token = self._ceiling[1] if self._ceiling else None
+        kv_per_token = self._ceiling[1] if self._ceiling else self._served.kv_bytes_per_token if self._served else None
         figures = LiveFigures(
             ttft_s=latest.ttft_s if latest else None,
             prompt_tokens=latest.prompt_tokens if latest else None,
@@ -263,12 +266,14 @@ class MainScreen(FeedsMixin, Screen):
         )
         self.diagnosis = "\n".join(f"{f.phase}: {f}" for f in diagnose(figures)[:2])
 
-    def _set_cpu_ceiling(self) -> None:
-        """llama.cpp on a host with no GPU reads its weights from CPU memory: the CPU row, the model's real size."""
-        if self._ceiling or self.api != "llamacpp" or not self._model_bytes or self.gpu is None or self.gpu.devices:
+    def _set_ceiling(self) -> None:
+        """A real server's ceiling, once its model and this host's devices are known: from NVML's GPUs, or
+        the CPU row where there is none; the weights from the model id, or their real size (llama.cpp)."""
+        if self._ceiling or self.model is None or self.gpu is None:
             return
-        cpu = find_device("cpu")
-        self.decode_ceiling_tok_s, self.cpu_ceiling = served_ceiling(cpu.name, cpu.mem_bandwidth_gbs, self._model_bytes)
+        self._served = server_ceiling(self.model, self.gpu.devices, local_port(self.server_url) is not None,
+                                      self._model_bytes)
+        self.decode_ceiling_tok_s, self.cpu_ceiling = self._served.decode_ceiling_tok_s, self._served.line
 
     def _set_down(self, down: bool) -> None:
         for pane in self.query(".pane"):

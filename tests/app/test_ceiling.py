@@ -1,0 +1,84 @@
+"""A real server's decode ceiling: a simulator given by --url (so phasetop treats it as a real server),
+with NVML answered by a fake so the device is fixed whatever this machine has."""
+
+from __future__ import annotations
+
+import pynvml
+import pytest
+
+from tests.app.test_app import CEILING, completed, settings, wait_for
+from tests.fixtures.fake_pynvml import FakeGpu, FakeNvml
+from tui.app.app import PhasetopApp
+from tui.app.messages import GpuSampled, ServerCameUp
+from tui.sim.launcher import SimulatorProcess
+
+H100_NVML = FakeGpu(name="NVIDIA H100 80GB HBM3", max_mem_clock_mhz=2619, bus_width_bits=5120, gpm=False)
+
+
+def shown(screen, selector: str) -> str:
+    return str(screen.query_one(selector).render())
+
+
+async def test_the_model_id_and_nvmls_gpu_give_the_ceiling(sim_url, monkeypatch):
+    FakeNvml([H100_NVML]).install(monkeypatch)
+    seen = []
+    app = PhasetopApp(settings(), sim_url)  # as `phasetop --url`: no simulator of its own, no ceiling handed in
+    async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
+        screen = app.screen
+        await wait_for(pilot, lambda: screen.decode_ceiling_tok_s is not None)
+        assert screen.model == "meta-llama/Llama-3.1-8B-Instruct"
+        assert screen.decode_ceiling_tok_s == pytest.approx(3350e9 / 16e9)
+        await pilot.pause(0.1)
+        pane = shown(screen, "#gpu-pane")
+        assert "decode ceiling 209 tok/s: 3,350 GB/s ÷ 16,000 MB weights" in pane
+        assert "(NVIDIA H100 80GB HBM3; Llama-3.1-8B at 16 bit)" in pane
+        await pilot.press("1")
+        await wait_for(pilot, lambda: len(completed(seen)) == 1)
+        await pilot.pause(0.1)
+        [done] = completed(seen)
+        share = done.timing.decode_tok_s / (3350e9 / 16e9)
+        assert f"= {share:.0%} of the 209 tok/s ceiling" in shown(screen, "#timeline-figures")
+
+
+async def test_no_gpu_takes_the_cpu_row(sim_url, monkeypatch):
+    FakeNvml([], init_error=pynvml.NVML_ERROR_LIBRARY_NOT_FOUND).install(monkeypatch)
+    seen = []
+    app = PhasetopApp(settings(), sim_url)
+    async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
+        screen = app.screen
+        await wait_for(pilot, lambda: screen.decode_ceiling_tok_s is not None)
+        assert screen.decode_ceiling_tok_s == pytest.approx(90e9 / 16e9)
+        await pilot.pause(0.1)
+        pane = shown(screen, "#gpu-pane")
+        assert "decode ceiling 6 tok/s: 90 GB/s ÷ 16,000 MB weights" in pane and "(no GPU seen)" in pane
+
+
+async def test_an_unknown_model_says_so_and_shows_no_share(monkeypatch):
+    FakeNvml([H100_NVML]).install(monkeypatch)
+    seen = []
+    with SimulatorProcess.start(["--served-model-name", "mistralai/Mistral-7B-Instruct-v0.3"]) as sim:
+        app = PhasetopApp(settings(), sim.url)
+        async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
+            screen = app.screen
+            await wait_for(pilot, lambda: screen.cpu_ceiling is not None)
+            assert screen.decode_ceiling_tok_s is None
+            await pilot.pause(0.1)
+            assert "ceiling: unknown model 'mistralai/Mistral-7B-Instruct-v0.3'" in shown(screen, "#gpu-pane")
+            await pilot.press("1")
+            await wait_for(pilot, lambda: len(completed(seen)) == 1)
+            await pilot.pause(0.1)
+            figures = shown(screen, "#timeline-figures")
+            assert "decode" in figures and "ceiling" not in figures
+
+
+async def test_a_simulator_phasetop_started_keeps_its_own_ceiling(sim_url, monkeypatch):
+    FakeNvml([FakeGpu(name="NVIDIA H200")]).install(monkeypatch)
+    seen = []
+    app = PhasetopApp(settings(), sim_url, "simulated H100 SXM · Llama-3.1-8B", CEILING)
+    async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
+        screen = app.screen
+        await wait_for(pilot, lambda: any(isinstance(m, ServerCameUp) for m in seen))
+        await wait_for(pilot, lambda: any(isinstance(m, GpuSampled) for m in seen))
+        await pilot.pause(0.1)
+        assert screen.decode_ceiling_tok_s == CEILING[0]  # the H200 this host shows is not the simulated H100
+        assert screen.cpu_ceiling is None

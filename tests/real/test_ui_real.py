@@ -1,0 +1,55 @@
+"""The UI on the real engine in a real terminal, as `make demo-real` opens it: send, see the figures, quit.
+
+`phasetop serve-llamacpp --ui` starts llama-server, opens the UI on it under tmux, and stops the
+server when the UI quits.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from tests.real.conftest import model_path
+from tests.terminal.test_tmux import HEIGHT, TTFT, WIDTH, tmux, wait_for
+
+pytestmark = pytest.mark.real_engine
+
+SERVER_PROCESS = re.compile(r"server process llama-server \(pid (\d+)\): CPU \d+%")
+SHARE_OF_CEILING = re.compile(r"= \d+% of the 365 tok/s ceiling")
+"""The CPU row's 90 GB/s (preset) over the served model's real size, 246,587,904 bytes (/v1/models meta.size)."""
+
+
+def test_send_on_llama_server_shows_the_figures_and_q_stops_ui_and_server(tmp_path):
+    assert shutil.which("tmux"), "tmux is not installed (CI installs it: .ci/run)"
+    socket, exit_file = tmp_path / "tmux.sock", tmp_path / "exit"
+    command = (f"XDG_CONFIG_HOME={shlex.quote(str(tmp_path))} {shlex.quote(sys.executable)} -m tui serve-llamacpp "
+               f"--model {shlex.quote(str(model_path()))} --ui; echo EXIT=$? > {shlex.quote(str(exit_file))}")
+    # Sized first, then the command respawned into it (as tests/terminal does): never tmux's 80x24 default.
+    tmux(socket, "new-session", "-d", "-s", "ui", "-x", str(WIDTH), "-y", str(HEIGHT), "-c", str(tmp_path), "cat")
+    try:
+        tmux(socket, "set-option", "-g", "window-size", "manual", ";",
+             "resize-window", "-t", "ui", "-x", str(WIDTH), "-y", str(HEIGHT))
+        tmux(socket, "respawn-pane", "-k", "-t", "ui", "-c", str(tmp_path), "sh", "-c", command)
+        header = wait_for(socket, lambda s: "· up" in s and "llamacpp" in s, "header saying llamacpp is up", 120)
+        assert not TTFT.search(header), "a TTFT figure before anything was sent"
+        screen = wait_for(socket, lambda s: SERVER_PROCESS.search(s), "the server process in the host pane", 60)
+        pid = int(SERVER_PROCESS.search(screen).group(1))
+        tmux(socket, "send-keys", "-t", "ui", "s")
+        wait_for(socket, lambda s: TTFT.search(s) and SHARE_OF_CEILING.search(s),
+                 "TTFT, and decode as a share of the CPU ceiling, after pressing s", 120)
+        tmux(socket, "send-keys", "-t", "ui", "q")
+        deadline = time.monotonic() + 60
+        while not exit_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert exit_file.exists(), "phasetop did not exit within 60 s of q"
+        assert exit_file.read_text().strip() == "EXIT=0"
+        assert not psutil.pid_exists(pid), "quitting the UI stops the server"
+    finally:
+        subprocess.run(["tmux", "-S", str(socket), "kill-server"], capture_output=True)
