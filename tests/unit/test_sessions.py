@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from tui.core.compare_text import figure_delta, figure_value
 from tui.core.records import RequestTiming
 from tui.core.runs import run_header
 from tui.core.sessions import SESSION_SOURCE, Session, compare_sessions, session_run
@@ -100,3 +101,14 @@ def test_compare_sessions_of_plain_runs_adds_nothing():
     plain["result"] = {}
     assert [f["figure"] for f in compare_sessions(plain, plain)["figures"]] == [
         "ttft_s", "ttft_s", "itl_s", "itl_s", "tpot_s", "decode_tok_s", "prefill_tok_s", "e2e_s"]
+
+
+@pytest.mark.parametrize(("value", "delta", "pct", "unit", "shown", "change"), [
+    (0.0123, 0.004, 48.0, "s", "12.30 ms", "+4.00 ms (+48.0 %)"),
+    (0.886, 0.087, 9.8, "share", "88.6 %", "+8.7 points (+9.8 %)"),
+    (2040.0, -200.0, None, "GB/s", "2,040.0 GB/s", "-200.0 GB/s"),
+    (None, None, None, "req/s", "-", "-"),
+])
+def test_figures_read_in_their_units(value, delta, pct, unit, shown, change):
+    assert figure_value(value, unit) == shown
+    assert figure_delta(delta, pct, unit) == change

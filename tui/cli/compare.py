@@ -6,8 +6,8 @@ import argparse
 
 from tui.cli.common import add_json_option, settings_from
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json
-from tui.cli.runs import started_text
 from tui.cli.runs_common import add_runs_dir_option, runs_dir_from
+from tui.core.compare_text import changes_lines, figure_delta, figure_value, started_text
 from tui.core.runs import compare_runs
 from tui.core.sse import one_line
 from tui.runs_store import RunStoreError, load_run
@@ -53,54 +53,19 @@ def _text(comparison: dict) -> str:
     lines.append("")
     if comparison["restarted"]:
         lines.append("a different server process (restarted, or another server): its start time changed")
-    lines += _changes("server config changed", comparison["config_diff"]) or ["server config: no change seen"]
-    lines += _changes("workload changed", comparison["params_diff"])
+    lines += changes_lines("server config changed", comparison["config_diff"]) or ["server config: no change seen"]
+    lines += changes_lines("workload changed", comparison["params_diff"])
     lines.append("")
     rows = [("", "before", "after", "delta")]
     for figure in comparison["figures"]:
         unit = figure["unit"]
         rows.append((
             figure["label"],
-            _value(figure["before"], unit),
-            _value(figure["after"], unit),
-            _delta(figure["delta"], figure["delta_pct"], unit),
+            figure_value(figure["before"], unit),
+            figure_value(figure["after"], unit),
+            figure_delta(figure["delta"], figure["delta_pct"], unit),
         ))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     for row in rows:
         lines.append(f"{row[0]:<{widths[0]}}  {row[1]:>{widths[1]}}  {row[2]:>{widths[2]}}  {row[3]}".rstrip())
     return "\n".join(lines)
-
-
-def _changes(title: str, diff: list[dict]) -> list[str]:
-    if not diff:
-        return []
-    width = max(len(row["key"]) for row in diff)
-    return [f"{title}:"] + [
-        f"  {one_line(row['key'], 60):<{width}}  {_setting(row['before'])} → {_setting(row['after'])}" for row in diff
-    ]
-
-
-def _setting(value: str | None) -> str:
-    return "(none)" if value is None else one_line(value, 80)
-
-
-def _scaled(value: float, unit: str) -> tuple[float, str, int]:
-    """Seconds are shown in ms; rates keep their unit."""
-    if unit == "s":
-        return value * 1000, "ms", 2
-    return value, unit, 2 if unit == "req/s" else 1
-
-
-def _value(value: float | None, unit: str) -> str:
-    if value is None:
-        return "-"
-    shown, shown_unit, digits = _scaled(value, unit)
-    return f"{shown:,.{digits}f} {shown_unit}"
-
-
-def _delta(delta: float | None, delta_pct: float | None, unit: str) -> str:
-    if delta is None:
-        return "-"
-    shown, shown_unit, digits = _scaled(delta, unit)
-    percent = f" ({delta_pct:+.1f} %)" if delta_pct is not None else ""
-    return f"{shown:+,.{digits}f} {shown_unit}{percent}"

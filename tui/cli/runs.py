@@ -7,6 +7,7 @@ import argparse
 from tui.cli.common import add_json_option, settings_from
 from tui.cli.output import EXIT_OK, emit_json
 from tui.cli.runs_common import add_runs_dir_option, runs_dir_from
+from tui.core.compare_text import started_text
 from tui.core.sse import one_line
 from tui.runs_store import list_runs
 
@@ -43,8 +44,3 @@ def _table(headers: list[dict]) -> str:
         rows.append((one_line(header["id"], 60), one_line(str(header["kind"]), 10), started_text(header["started"]), where, one_line(header["summary"], 160)))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row[:4], widths, strict=True)) + "  " + row[4] for row in rows)
-
-
-def started_text(started: object) -> str:
-    """"2026-11-29T12:15:00.123Z" shown as "2026-11-29 12:15:00"."""
-    return one_line(str(started or "-"), 40).replace("T", " ")[:19]

@@ -12,6 +12,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
+from tui.core.compare_text import changes_lines, figure_delta, figure_value, started_text
 from tui.core.sse import one_line
 
 
@@ -37,14 +38,15 @@ class CompareScreen(Screen[None]):
             table.add_columns("figure", "before", "after", "change")
             for figure in comparison["figures"]:
                 unit = figure["unit"]
-                table.add_row(Text(figure["label"]), Text(cell(figure["before"], unit), justify="right"),
-                              Text(cell(figure["after"], unit), justify="right"),
-                              Text(change(figure["delta"], figure["delta_pct"], unit), justify="right"))
+                table.add_row(Text(figure["label"]), Text(figure_value(figure["before"], unit), justify="right"),
+                              Text(figure_value(figure["after"], unit), justify="right"),
+                              Text(figure_delta(figure["delta"], figure["delta_pct"], unit), justify="right"))
             yield table
         yield Footer()
 
 
 def runs_lines(comparison: dict) -> str:
+    """Each run: id and start, server, summary; then whether the server process changed between them."""
     lines = []
     for name in ("before", "after"):
         header = comparison[name]
@@ -58,50 +60,7 @@ def runs_lines(comparison: dict) -> str:
     return "\n".join(lines)
 
 
-def started_text(started: object) -> str:
-    """"2026-11-29T12:15:00.123Z" shown as "2026-11-29 12:15:00"."""
-    return one_line(str(started or "-"), 40).replace("T", " ")[:19]
-
-
 def config_lines(comparison: dict) -> str:
     """The server's config changes ("max_num_batched_tokens  2048 → 256"), then the workload's."""
-    lines = []
-    for title, rows in (("server config changed:", comparison["config_diff"]), ("workload changed:", comparison["params_diff"])):
-        if not rows:
-            continue
-        width = max(len(one_line(row["key"], 60)) for row in rows)
-        lines.append(title)
-        lines += [f"  {one_line(row['key'], 60):<{width}}  {_setting(row['before'])} → {_setting(row['after'])}" for row in rows]
-    if not comparison["config_diff"]:
-        lines.insert(0, "server config: no change seen")
-    return "\n".join(lines)
-
-
-def _setting(value: str | None) -> str:
-    return "(none)" if value is None else one_line(value, 80)
-
-
-def _scaled(value: float, unit: str) -> tuple[float, str, int]:
-    """Seconds in ms; a share (0–1) in percent; rates keep their unit."""
-    if unit == "s":
-        return value * 1000, "ms", 2
-    if unit == "share":
-        return value * 100, "%", 1
-    return value, unit, 2 if unit == "req/s" else 1
-
-
-def cell(value: float | None, unit: str) -> str:
-    if value is None:
-        return "-"
-    shown, shown_unit, digits = _scaled(value, unit)
-    return f"{shown:,.{digits}f} {shown_unit}"
-
-
-def change(delta: float | None, delta_pct: float | None, unit: str) -> str:
-    if delta is None:
-        return "-"
-    shown, shown_unit, digits = _scaled(delta, unit)
-    if unit == "share":
-        shown_unit = "points"
-    percent = f" ({delta_pct:+.1f} %)" if delta_pct is not None else ""
-    return f"{shown:+,.{digits}f} {shown_unit}{percent}"
+    lines = changes_lines("server config changed", comparison["config_diff"]) or ["server config: no change seen"]
+    return "\n".join(lines + changes_lines("workload changed", comparison["params_diff"]))

@@ -13,7 +13,8 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from tui.app.lab_messages import RunsCompared, RunsListed
-from tui.app.screens.compare import CompareScreen, started_text
+from tui.app.screens.compare import CompareScreen
+from tui.core.compare_text import started_text
 from tui.core.sessions import compare_sessions
 from tui.core.sse import one_line
 from tui.runs_store import RunStoreError, list_runs, load_run

@@ -1,0 +1,54 @@
+"""A comparison of two runs as text: the same figures and config lines in `phasetop compare` and the UI's compare view.
+
+Everything here may come from a server or a run file (keys, flag values, ids): it passes through
+`one_line`, so no control character or runaway length reaches a terminal.
+"""
+
+from __future__ import annotations
+
+from tui.core.sse import one_line
+
+
+def started_text(started: object) -> str:
+    """"2026-11-29T12:15:00.123Z" shown as "2026-11-29 12:15:00"."""
+    return one_line(str(started or "-"), 40).replace("T", " ")[:19]
+
+
+def changes_lines(title: str, diff: list[dict]) -> list[str]:
+    """`title:` then one "  key  before → after" line per changed setting; nothing when nothing changed."""
+    if not diff:
+        return []
+    width = max(len(row["key"]) for row in diff)
+    return [f"{title}:"] + [
+        f"  {one_line(row['key'], 60):<{width}}  {_setting(row['before'])} → {_setting(row['after'])}" for row in diff
+    ]
+
+
+def figure_value(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    shown, shown_unit, digits = _scaled(value, unit)
+    return f"{shown:,.{digits}f} {shown_unit}"
+
+
+def figure_delta(delta: float | None, delta_pct: float | None, unit: str) -> str:
+    if delta is None:
+        return "-"
+    shown, shown_unit, digits = _scaled(delta, unit)
+    if unit == "share":
+        shown_unit = "points"
+    percent = f" ({delta_pct:+.1f} %)" if delta_pct is not None else ""
+    return f"{shown:+,.{digits}f} {shown_unit}{percent}"
+
+
+def _setting(value: str | None) -> str:
+    return "(none)" if value is None else one_line(value, 80)
+
+
+def _scaled(value: float, unit: str) -> tuple[float, str, int]:
+    """Seconds are shown in ms, a share (0–1) in percent; rates keep their unit."""
+    if unit == "s":
+        return value * 1000, "ms", 2
+    if unit == "share":
+        return value * 100, "%", 1
+    return value, unit, 2 if unit == "req/s" else 1
