@@ -27,7 +27,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--once takes two scrapes --interval apart and shows one snapshot. A quantile that lands in "
         "the first bucket (≤ its bound) or past the last finite one (≥ it) is marked, since it is a "
         "bound, not a value. --json prints one document: the last snapshot's fields at the top and "
-        "all snapshots under `snapshots`; --json without --count means --once.",
+        "all snapshots under `snapshots`; --json without --count means --once. For llama.cpp, each "
+        "snapshot also holds its /slots (state, context, cached and generated tokens per slot).",
     )
     parser.add_argument("--url", help="server base URL (default: settings, else http://127.0.0.1:8000)")
     parser.add_argument("--timeout", type=float, dest="timeout_s", metavar="S", help="longest wait for an answer, seconds (default 30)")
