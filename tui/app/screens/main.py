@@ -8,7 +8,6 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.reactive import reactive
-from textual.screen import Screen
 from textual.widgets import Footer
 
 from tui.app.feeds import FeedsMixin
@@ -23,8 +22,10 @@ from tui.app.messages import (
     ServerWentDown,
     TokensArrived,
 )
+from tui.app.lab import LAB_BINDINGS, LabMixin
 from tui.app.screens.help import HelpScreen
 from tui.app.widgets.gpu_pane import GpuPane
+from tui.app.widgets.load_dial import LoadDialPane
 from tui.app.widgets.metrics_pane import MetricsPane
 from tui.app.widgets.prompt_pane import PRESETS, Preset, PromptPane
 from tui.app.widgets.status_line import ServerState, StatusLine
@@ -46,7 +47,7 @@ SHARED_PREFIX = filler_text("[shared system prompt]", 1800)
 """The shared-system-prompt preset sends this same prefix every time, so prefix caching can hit."""
 
 
-class MainScreen(FeedsMixin, Screen):
+class MainScreen(FeedsMixin, LabMixin):
     """Owns the state; panes receive it through data_bind and render it."""
 
     BINDINGS = [
@@ -57,6 +58,7 @@ class MainScreen(FeedsMixin, Screen):
         Binding("4", "preset('concurrent')", "8 at once", tooltip="Send 8 short prompts at once", id="preset.concurrent"),
         Binding("c", "clear", "Clear", tooltip="Clear the timeline", id="clear"),
         Binding("question_mark", "help", "Help", key_display="?", tooltip="Every key, with what it does", id="help"),
+        *LAB_BINDINGS,
     ]
 
     # The screen draws nothing itself (panes get these through data_bind): repaint=True would redraw
@@ -117,6 +119,7 @@ class MainScreen(FeedsMixin, Screen):
         gpu = GpuPane(id="gpu-pane", classes="pane").data_bind(gpu=MainScreen.gpu, host=MainScreen.host, cpu_ceiling=MainScreen.cpu_ceiling)
         gpu.border_title = "GPU / host"
         yield gpu
+        yield LoadDialPane(id="load-dial").data_bind(state=LabMixin.dial)
         yield Footer()
 
     def on_mount(self) -> None:

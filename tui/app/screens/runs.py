@@ -100,9 +100,9 @@ class RunsScreen(Screen[None]):
         if len(self.picked) != 2:
             self.notify("pick two runs with space first", severity="warning")
             return
-        paths = {str(h["id"]): str(h["path"]) for h in self.headers}
-        before, after = sorted(self.picked)  # ids start with their UTC start time: the older is before
-        self.compare_saved_runs(paths[before], paths[after])
+        picked = sorted((h for h in self.headers if str(h["id"]) in self.picked), key=lambda h: (str(h["started"]), str(h["id"])))
+        before, after = picked  # the older is before (ISO times in UTC sort as text, to the millisecond)
+        self.compare_saved_runs(str(before["path"]), str(after["path"]))
 
     def _fill(self) -> None:
         table = self.query_one(DataTable)
