@@ -5,9 +5,12 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from tui.app.app import PhasetopApp
 from tui.app.launch import simulated_server, simulator_args
+from tui.app.screens.compare import CompareScreen
+from tui.app.screens.experiment import ExperimentScreen
 from tui.app.screens.main import MainScreen
 from tui.config import Settings
 from tui.sim.launcher import SimulatorProcess
@@ -49,11 +52,54 @@ async def server_down() -> None:
         app.save_screenshot("server-down.svg", path=str(OUT))
 
 
+REAL_TIME = Settings(_env_file=None)
+"""The experiment and the restart run at the simulator's own speed: they are read when done, not mid-stream."""
+
+
+async def experiment(url: str) -> None:
+    """The prompt-length sweep, finished: chart, table and finding."""
+    app = PhasetopApp(REAL_TIME, url, *simulated_server(REAL_TIME), save_runs=False)
+    async with app.run_test(size=SIZE) as pilot:
+        screen: MainScreen = app.screen
+        await until(pilot, lambda: screen._server_info is not None)
+        await pilot.press("p")
+        await until(pilot, lambda: isinstance(app.screen, ExperimentScreen) and app.screen.finding, 180)
+        await pilot.pause(0.3)
+        app.save_screenshot("experiment.svg", path=str(OUT))
+
+
+async def before_after() -> None:
+    """A long prompt, the simulator restarted on its port with --max-num-batched-tokens 256, the same prompt, then b."""
+    first = SimulatorProcess.start([*simulator_args(REAL_TIME), "--max-num-batched-tokens", "2048"])
+    app = PhasetopApp(REAL_TIME, first.url, *simulated_server(REAL_TIME), save_runs=False)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            screen: MainScreen = app.screen
+            await until(pilot, lambda: screen._server_info is not None)
+            await pilot.press("2")
+            await until(pilot, lambda: len(screen.timings) == 1 and screen.timings[0].e2e_s and screen.timings[0].output_tokens)
+            first.stop()
+            port = str(urlsplit(first.url).port)
+            with SimulatorProcess.start([*simulator_args(REAL_TIME), "--max-num-batched-tokens", "256", "--port", port]):
+                await until(pilot, lambda: screen.has_before and screen._server_info is not None, 90)
+                await pilot.press("2")
+                await until(pilot, lambda: len(screen._sessions[-1].requests) == 1)
+            await pilot.press("b")
+            await until(pilot, lambda: isinstance(app.screen, CompareScreen))
+            await pilot.pause(0.3)
+            app.save_screenshot("compare.svg", path=str(OUT))
+    finally:
+        first.stop()
+
+
 async def main() -> None:
     OUT.mkdir(exist_ok=True)
     with SimulatorProcess.start(simulator_args(SETTINGS)) as sim:
         await live_view(sim.url)
     await server_down()
+    with SimulatorProcess.start(simulator_args(REAL_TIME)) as sim:
+        await experiment(sim.url)
+    await before_after()
     print(f"saved: {', '.join(sorted(p.name for p in OUT.glob('*.svg')))}")
 
 
