@@ -203,6 +203,9 @@ class LabMixin(LabFeedsMixin, Screen):
 
     def action_compare_before(self) -> None:
         before, after = self._sessions[-2:]
+        if after.identity is None:
+            self.notify("still reading the restarted server's flags: try again in a moment", severity="warning")
+            return
         comparison = compare_sessions(self._session_run(before), self._session_run(after))
         self.app.push_screen(CompareScreen(comparison, f"Session {before.number} (before the restart) against "
                                                        f"session {after.number} (now)"))
