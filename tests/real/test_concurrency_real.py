@@ -16,8 +16,10 @@ from tui.sources.stream import StreamRequest, measure, warm_up
 
 pytestmark = pytest.mark.real_engine
 
-PROMPT_TOKENS = 100
-MAX_TOKENS = 48
+PROMPT_TOKENS = 50
+MAX_TOKENS = 96
+"""Answers long beside their prompts: the batched decode steps, not the prefills, set the aggregate."""
+PAIRS = 3
 
 
 async def streams_at_once(url: str, n: int) -> list[RequestTiming]:
@@ -30,13 +32,16 @@ async def streams_at_once(url: str, n: int) -> list[RequestTiming]:
 
 
 def test_four_streams_give_more_tokens_per_second_and_each_a_higher_itl(llama):
-    singles = [asyncio.run(streams_at_once(llama.url, 1))[0] for _ in range(2)]
-    batch = asyncio.run(streams_at_once(llama.url, 4))
-    assert all(t.ok and t.output_tokens == MAX_TOKENS for t in singles + batch), [t.error for t in singles + batch]
-    single_rate = max(aggregate_tok_s([t]) for t in singles)
-    batch_rate = aggregate_tok_s(batch)
-    # Measured ~14 vs ~30 tok/s on one idle core: 4 slots share each weight read.
-    assert batch_rate > 1.2 * single_rate, (single_rate, batch_rate)
-    single_itl = median(gap for t in singles for gap in t.itl_s)
-    for t in batch:
-        assert median(t.itl_s) > single_itl, (single_itl, median(t.itl_s))
+    """One stream then four at once, in back-to-back pairs so load elsewhere lands on both sides of a pair."""
+    pairs = [(asyncio.run(streams_at_once(llama.url, 1))[0], asyncio.run(streams_at_once(llama.url, 4)))
+             for _ in range(PAIRS)]
+    everything = [t for single, batch in pairs for t in (single, *batch)]
+    # A base model may still end an answer early (end of text): counted as it came, never a failure.
+    assert all(t.ok and len(t.itl_s) >= 8 for t in everything), [(t.error, t.output_tokens) for t in everything]
+    # 4 slots share each step's weight read: measured ~1.5-2× the aggregate on one core.
+    gains = [aggregate_tok_s(batch) / aggregate_tok_s([single]) for single, batch in pairs]
+    assert median(gains) > 1.1, gains
+    single_itl = median(gap for single, _ in pairs for gap in single.itl_s)
+    for _, batch in pairs:
+        for t in batch:
+            assert median(t.itl_s) > single_itl, (single_itl, median(t.itl_s))

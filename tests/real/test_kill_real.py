@@ -16,7 +16,7 @@ MAX_TOKENS = 40
 
 
 def second_answer_under_way(url: str, timeout_s: float = 120) -> None:
-    """Wait until a second task (request 2) is decoding: request 1 has finished by then."""
+    """Wait until a later task than the first seen is decoding: the request before it has finished."""
     deadline = time.monotonic() + timeout_s
     first_task = None
     while time.monotonic() < deadline:
@@ -43,8 +43,8 @@ def test_killing_the_server_mid_answer_is_one_clear_line_and_keeps_what_finished
     assert probe.returncode == 1
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in err, err
-    assert lines[0].startswith("phasetop probe: request 2 of 3 failed:"), lines[0]
-    first, second = json.loads(out)["requests"]
-    assert first["ok"] and first["output_tokens"] == MAX_TOKENS and first["server_split"] is not None
-    assert not second["ok"] and second["error"]
-    assert 0 < len(second["token_offsets_s"]) < MAX_TOKENS, "the tokens that arrived before the cut are kept"
+    *finished, cut = json.loads(out)["requests"]  # request 2, or 3 if 2 ended early (end of text)
+    assert lines[0].startswith(f"phasetop probe: request {len(finished) + 1} of 3 failed:"), lines[0]
+    assert finished and all(r["ok"] and r["output_tokens"] > 1 and r["server_split"] for r in finished)
+    assert not cut["ok"] and cut["error"]
+    assert 0 < len(cut["token_offsets_s"]) < MAX_TOKENS, "the tokens that arrived before the cut are kept"

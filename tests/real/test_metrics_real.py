@@ -84,10 +84,10 @@ def test_rates_come_from_the_total_counters(llama):
             return timing, await scraper.read()
 
     timing, snapshot = asyncio.run(window())
-    assert timing.ok and timing.output_tokens == 12
+    assert timing.ok and timing.output_tokens > 1  # 12, unless the model ended the text sooner
     assert snapshot.source_names["generation_tokens_total"] == "llamacpp:tokens_predicted_total"
     assert snapshot.source_names["prompt_tokens_total"] == "llamacpp:prompt_tokens_total"
-    assert snapshot.generation_tok_s == pytest.approx(12 / snapshot.window_s)
+    assert snapshot.generation_tok_s == pytest.approx(timing.output_tokens / snapshot.window_s)
     assert snapshot.prompt_tok_s == pytest.approx(30 / snapshot.window_s, rel=0.1)
 
 
