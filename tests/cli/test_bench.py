@@ -4,9 +4,14 @@ a saved run, the server dying mid-run, and the one-line failures."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 import statistics
+import subprocess
+import sys
 import threading
+import time
 
 import pytest
 
@@ -194,3 +199,26 @@ def test_the_api_key_never_reaches_output_or_files(capsys, tmp_path, monkeypatch
     assert len(files) == 2
     for text in (out, err, *(p.read_text() for p in files)):
         assert SECRET not in text
+
+
+def test_ctrl_c_stops_sending_and_reports_what_finished(sim, tmp_path):
+    """The first Ctrl-C lets the requests in flight finish; the figures and the saved run hold them."""
+    env = {**os.environ, "PHASETOP_RUNS_DIR": str(tmp_path / "runs")}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tui", "bench", "--url", sim.url, "--num-prompts", "400", "--request-rate", "8",
+         "--prompt-tokens", "50", "--max-tokens", "16", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    deadline = time.monotonic() + 60
+    while "bench:" not in (line := process.stderr.readline()) and time.monotonic() < deadline:
+        pass  # the first progress line: the load is running
+    time.sleep(1.0)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 1, err
+    document = json.loads(out)
+    assert document["error"].startswith("interrupted")
+    assert 1 <= document["figures"]["completed"] < 400
+    assert "Traceback" not in err and "stopping; waiting for" in err
+    assert err.strip().splitlines()[-1].startswith("phasetop bench: interrupted")
+    assert len(list((tmp_path / "runs").glob("*-bench-*.json"))) == 1

@@ -6,20 +6,18 @@ import argparse
 import asyncio
 import json
 import math
-import os
+import signal
 import sys
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import urlsplit
 
-from tui.cli.common import add_json_option, add_server_options, settings_from
+from tui.cli.common import add_json_option, add_server_options, base_url, check_url, redacted, settings_from
 from tui.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, emit_json, note
-from tui.cli.probe import _base_url, _redacted
 from tui.cli.runs_common import add_runs_options, save_run_from_cli
 from tui.config import Settings
 from tui.core.bench import bench_figures
 from tui.core.runs import new_run
+from tui.runs_store import write_atomic
 from tui.sources.detect import ServerInfo, describe_server, detect_api
 from tui.sources.errors import SourceError
 from tui.sources.http import make_client
@@ -76,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     finished = datetime.now(UTC)
     figures = bench_figures(result.requests, result.duration_s, _seconds(args.slo_ttft_ms), _seconds(args.slo_tpot_ms))
     error = _failure(result, figures)
-    document = _redacted({
+    document = redacted({
         "server": server.to_json(),
         "params": _params(args, result.seed),
         "started_unix": result.started_unix,
@@ -93,16 +91,17 @@ def run(args: argparse.Namespace) -> int:
         run_record = new_run("bench", document["params"], identity, document["requests"], figures, started, finished)
         save_run_from_cli(args, settings, run_record)
     if args.save:
-        _write_atomic(Path(args.save), document)
+        try:
+            write_atomic(Path(args.save), json.dumps(document, indent=2) + "\n")
+        except OSError as error:
+            raise CliError(f"cannot write {args.save}: {error.strerror or error}", EXIT_FAILED) from None
     if error:
         raise CliError(error)
     return EXIT_OK
 
 
 def _check(args: argparse.Namespace, settings: Settings) -> None:
-    parts = urlsplit(settings.url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise CliError(f"bad URL {settings.url!r}: give http://HOST:PORT or https://HOST:PORT", EXIT_USAGE)
+    check_url(settings.url)
     if args.num_prompts < 1:
         raise CliError("--num-prompts must be at least 1", EXIT_USAGE)
     if not args.request_rate > 0:
@@ -121,7 +120,7 @@ def _check(args: argparse.Namespace, settings: Settings) -> None:
 async def _bench(settings: Settings, args: argparse.Namespace) -> tuple[ServerInfo, dict, LoadResult]:
     """Detect the server, note its identity, run the load with a progress line on stderr."""
     in_flight = min(args.max_concurrency or MAX_IN_FLIGHT, args.num_prompts)
-    async with make_client(_base_url(settings.url), settings.api_key, settings.timeout_s, in_flight) as client:
+    async with make_client(base_url(settings.url), settings.api_key, settings.timeout_s, in_flight) as client:
         try:
             kind = settings.api if settings.api != "auto" else await detect_api(client)
             server = await describe_server(client, kind, settings.model)
@@ -129,14 +128,31 @@ async def _bench(settings: Settings, args: argparse.Namespace) -> tuple[ServerIn
             workload = Workload(args.prompt_tokens, args.max_tokens, args.num_prompts, args.burstiness, args.chat, args.seed)
             runner = LoadRunner(client, server, workload, LoadDial(args.request_rate, in_flight))
             progress = asyncio.create_task(_show_progress(runner))
+            _stop_on_first_interrupt(runner)
             try:
                 result = await runner.run()
             finally:
                 progress.cancel()
+                asyncio.get_running_loop().remove_signal_handler(signal.SIGINT)
         except SourceError as error:
             raise CliError(str(error)) from None
     _progress_done(runner.progress())
     return server, identity, result
+
+
+def _stop_on_first_interrupt(runner: LoadRunner) -> None:
+    """Ctrl-C stops sending and lets the requests in flight finish, so what was measured is reported.
+
+    A second Ctrl-C abandons them (the default handler comes back and the run ends as interrupted).
+    """
+    loop = asyncio.get_running_loop()
+
+    def stop() -> None:
+        loop.remove_signal_handler(signal.SIGINT)
+        runner.stop(reason="interrupted")
+        note(f"bench: stopping; waiting for {runner.progress().in_flight} requests in flight (Ctrl-C again to abandon them)")
+
+    loop.add_signal_handler(signal.SIGINT, stop)
 
 
 async def _show_progress(runner: LoadRunner) -> None:
@@ -167,7 +183,7 @@ def _progress_line(p: LoadProgress) -> str:
 
 
 def _failure(result: LoadResult, figures: dict) -> str | None:
-    """One line when the run is not a clean success: the server went away, or requests failed."""
+    """One line when the run is not a clean success: interrupted, the server went away, or requests failed."""
     if result.aborted:
         return f"{result.aborted} ({figures['completed']} of {len(result.requests)} sent requests finished; reported above)"
     failed = [r for r in result.requests if not r.ok]
@@ -196,24 +212,6 @@ def _params(args: argparse.Namespace, seed: int) -> dict:
 
 def _seconds(ms: float | None) -> float | None:
     return ms / 1000 if ms is not None else None
-
-
-def _write_atomic(path: Path, document: dict) -> None:
-    """Temp file beside the target, fsync, rename: a reader never sees half a file."""
-    text = json.dumps(document, indent=2) + "\n"
-    try:
-        fd, temp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".", prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temp, path)
-        except BaseException:
-            Path(temp).unlink(missing_ok=True)
-            raise
-    except OSError as error:
-        raise CliError(f"cannot write {path}: {error.strerror or error}", EXIT_FAILED) from None
 
 
 def _table(server: ServerInfo, args: argparse.Namespace, f: dict) -> str:

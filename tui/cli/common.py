@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
@@ -29,6 +30,31 @@ def settings_from(args: argparse.Namespace, **extra: object) -> Settings:
         return load_settings(getattr(args, "config", None), **flags, **extra)
     except (ValidationError, FileNotFoundError, ValueError) as error:
         raise CliError(f"bad settings: {_one_line(error)}", EXIT_USAGE) from None
+
+
+def check_url(url: str) -> None:
+    """A usage error, before any connection, for a URL that is not http(s)://HOST[:PORT]."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise CliError(f"bad URL {url!r}: give http://HOST:PORT or https://HOST:PORT", EXIT_USAGE)
+
+
+def base_url(url: str) -> str:
+    """The server root: users often paste an OpenAI base URL ending in /v1."""
+    return url.rstrip("/").removesuffix("/v1")
+
+
+def redacted(value, key: str):
+    """The API key can never reach stdout or stderr, even if a server echoes it back."""
+    if not key:
+        return value
+    if isinstance(value, str):
+        return value.replace(key, "***")
+    if isinstance(value, dict):
+        return {k: redacted(v, key) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redacted(v, key) for v in value]
+    return value
 
 
 def _one_line(error: Exception) -> str:

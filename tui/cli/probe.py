@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 from datetime import UTC, datetime
-from urllib.parse import urlsplit
 
-from tui.cli.common import add_json_option, add_server_options, settings_from
+from tui.cli.common import add_json_option, add_server_options, base_url, check_url, redacted, settings_from
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json
 from tui.cli.runs_common import add_runs_options, save_run_from_cli
 from tui.config import Settings
@@ -57,26 +56,24 @@ def run(args: argparse.Namespace) -> int:
     requests = mark_cold(requests)
     key = settings.api_key.get_secret_value() if settings.api_key else ""
     if args.json:
-        emit_json(_redacted({
+        emit_json(redacted({
             "server": server.to_json(),
             "requests": [{**r.to_json(), "reconcile": _reconciled_json(r)} for r in requests],
             "summary": summarize_requests(requests),
         }, key))
     else:
-        print(_redacted(_table(server, requests), key))
+        print(redacted(_table(server, requests), key))
     if not failure and not args.no_save:
         identity = asyncio.run(_identity(settings, server))
         run_record = new_run("probe", _params(args), identity, [r.to_json() for r in requests], summarize_requests(requests), started, finished)
         save_run_from_cli(args, settings, run_record)
     if failure:
-        raise CliError(_redacted(failure, key))
+        raise CliError(redacted(failure, key))
     return EXIT_OK
 
 
 def _check(args: argparse.Namespace, settings: Settings) -> None:
-    parts = urlsplit(settings.url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise CliError(f"bad URL {settings.url!r}: give http://HOST:PORT or https://HOST:PORT", EXIT_USAGE)
+    check_url(settings.url)
     if args.prompt_tokens is not None and args.prompt_tokens < 1:
         raise CliError("--prompt-tokens must be at least 1", EXIT_USAGE)
     if args.prompt is not None and not args.prompt.strip():
@@ -85,15 +82,9 @@ def _check(args: argparse.Namespace, settings: Settings) -> None:
         raise CliError("--max-tokens and --repeat must be at least 1", EXIT_USAGE)
 
 
-def _base_url(url: str) -> str:
-    """The server root: users often paste an OpenAI base URL ending in /v1."""
-    url = url.rstrip("/")
-    return url.removesuffix("/v1")
-
-
 async def _probe(settings: Settings, args: argparse.Namespace) -> tuple[ServerInfo, list[RequestTiming], str | None]:
     """Detect, then run the requests; stops at the first failure and returns it as one line."""
-    base = _base_url(settings.url)
+    base = base_url(settings.url)
     try:
         async with make_client(base, settings.api_key, settings.timeout_s) as client:
             kind = settings.api if settings.api != "auto" else await detect_api(client)
@@ -141,19 +132,6 @@ async def _request(client, server: ServerInfo, args: argparse.Namespace) -> Stre
     if tokens is None:
         tokens, estimated = estimate_tokens(text), True
     return StreamRequest(server.kind, server.model, text, args.max_tokens, args.chat, tokens, estimated)
-
-
-def _redacted(value, key: str):
-    """The API key can never reach stdout or stderr, even if a server echoes it back."""
-    if not key:
-        return value
-    if isinstance(value, str):
-        return value.replace(key, "***")
-    if isinstance(value, dict):
-        return {k: _redacted(v, key) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_redacted(v, key) for v in value]
-    return value
 
 
 def _table(server: ServerInfo, requests: list[RequestTiming]) -> str:

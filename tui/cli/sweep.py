@@ -5,11 +5,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 from datetime import UTC, datetime
-from urllib.parse import urlsplit
 
-from tui.cli.common import add_json_option, add_server_options, settings_from
+from tui.cli.common import add_json_option, add_server_options, base_url, check_url, redacted, settings_from
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note
-from tui.cli.probe import _base_url, _redacted
 from tui.cli.runs_common import add_runs_options, save_run_from_cli
 from tui.config import Settings
 from tui.core.experiments import COLUMNS, DEFAULT_VALUES, EXPERIMENTS, Plan, make_plan
@@ -46,18 +44,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     key = settings.api_key.get_secret_value() if settings.api_key else ""
-    _check_url(settings.url)
+    check_url(settings.url)
     values = _values(args.values)
     _plan(args, values, None)  # bad flags fail before any request
     started = datetime.now(UTC)
     server, identity, result, failure = asyncio.run(_sweep(settings, args, values))
     document = {"server": server.to_json(), **result.to_json()}
     if args.json:
-        emit_json(_redacted(document, key))
+        emit_json(redacted(document, key))
     else:
-        print(_redacted(_table(server, result), key))
+        print(redacted(_table(server, result), key))
     if failure:
-        raise CliError(_redacted(failure, key))
+        raise CliError(redacted(failure, key))
     run_record = new_run("sweep", _params(result.plan, server), identity, [t.to_json() for t in result.requests],
                          document, started, datetime.now(UTC))
     save_run_from_cli(args, settings, run_record)
@@ -71,12 +69,6 @@ def _plan(args: argparse.Namespace, values: list[int] | None, max_model_len: int
         return make_plan(args.vary, values, args.max_tokens, args.repeat, max_model_len)
     except ValueError as error:
         raise CliError(str(error), EXIT_USAGE) from None
-
-
-def _check_url(url: str) -> None:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise CliError(f"bad URL {url!r}: give http://HOST:PORT or https://HOST:PORT", EXIT_USAGE)
 
 
 def _values(text: str | None) -> list[int] | None:
@@ -93,7 +85,7 @@ def _values(text: str | None) -> list[int] | None:
 
 async def _sweep(settings: Settings, args: argparse.Namespace, values: list[int] | None) -> tuple[ServerInfo, dict, ExperimentResult, str | None]:
     """Detect the server, check the plan against its context length, run the experiment, read its identity."""
-    async with make_client(_base_url(settings.url), settings.api_key, settings.timeout_s) as client:
+    async with make_client(base_url(settings.url), settings.api_key, settings.timeout_s) as client:
         try:
             kind = settings.api if settings.api != "auto" else await detect_api(client)
             server = await describe_server(client, kind, settings.model)

@@ -118,7 +118,7 @@ class LoadResult:
     """Most requests the runner had in flight at once."""
     seed: int
     aborted: str | None = None
-    """Why the run stopped early (the server went away), or None."""
+    """Why the run stopped early (the server went away, or "interrupted"), or None."""
 
 
 class _Gate:
@@ -207,9 +207,14 @@ class LoadRunner:
         self._finish_lock = threading.Lock()
         self._finished_at: deque[float] = deque()
 
-    def stop(self) -> None:
-        """Send nothing more: requests in flight finish, arrivals waiting for a slot are dropped. Any thread."""
+    def stop(self, reason: str | None = None) -> None:
+        """Send nothing more: requests in flight finish, arrivals waiting for a slot are dropped. Any thread.
+
+        With a reason (e.g. "interrupted"), the run counts as cut short: `LoadResult.aborted` says it.
+        """
         self._stopping = True
+        if reason is not None:
+            self._aborted = reason
 
     def progress(self) -> LoadProgress:
         """A snapshot of the run so far (zeros before it starts). Any thread."""
