@@ -95,11 +95,7 @@ def compare_runs(a: dict, b: dict) -> dict:
         for name, stat, label, unit in FIGURES
     ]
     if a.get("kind") == b.get("kind") == "bench":
-        result_a, result_b = a.get("result") or {}, b.get("result") or {}
-        for name, label, unit in BENCH_FIGURES:
-            x, y = _number(result_a.get(name)), _number(result_b.get(name))
-            if x is not None or y is not None:
-                figures.append(_figure_row(name, "value", label, unit, x, y))
+        figures += result_figure_rows(a, b, BENCH_FIGURES, "value")
     server_a, server_b = a.get("server") or {}, b.get("server") or {}
     start_a, start_b = server_a.get("process_start_time"), server_b.get("process_start_time")
     return {
@@ -110,6 +106,17 @@ def compare_runs(a: dict, b: dict) -> dict:
         "params_diff": _diff(a.get("params") or {}, b.get("params") or {}, "params"),
         "restarted": None if start_a is None or start_b is None else start_a != start_b,
     }
+
+
+def result_figure_rows(a: dict, b: dict, names: tuple[tuple[str, str, str], ...], stat: str) -> list[dict]:
+    """Rows for figures the runs' `result` documents hold (name, label, unit), where either run has one."""
+    result_a, result_b = a.get("result") or {}, b.get("result") or {}
+    rows = []
+    for name, label, unit in names:
+        x, y = _number(result_a.get(name)), _number(result_b.get(name))
+        if x is not None or y is not None:
+            rows.append(_figure_row(name, stat, label, unit, x, y))
+    return rows
 
 
 def config_diff(server_a: dict, server_b: dict) -> list[dict]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from tui.core.records import RequestTiming, summarize_requests
-from tui.core.runs import _figure_row, _number, compare_runs, new_run
+from tui.core.runs import compare_runs, new_run, result_figure_rows
 from tui.core.stats import summarize
 from tui.core.telemetry import GpuSample, MetricsSnapshot
 
@@ -109,11 +109,7 @@ def session_result(session: Session) -> dict:
 def compare_sessions(before: dict, after: dict) -> dict:
     """`compare_runs`, plus bandwidth rows where either run has them (sessions saved by the UI do)."""
     comparison = compare_runs(before, after)
-    result_a, result_b = before.get("result") or {}, after.get("result") or {}
-    for key, label, unit in BANDWIDTH_FIGURES:
-        x, y = _number(result_a.get(key)), _number(result_b.get(key))
-        if x is not None or y is not None:
-            comparison["figures"].append(_figure_row(key, "mean", label, unit, x, y))
+    comparison["figures"] += result_figure_rows(before, after, BANDWIDTH_FIGURES, "mean")
     return comparison
 
 
