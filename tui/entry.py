@@ -15,4 +15,4 @@ def main(argv: list[str] | None = None) -> int:
     from tui.app.launch import run_ui  # Textual loads only for the UI
     from tui.cli.common import settings_from
 
-    return run_ui(settings_from(args), url_given=args.url is not None)
+    return run_ui(settings_from(args), url_given=args.url is not None, save_runs=not args.no_save)

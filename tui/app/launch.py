@@ -41,7 +41,7 @@ def simulated_server(settings: Settings) -> tuple[str, tuple[float, float, float
     return label, (row.decode_ceiling_tok_s / settings.sim.time_scale, row.kv_bytes_per_token, row.weight_bytes)
 
 
-def run_ui(settings: Settings, url_given: bool) -> int:
+def run_ui(settings: Settings, url_given: bool, save_runs: bool = True) -> int:
     """Open the UI on the configured server, or on a simulator when none was named and none answers."""
     simulator: SimulatorProcess | None = None
     url, simulated, decode_ceiling = settings.url, None, None
@@ -54,7 +54,7 @@ def run_ui(settings: Settings, url_given: bool) -> int:
             return 1
         url = simulator.url
     try:
-        PhasetopApp(settings, url, simulated, decode_ceiling).run()
+        PhasetopApp(settings, url, simulated, decode_ceiling, save_runs=save_runs).run()
     finally:
         if simulator is not None:
             simulator.stop()

@@ -24,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", metavar="FILE", help="TOML settings file (default: the user config dir)")
     ui = parser.add_argument_group("the UI (no subcommand)")
     add_server_options(ui)
+    ui.add_argument("--no-save", action="store_true", help="do not save UI sessions, loads and experiments as runs")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
         importlib.import_module(f"tui.cli.{name}").register(subparsers)
