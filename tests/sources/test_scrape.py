@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import pytest
 
 from tests.fixtures.metrics_server import MetricsServer, bump, fixture, observe, set_value, vllm_models
@@ -74,11 +77,65 @@ async def test_counter_reset_mid_run_is_a_restart_with_old_and_new_config():
     assert restart.reasons[0].startswith("counters reset")
     assert "cache_config_info changed" in restart.reasons
     assert restart.config_changes == {"gpu_memory_utilization": ("0.92", "0.5"), "num_gpu_blocks": ("27000", "13500")}
-    assert snaps[2].generation_tok_s == pytest.approx(20 / snaps[2].window_s)  # counted from zero: 20 tokens since
-    assert snaps[2].generation_tok_s >= 0
+    assert snaps[2].generation_tokens_total == 20  # counted from zero: 20 tokens since
+    # Its start time is the old one, so the new process's time base is unknown: no rate rather than 20 / gap.
+    assert snaps[2].window_s is None and snaps[2].generation_tok_s is None
     assert snaps[3].restart is None
     assert snaps[3].generation_tok_s == pytest.approx(40 / snaps[3].window_s)
     assert server.models_requests == 2  # read at start and again after the restart
+
+
+def restarted_past_the_old_totals(text: str, start_unix: float) -> str:
+    """A new process that started at start_unix and has already outgrown the old one's totals:
+    8000 → 10000 prompt, 1500 → 2000 generated tokens; its TTFTs are the old 5 plus 10 at 3.0 s."""
+    text = bump(text, {f"vllm:prompt_tokens_total{{{E0}}}": 2000, f"vllm:generation_tokens_total{{{E1}}}": 500})
+    text = observe(text, "vllm:time_to_first_token_seconds", [3.0] * 10, E0)
+    return set_value(text, "process_start_time_seconds", start_unix)
+
+
+async def test_restart_past_the_old_totals_counts_from_the_new_process_start():
+    """Only process_start_time tells: every counter and bucket is higher than the old process's."""
+    base = fixture("vllm-0.33.txt")
+    with MetricsServer([base], models=vllm_models(16384)) as server:
+        async with make_client(server.url) as client:
+            scraper = MetricsScraper(client)
+            first = await scraper.read()
+            await asyncio.sleep(0.3)
+            start = time.time()  # the new process starts well inside the window
+            server.bodies.append(restarted_past_the_old_totals(base, start))
+            await asyncio.sleep(0.2)
+            snap = await scraper.read()
+            server.bodies.append(bump(server.bodies[-1], {f"vllm:generation_tokens_total{{{E0}}}": 60}))
+            after = await scraper.read()
+    assert snap.restart is not None and snap.restart.reasons == ("process_start_time_seconds changed",)
+    alive_s = snap.t_unix - start
+    assert snap.window_s == pytest.approx(alive_s)  # the window is the new process's life, not the scrape gap
+    assert snap.window_s < snap.t_unix - first.t_unix - 0.25
+    assert snap.prompt_tok_s == pytest.approx(10000 / alive_s)  # its whole total, not 10000 − 8000
+    assert snap.generation_tok_s == pytest.approx(2000 / alive_s)
+    assert snap.prefix_cache_hit_rate == pytest.approx(500 / 2000)  # its own hits / queries
+    ttft = snap.histograms["ttft_s"]
+    assert ttft.n == ttft.n_total == 15  # all of the new process's buckets, none subtracted
+    assert ttft.p50 == pytest.approx(2.5 + 2.5 * (2.5 / 10))  # rank 7.5: 5 fast ones, then 10 in (2.5, 5.0]
+    assert ttft.mean == pytest.approx((1.18 + 30) / 15)
+    assert after.restart is None
+    assert after.generation_tok_s == pytest.approx(60 / after.window_s)  # then windows between its own scrapes
+
+
+async def test_restart_without_a_usable_start_time_has_unknown_rates_for_one_window():
+    """llama.cpp has no process_start_time: the new process's time base is unknown, so no rate is made up."""
+    base = fixture("llamacpp.txt")
+    restarted = bump(base, {"llamacpp:prompt_tokens_total": -1400, "llamacpp:tokens_predicted_total": -600})
+    with MetricsServer([base, restarted, bump(restarted, {"llamacpp:tokens_predicted_total": 30})]) as server:
+        async with make_client(server.url) as client:
+            scraper = MetricsScraper(client)
+            snaps = [await scraper.read() for _ in range(3)]
+    restart = snaps[1]
+    assert restart.restart is not None and restart.restart.reasons[0].startswith("counters reset")
+    assert restart.window_s is None  # "since start", as on a first scrape
+    assert restart.prompt_tok_s is None and restart.generation_tok_s is None
+    assert restart.prompt_tokens_total == 100 and restart.generation_tokens_total == 40
+    assert snaps[2].restart is None and snaps[2].generation_tok_s == pytest.approx(30 / snaps[2].window_s)
 
 
 async def test_process_start_change_alone_is_a_restart():

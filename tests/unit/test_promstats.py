@@ -15,9 +15,10 @@ from tui.core.promstats import (
     quantile_edge,
     rate,
     restart_reasons,
+    time_since_restart,
     window_quantiles,
 )
-from tui.core.telemetry import Histogram, ServerReading
+from tui.core.telemetry import Histogram, Restart, ServerReading
 
 INF = math.inf
 LATENCY_LE = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, INF)
@@ -153,3 +154,56 @@ def test_build_snapshot_rates_and_windowed_hit_rate():
     assert snap.prefix_cache_hit_rate_total == pytest.approx(250 / 600)
     first = build_snapshot(None, after)
     assert first.window_s is None and first.prompt_tok_s is None and first.prefix_cache_hit_rate is None
+
+
+RESTARTED = Restart(("process_start_time_seconds changed",), {}, {})
+OLD_COUNTERS = {"prompt_tokens_total": 8000.0, "generation_tokens_total": 1500.0,
+                "prefix_cache_queries_total": 2000.0, "prefix_cache_hits_total": 500.0}
+NEW_COUNTERS = {"prompt_tokens_total": 9000.0, "generation_tokens_total": 1600.0,
+                "prefix_cache_queries_total": 2400.0, "prefix_cache_hits_total": 600.0}
+
+
+def test_after_a_restart_past_the_old_totals_nothing_of_the_old_process_is_a_baseline():
+    """The new process started 1 s before the scrape, 4 s into a 5 s window, and outgrew every old total."""
+    old_ttft = hist(LATENCY_LE, [0.6] * 20)
+    new_ttft = hist(LATENCY_LE, [0.6] * 20 + [1.8] * 30)  # every bucket at or above the old one
+    before = reading(10.0, OLD_COUNTERS, start=1e9, histograms={"ttft_s": old_ttft})
+    after = reading(15.0, NEW_COUNTERS, start=1e9 + 14.0, histograms={"ttft_s": new_ttft})
+    snap = build_snapshot(before, after, RESTARTED)
+    assert snap.window_s == 1.0
+    assert snap.prompt_tok_s == 9000.0 and snap.generation_tok_s == 1600.0  # not (9000 − 8000) / 5
+    assert snap.prefix_cache_hit_rate == 0.25
+    ttft = snap.histograms["ttft_s"]
+    assert ttft.n == ttft.n_total == 50
+    assert ttft.p50 == pytest.approx(1.5 + 0.5 * (5 / 30))  # rank 25: 20 at 0.6, then 30 in (1.5, 2.0]
+    # The same readings without the restart are the buggy reading this guards against.
+    unflagged = build_snapshot(before, after)
+    assert unflagged.prompt_tok_s == 200.0 and unflagged.histograms["ttft_s"].n == 30
+
+
+@pytest.mark.parametrize(
+    ("start", "since"),
+    [
+        (1e9 + 14.0, 1.0),  # inside the window
+        (1e9 + 9.5, 5.0),  # half a second before the previous scrape: whole-second boot time, clamped
+        (1e9 + 8.0, None),  # well before: not this restart's start (a skewed clock)
+        (1e9 + 20.0, None),  # after the scrape: a skewed clock
+        (1e9, None),  # the old start: this restart was seen another way
+        (None, None),  # no process_start_time at all (llama.cpp)
+    ],
+)
+def test_time_since_restart_only_when_the_start_lies_in_the_window(start, since):
+    before = reading(10.0, OLD_COUNTERS, start=1e9)
+    after = reading(15.0, NEW_COUNTERS, start=start)
+    assert time_since_restart(before, after) == since
+
+
+def test_a_restart_without_a_placeable_start_has_no_window_and_no_rates():
+    before = reading(10.0, OLD_COUNTERS, start=1e9, histograms={"ttft_s": hist(LATENCY_LE, [0.6] * 20)})
+    after = reading(15.0, NEW_COUNTERS, start=1e9, histograms={"ttft_s": hist(LATENCY_LE, [0.6] * 20 + [1.8] * 30)})
+    snap = build_snapshot(before, after, Restart(("cache_config_info changed",), {}, {}))
+    assert snap.window_s is None
+    assert snap.prompt_tok_s is None and snap.generation_tok_s is None and snap.preemptions_per_s is None
+    assert snap.prompt_tokens_total == 9000.0
+    assert snap.prefix_cache_hit_rate == 0.25  # a ratio needs no time base
+    assert snap.histograms["ttft_s"].n == 50
