@@ -1,8 +1,9 @@
 """Rates, windowed histogram quantiles and restarts from two readings of a server's /metrics.
 
 Counters that go down mean the server restarted: the increase is then the new value (counted from
-zero), never a negative rate. Quantiles follow Prometheus's `histogram_quantile` on the bucket
-deltas, so phasetop's p99 and a Grafana panel over the same window agree.
+zero), never a negative rate. After any detected restart nothing of the old process is a baseline
+(see `build_snapshot`). Quantiles follow Prometheus's `histogram_quantile` on the bucket deltas, so
+phasetop's p99 and a Grafana panel over the same window agree.
 """
 
 from __future__ import annotations
@@ -13,6 +14,10 @@ from tui.core.telemetry import QUANTILES, Histogram, HistogramQuantiles, Metrics
 
 RESTART_COUNTERS = ("prompt_tokens_total", "generation_tokens_total", "prefix_cache_queries_total", "preemptions_total")
 """Counters whose fall means the server process started over."""
+
+START_SLACK_S = 1.0
+"""How far before the previous scrape a new process's start may read and still be taken as inside the
+window: Linux derives process_start_time_seconds from a boot time in whole seconds."""
 
 
 def counter_increase(previous: float, current: float) -> float:
@@ -142,14 +147,43 @@ def _info_config(reading: ServerReading) -> dict[str, str]:
     return {k: v for k, v in reading.engine_config.items() if k != "max_model_len"}
 
 
+def time_since_restart(previous: ServerReading, current: ServerReading) -> float | None:
+    """Seconds the new process had run at current, when its start lies between the two scrapes; else None.
+
+    None when the server gives no start time, or one that cannot be placed in the window (the same
+    start as before, or another clock's skew), since then the new process's time base is unknown.
+    """
+    if current.process_start_s is None:
+        return None
+    window_s = current.t_mono - previous.t_mono
+    alive_s = current.t_unix - current.process_start_s
+    if 0 < alive_s <= window_s + START_SLACK_S:
+        return min(alive_s, window_s)
+    return None
+
+
 def build_snapshot(previous: ServerReading | None, current: ServerReading, restart: Restart | None = None) -> MetricsSnapshot:
-    """The canonical snapshot of current, with rates and quantiles over the window since previous."""
-    window_s = current.t_mono - previous.t_mono if previous is not None else None
-    before = previous.counters if previous is not None else {}
+    """The canonical snapshot of current, with rates and quantiles over the window since previous.
+
+    After a restart, previous belongs to the old process and is no baseline for anything: counters
+    count from zero and quantiles use all of the new process's buckets (old totals subtracted from
+    new ones that have already passed them would read too low, unflagged). The window is then the
+    new process's life, when its start time places it between the scrapes; otherwise it is unknown
+    and, as on a first scrape, `window_s` and the rates are None for this one snapshot rather than
+    the new total over the scrape gap (a rate too low by however long the server was down).
+    """
+    if previous is None:
+        window_s = None
+    elif restart is not None:
+        window_s = time_since_restart(previous, current)
+    else:
+        window_s = current.t_mono - previous.t_mono
+    baseline = previous if restart is None else None
+    before = baseline.counters if baseline is not None else {}
     now = current.counters
 
     def counter_rate(name: str) -> float | None:
-        return rate(before.get(name), now.get(name), window_s)
+        return rate(before.get(name) if baseline is not None else 0.0, now.get(name), window_s)
 
     gauge_hit_rate = current.gauges.get("prefix_cache_hit_rate")
     window_hit_rate = None
@@ -158,7 +192,7 @@ def build_snapshot(previous: ServerReading | None, current: ServerReading, resta
             counter_increase(before.get("prefix_cache_hits_total", 0.0), now["prefix_cache_hits_total"]),
             counter_increase(before.get("prefix_cache_queries_total", 0.0), now.get("prefix_cache_queries_total", 0.0)),
         )
-    previous_histograms = previous.histograms if previous is not None else {}
+    previous_histograms = baseline.histograms if baseline is not None else {}
     return MetricsSnapshot(
         t_unix=current.t_unix,
         engine=current.engine,

@@ -107,7 +107,8 @@ class MetricsSnapshot:
     t_unix: float
     engine: str | None
     window_s: float | None
-    """Seconds between the two scrapes the rates and quantiles span; None: no window (first scrape)."""
+    """Seconds between the two scrapes the rates and quantiles span (after a restart, the new process's
+    life); None: no window (first scrape, or a restart whose start time is unknown)."""
     running: float | None = None
     waiting: float | None = None
     kv_cache_usage: float | None = None
@@ -127,7 +128,7 @@ class MetricsSnapshot:
     engine_config: dict[str, str] = field(default_factory=dict)
     source_names: dict[str, str] = field(default_factory=dict)
     restart: Restart | None = None
-    """Set on the first snapshot after a detected restart; rates then count from the restart."""
+    """Set on the first snapshot after a detected restart; its rates and quantiles cover only the new process."""
 
     @property
     def saturated(self) -> bool:

@@ -62,6 +62,7 @@ class MetricsScraper:
             reading = self._parse(text, stamps)
             restart = Restart(reasons, dict(previous.engine_config), dict(reading.engine_config))
             self._history.clear()  # older readings belong to the previous process
+        # After a restart previous only places the new process's start; build_snapshot takes no baseline from it.
         baseline = previous if restart else self._baseline(reading)
         self._history.append(reading)
         return build_snapshot(baseline, reading, restart)
