@@ -232,3 +232,16 @@ async def test_lab_keys_are_in_help_and_palette_and_idle_ones_do_nothing(tmp_pat
         for key, description in (("p", "Sweep: prompt length"), ("b", "Compare with before"), ("+", "Load rate up"),
                                  ("]", "Load concurrency up"), ("r", "Runs")):
             assert any(line.split()[:1] == [key] and description in line for line in help_text.splitlines()), key
+
+
+async def test_no_save_keeps_the_runs_dir_empty(sim_url, tmp_path):
+    """`phasetop --no-save`: a session with a finished request, closed by quitting, writes no run."""
+    runs_dir = tmp_path / "runs"
+    seen = []
+    app = PhasetopApp(settings(runs_dir), sim_url, None, CEILING, save_runs=False)
+    async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
+        await wait_for(pilot, lambda: seen_of(seen, SessionIdentified), what="server identified")
+        await pilot.press("1")
+        await wait_for(pilot, lambda: seen_of(seen, RequestCompleted), 60, "request finished")
+        await pilot.pause(1.5)  # past the one-second save delay of a session
+    assert not runs_dir.exists() or not list(runs_dir.iterdir())
