@@ -23,7 +23,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="the server's /metrics: running, waiting, KV usage, token rates, latency quantiles",
         description="Scrape the server's Prometheus /metrics and show SPEC's canonical fields (vLLM, SGLang, "
         "llama.cpp, TGI names). Rates and p50/p90/p99 are over the window between two scrapes: the "
-        "first scrape is a baseline, so every snapshot shown spans --interval seconds (its `window_s`). "
+        "first scrape is a baseline, so every snapshot shown spans --interval seconds (its `window_s`), "
+        "except across a server restart: then the window is the new process's life, or null (no rates) "
+        "when the server gives no start time. "
         "--once takes two scrapes --interval apart and shows one snapshot. A quantile that lands in "
         "the first bucket (≤ its bound) or past the last finite one (≥ it) is marked, since it is a "
         "bound, not a value. --json prints one document: the last snapshot's fields at the top and "
