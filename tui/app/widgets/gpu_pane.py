@@ -17,12 +17,13 @@ class GpuPane(Static):
     can_focus = True
     """Tab reaches the pane and scrolls it into view: on an 80×24 terminal over SSH there is no mouse."""
 
-    gpu: reactive[GpuSample | None] = reactive(None, always_update=True)
+    # repaint=False: set_text repaints the pane when its text changes, and most samples change none of it.
+    gpu: reactive[GpuSample | None] = reactive(None, always_update=True, repaint=False)
     """The latest NVML sample."""
-    host: reactive[HostSample | None] = reactive(None, always_update=True)
+    host: reactive[HostSample | None] = reactive(None, always_update=True, repaint=False)
     """The latest psutil sample."""
-    cpu_ceiling: reactive[str | None] = reactive(None)
-    """For a CPU server: the CPU row of the ceiling table, in one line."""
+    cpu_ceiling: reactive[str | None] = reactive(None, repaint=False)
+    """How the decode ceiling of a server phasetop did not start was derived (its GPU, or the CPU row), or why it has none."""
 
     def __init__(self, **kwargs) -> None:
         super().__init__("waiting for the first sample…", markup=False, **kwargs)

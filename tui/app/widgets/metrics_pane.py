@@ -30,9 +30,10 @@ class MetricsPane(Vertical):
     can_focus = True
     """Tab reaches the pane and scrolls it into view: on an 80×24 terminal over SSH there is no mouse."""
 
-    snapshot: reactive[MetricsSnapshot | None] = reactive(None, always_update=True)
+    # repaint=False: the rows repaint what changed; repainting the pane would redraw every row each scrape.
+    snapshot: reactive[MetricsSnapshot | None] = reactive(None, always_update=True, repaint=False)
     """The latest scrape; None before the first."""
-    reason: reactive[str | None] = reactive(None)
+    reason: reactive[str | None] = reactive(None, repaint=False)
     """Why there are no metrics (no /metrics endpoint, server down)."""
 
     def __init__(self, **kwargs) -> None:

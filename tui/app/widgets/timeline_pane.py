@@ -19,7 +19,7 @@ KEEP_LANES = 6
 class TimelinePlot(PlotextPlot):
     """The lanes drawn with plotext: a thick bar for prefill, a dot per content chunk."""
 
-    lanes: reactive[list[Lane]] = reactive(list, always_update=True)
+    lanes: reactive[list[Lane]] = reactive(list, always_update=True, repaint=False)  # replot() refreshes
     """Lanes to draw, oldest first."""
 
     def watch_lanes(self) -> None:
@@ -57,14 +57,15 @@ class TimelinePane(Vertical):
     can_focus = True
     """Tab reaches the pane and scrolls it into view: on an 80×24 terminal over SSH there is no mouse."""
 
-    timings: reactive[list[RequestTiming]] = reactive(list, always_update=True)
+    # repaint=False: the plot and the figures repaint themselves when they change.
+    timings: reactive[list[RequestTiming]] = reactive(list, always_update=True, repaint=False)
     """The last requests (finished and in flight), oldest first."""
-    labels: reactive[list[str]] = reactive(list, always_update=True)
+    labels: reactive[list[str]] = reactive(list, always_update=True, repaint=False)
     """One label per timing (the preset or prompt size)."""
-    decode_ceiling_tok_s: reactive[float | None] = reactive(None)
+    decode_ceiling_tok_s: reactive[float | None] = reactive(None, repaint=False)
     """Single-stream decode ceiling for this model and device, when known."""
 
-    diagnosis: reactive[str] = reactive("")
+    diagnosis: reactive[str] = reactive("", repaint=False)
     """What to change, from the domain text's rules, one finding per line."""
 
     def compose(self) -> ComposeResult:
