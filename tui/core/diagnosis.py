@@ -1,7 +1,9 @@
 """The domain text's "what to change" rules, applied to live numbers.
 
-Each rule names what it saw and the flag or action to try. Rules read a `LiveFigures`, so the UI and
-the CLI diagnose the same way.
+Each rule names what it saw and the flag or action to try, in the words of the engine that serves:
+vLLM, SGLang, llama.cpp and Ollama turn the same knobs under different names, and an engine phasetop
+cannot name gets the advice without a flag. Rules read a `LiveFigures`, so the UI and the CLI
+diagnose the same way.
 """
 
 from __future__ import annotations
@@ -31,6 +33,92 @@ class LiveFigures:
     kv_cache_usage: float | None = None
     prefix_cache_hit_rate: float | None = None
     kv_bytes_per_token: float | None = None
+    engine: str | None = None
+    """Who serves: "vllm", "sglang", "llamacpp", "ollama" (the /metrics engine, else the API kind;
+    the kind "openai" reads as vLLM); anything else gets advice without flags."""
+    on_cpu: bool = False
+    """The server runs on the CPU (its ceiling is the CPU row): far below that bandwidth ceiling it is
+    short of threads, not held back by its scheduler."""
+
+
+@dataclass(frozen=True, slots=True)
+class Knobs:
+    """One engine's words for the knobs the rules turn; None where it has no flag to name."""
+
+    kv_room: str
+    """Capacity: how to give the KV pool more room."""
+    more_slots: str
+    """Capacity: how to run more requests at once."""
+    prefix_cache: str
+    """How to stop recomputing a repeated prefix."""
+    prefill_batch: str
+    """The knob that sets how much prefill lands in one step (a flag, or a phrase with its article)."""
+    offload_check: str | None
+    """A check that comes before blaming the scheduler (layers left on the CPU)."""
+    threads: str | None
+    weights: str | None
+    kv_dtype: str | None
+
+
+KNOBS = {
+    "vllm": Knobs(
+        kv_room="raise --gpu-memory-utilization, lower --max-model-len",
+        more_slots="raise --max-num-seqs",
+        prefix_cache="enable prefix caching (--enable-prefix-caching)",
+        prefill_batch="--max-num-batched-tokens",
+        offload_check=None,
+        threads="VLLM_CPU_OMP_THREADS_BIND",
+        weights="--quantization fp8",
+        kv_dtype="--kv-cache-dtype fp8",
+    ),
+    "sglang": Knobs(
+        kv_room="raise --mem-fraction-static, lower --context-length",
+        more_slots="raise --max-running-requests",
+        prefix_cache="keep the prefix identical (the radix cache reuses it unless --disable-radix-cache is set)",
+        prefill_batch="--chunked-prefill-size",
+        offload_check=None,
+        threads="SGLANG_CPU_OMP_THREADS_BIND",
+        weights="--quantization fp8",
+        kv_dtype="--kv-cache-dtype fp8_e5m2",
+    ),
+    "llamacpp": Knobs(
+        kv_room="raise -c/--ctx-size (the KV pool its -np slots share)",
+        more_slots="raise -np/--parallel (and -c with it: the slots split it)",
+        prefix_cache="keep its start identical (cache_prompt reuses a slot's prefix; --cache-reuse N a shifted one)",
+        prefill_batch="-b/-ub (the batch sizes)",
+        offload_check="check every layer is on the GPU (-ngl 99)",
+        threads="-t/--threads",
+        weights="a smaller quantized GGUF, e.g. Q4_K_M instead of Q8_0 or F16",
+        kv_dtype="-ctk q8_0 -ctv q8_0",
+    ),
+    "ollama": Knobs(
+        kv_room="lower num_ctx (each of the OLLAMA_NUM_PARALLEL slots holds that much KV)",
+        more_slots="raise OLLAMA_NUM_PARALLEL",
+        prefix_cache="keep its start identical (Ollama reuses a slot's cached prefix)",
+        prefill_batch="the num_batch option",
+        offload_check="check `ollama ps` says 100% GPU (not split with the CPU)",
+        threads="the num_thread option",
+        weights="a smaller quant tag, e.g. :q4_K_M",
+        kv_dtype="OLLAMA_KV_CACHE_TYPE=q8_0 with OLLAMA_FLASH_ATTENTION=1",
+    ),
+}
+GENERIC = Knobs(
+    kv_room="give the KV cache more memory, lower the maximum context length",
+    more_slots="allow more concurrent requests",
+    prefix_cache="turn on the server's prefix caching",
+    prefill_batch="the prefill batch (chunk) size",
+    offload_check=None,
+    threads=None,
+    weights=None,
+    kv_dtype=None,
+)
+"""An engine phasetop cannot name: the same advice, no flags."""
+ENGINE_ALIASES = {"openai": "vllm"}
+"""An OpenAI-compatible server whose /metrics named no engine: vLLM, SPEC's reference server."""
+
+
+def knobs_for(engine: str | None) -> Knobs:
+    return KNOBS.get(ENGINE_ALIASES.get(engine or "", engine or ""), GENERIC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,33 +148,34 @@ def saturated(f: LiveFigures) -> bool:
 
 
 def diagnose(f: LiveFigures) -> list[Finding]:
-    """Every rule that fires, most pressing first."""
+    """Every rule that fires, most pressing first, with the knobs of `f.engine`."""
+    k = knobs_for(f.engine)
     findings: list[Finding] = []
     if ttft_is_high(f):
         if saturated(f):
             findings.append(Finding(
                 "prefill",
                 f"TTFT {f.ttft_s:.2f} s with {f.waiting:.0f} waiting and the KV pool {f.kv_cache_usage:.0%} full",
-                "capacity: raise --gpu-memory-utilization, lower --max-model-len, or add a replica",
+                f"capacity: {k.kv_room}, or add a replica",
             ))
         elif f.waiting and f.waiting > 0:
             findings.append(Finding(
                 "prefill",
                 f"TTFT {f.ttft_s:.2f} s with {f.waiting:.0f} requests waiting",
-                "capacity: the queue, not the model — lower the load or add a replica",
+                f"capacity: the queue, not the model — {k.more_slots} if the KV pool has room, "
+                "lower the load, or add a replica",
             ))
         elif f.prompt_tokens and f.prompt_tokens >= LONG_PROMPT_TOKENS and not f.prefix_cache_hit_rate:
             findings.append(Finding(
                 "prefill",
                 f"TTFT {f.ttft_s:.2f} s on a {f.prompt_tokens:,}-token prompt with no prefix-cache hits",
-                "shorten the prompt or enable prefix caching (--enable-prefix-caching); "
-                "a larger --max-num-batched-tokens fits more prefill per step",
+                f"shorten the prompt or {k.prefix_cache}; raising {k.prefill_batch} fits more prefill per step",
             ))
         else:
             findings.append(Finding(
                 "prefill",
                 f"TTFT {f.ttft_s:.2f} s",
-                "raise --max-num-batched-tokens so more prefill lands in each step",
+                f"raise {k.prefill_batch} so more prefill lands in each step",
             ))
     if f.decode_tok_s and f.decode_ceiling_tok_s:
         share = f.decode_tok_s / f.decode_ceiling_tok_s
@@ -94,20 +183,34 @@ def diagnose(f: LiveFigures) -> list[Finding]:
             findings.append(Finding(
                 "decode",
                 f"decode {f.decode_tok_s:.0f} tok/s is {share:.0%} of the {f.decode_ceiling_tok_s:.0f} tok/s ceiling",
-                "the serving stack, not the hardware: lower --max-num-batched-tokens so prefills interrupt "
-                "decode less, check batching and load",
+                _far_below_action(k, f.on_cpu),
             ))
         elif share >= NEAR_CEILING:
             findings.append(Finding(
                 "decode",
                 f"decode {f.decode_tok_s:.0f} tok/s is {share:.0%} of the bandwidth ceiling",
-                "bandwidth-bound: quantize the weights (--quantization fp8) or move to more memory bandwidth",
+                f"bandwidth-bound: quantize the weights{_aside(k.weights)} or move to more memory bandwidth",
             ))
     if f.context_tokens and f.context_tokens >= LONG_CONTEXT_TOKENS:
         kv = f" ({f.context_tokens * f.kv_bytes_per_token / 1e9:.2f} GB of KV read per token)" if f.kv_bytes_per_token else ""
         findings.append(Finding(
             "decode",
             f"context {f.context_tokens:,} tokens{kv}",
-            "long context costs every decode step: trim the conversation or quantize the KV cache (--kv-cache-dtype fp8)",
+            f"long context costs every decode step: trim the conversation or quantize the KV cache{_aside(k.kv_dtype)}",
         ))
     return findings
+
+
+def _far_below_action(k: Knobs, on_cpu: bool) -> str:
+    """Far below the bandwidth ceiling: on a CPU the cores cannot keep the memory busy (too few
+    threads: compute-bound); on a GPU the bandwidth is there and the stack leaves it idle."""
+    if on_cpu:
+        return ("compute, not bandwidth: a CPU this far below its bandwidth ceiling is short of threads — "
+                f"give the server more, up to the physical cores{_aside(k.threads)}")
+    check = f"{k.offload_check}, " if k.offload_check else ""
+    return (f"the serving stack, not the hardware: {check}lower {k.prefill_batch} so prefills interrupt "
+            "decode less, check batching and load")
+
+
+def _aside(flag: str | None) -> str:
+    return f" ({flag})" if flag else ""
