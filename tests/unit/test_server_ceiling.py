@@ -31,7 +31,7 @@ def test_ids_that_name_no_preset_are_unknown(model_id):
 
 def test_h100_and_the_8b_id_give_the_domain_ceiling():
     result = server_ceiling(LLAMA_8B, [H100], server_is_local=True)
-    assert result.decode_ceiling_tok_s == pytest.approx(3350e9 / 16e9)
+    assert result.decode_ceiling_tok_s == pytest.approx(3350e9 / 16e9) and not result.cpu_row
     assert result.weight_bytes == 16e9
     assert result.kv_bytes_per_token == 2 * 32 * 8 * 128 * 2
     assert result.line == ("decode ceiling 209 tok/s: 3,350 GB/s ÷ 16,000 MB weights\n"
@@ -46,7 +46,7 @@ def test_the_quantization_tag_sets_the_weight_bytes():
 
 def test_no_gpu_uses_the_cpu_row():
     result = server_ceiling(LLAMA_8B, [], server_is_local=True)
-    assert result.decode_ceiling_tok_s == pytest.approx(90e9 / 16e9)
+    assert result.decode_ceiling_tok_s == pytest.approx(90e9 / 16e9) and result.cpu_row
     assert "90 GB/s ÷ 16,000 MB" in result.line and "(CPU, dual channel DDR5-5600 (no GPU seen);" in result.line
 
 
@@ -64,8 +64,8 @@ def test_an_unknown_model_is_said_not_guessed():
 
 
 def test_a_remote_server_gets_no_ceiling_from_this_hosts_gpu():
-    result = server_ceiling(LLAMA_8B, [H100], server_is_local=False)
-    assert result.decode_ceiling_tok_s is None and "another host" in result.line
+    result = server_ceiling(LLAMA_8B, [], server_is_local=False)  # no GPU here says nothing of the server's host
+    assert result.decode_ceiling_tok_s is None and not result.cpu_row and "another host" in result.line
 
 
 def test_gpus_holding_the_servers_memory_add_their_bandwidth():

@@ -27,6 +27,8 @@ class ServerCeiling:
     kv_bytes_per_token: float | None = None
     """KV cache bytes each token of context adds to a step (16-bit cache); None when the layout is unknown."""
     weight_bytes: float | None = None
+    cpu_row: bool = False
+    """True when the ceiling is the CPU row's: this host shows no GPU, so the local server runs on its CPU."""
 
 
 def server_ceiling(model_id: str | None, devices: Sequence[GpuReading], server_is_local: bool,
@@ -57,7 +59,7 @@ def server_ceiling(model_id: str | None, devices: Sequence[GpuReading], server_i
         layout, bits = served
         weights, what = weight_bytes(layout.params, bits), f"{layout.name} at {bits} bit"
     tok_s, line = served_ceiling(f"{device}; {what}", bandwidth_gbs, weights)
-    return ServerCeiling(line, tok_s, kv_token, weights)
+    return ServerCeiling(line, tok_s, kv_token, weights, cpu_row=not devices)
 
 
 def _bandwidth(devices: Sequence[GpuReading]) -> tuple[str, float] | str:

@@ -267,7 +267,7 @@ class MainScreen(FeedsMixin, LabMixin):
             prefix_cache_hit_rate=snapshot.prefix_cache_hit_rate if snapshot else None,
             kv_bytes_per_token=kv_per_token,
             engine=(snapshot.engine if snapshot else None) or self.api,
-            on_cpu=bool(self._served and self.gpu and not self.gpu.devices),  # the ceiling is the CPU row
+            on_cpu=bool(self._served and self._served.cpu_row),
         )
         self.diagnosis = "\n".join(f"{f.phase}: {f}" for f in diagnose(figures)[:2])
 
