@@ -59,9 +59,9 @@ async def test_short_preset_streams_and_the_figures_match_the_record(sim_url):
     assert app.return_code in (0, None)
 
 
-async def test_long_prompt_has_a_longer_prefill_than_short(sim_url):
+async def test_long_prompt_has_a_longer_prefill_than_short(slow_sim_url):
     seen = []
-    app = PhasetopApp(settings(), sim_url, None, CEILING)
+    app = PhasetopApp(settings(), slow_sim_url, None, None)
     async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
         await wait_for(pilot, lambda: any(isinstance(m, ServerCameUp) for m in seen))
         await pilot.press("1")
