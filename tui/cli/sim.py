@@ -11,9 +11,8 @@ from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note
 from tui.core.devices import UnknownDeviceError, find_device
 from tui.core.models import MODELS, find_model
 from tui.sim.blocks import BLOCK_SIZE
-from tui.sim.options import QUANTIZATION_BITS, SimOptions, served_name
+from tui.sim.options import QUANTIZATION_BITS, READY_PREFIX, SimOptions, served_name
 from tui.sim.physics import ConfigError, EngineConfig
-from tui.sim.serve import READY_PREFIX, bind, serve
 
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
 """With chunked prefill on. vLLM V1 picks 8192 for online serving on big GPUs; 2048 is the value its
@@ -104,6 +103,8 @@ def _replace(config: EngineConfig, **changes) -> EngineConfig:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tui.sim.serve import bind, serve  # the server stack loads only to serve, not with every `phasetop` parser
+
     options = build_options(args)
     try:
         sock = bind(args.host, args.port)

@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 
-from tui.sim.serve import READY_PREFIX
+from tui.sim.options import READY_PREFIX
 
 START_TIMEOUT_S = 30.0
 

@@ -9,6 +9,8 @@ from tui.sim.physics import EngineConfig
 VLLM_VERSION = "0.33.0"
 """The vLLM release whose wire format the simulator speaks (see wire-formats.md)."""
 OLLAMA_VERSION = "0.33.0"
+READY_PREFIX = "phasetop-sim listening on "
+"""`phasetop sim` prints this and its URL on stdout once it listens; the launcher waits for the line."""
 
 QUANTIZATION_BITS = {"none": 16, "fp8": 8, "int8": 8, "int4": 4}
 """`--quantization` → weight bit width (the KV cache stays 16-bit, as vLLM's default cache dtype)."""

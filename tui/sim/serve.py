@@ -13,7 +13,6 @@ import uvicorn
 from tui.sim.options import SimOptions
 from tui.sim.server import build_app
 
-READY_PREFIX = "phasetop-sim listening on "
 """The start of the one line a child simulator prints on stdout once it accepts connections."""
 
 
