@@ -61,6 +61,9 @@ class Settings(BaseSettings):
     """Model name to request; the server's first model when unset."""
     timeout_s: float = Field(default=30.0, gt=0)
     """Longest silence from the server before a request is called failed."""
+    bandwidth_gbs: float | None = Field(default=None, gt=0)
+    """Memory bandwidth of the server's device for its decode ceiling, GB/s, when NVML and the presets
+    cannot say (a CPU host's measured bandwidth, a GPU on another host)."""
     runs_dir: str | None = None
     """Where saved runs go; the user data dir's `runs` when unset."""
     sim: SimSettings = SimSettings()

@@ -6,13 +6,20 @@ This is the one module that sees both `tui.cli` and `tui.app`, so the CLI itself
 from __future__ import annotations
 
 from tui.cli.main import build_parser, run_command
+from tui.cli.output import CliError, note
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command is not None:
         return run_command(args)
-    from tui.app.launch import run_ui  # Textual loads only for the UI
     from tui.cli.common import settings_from
 
-    return run_ui(settings_from(args), url_given=args.url is not None, save_runs=not args.no_save)
+    try:
+        settings = settings_from(args, bandwidth_gbs=args.bandwidth_gbs)
+    except CliError as error:  # a bad setting is one line before the screen opens, as in the CLI
+        note(f"phasetop: {error}")
+        return error.exit_code
+    from tui.app.launch import run_ui  # Textual loads only for the UI
+
+    return run_ui(settings, url_given=args.url is not None, save_runs=not args.no_save)

@@ -98,3 +98,11 @@ def test_a_mig_slice_has_no_ceiling():
 
 def test_no_model_id_yet():
     assert server_ceiling(None, [H100], True).decode_ceiling_tok_s is None
+
+
+def test_a_given_bandwidth_replaces_the_cpu_row_and_reaches_a_remote_server():
+    local = server_ceiling(LLAMA_8B, [], server_is_local=True, bandwidth_gbs=60)
+    assert local.decode_ceiling_tok_s == pytest.approx(60e9 / 16e9) and not local.cpu_row
+    assert "60 GB/s ÷ 16,000 MB" in local.line and "as given" in local.line
+    remote = server_ceiling(LLAMA_8B, [H100], server_is_local=False, bandwidth_gbs=4800)
+    assert remote.decode_ceiling_tok_s == pytest.approx(4800e9 / 16e9)

@@ -24,6 +24,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", metavar="FILE", help="TOML settings file (default: the user config dir)")
     ui = parser.add_argument_group("the UI (no subcommand)")
     add_server_options(ui)
+    ui.add_argument("--bandwidth-gbs", type=float, metavar="B",
+                    help="memory bandwidth of the server's device for the decode ceiling, GB/s (default: NVML's GPU, else the CPU row)")
     ui.add_argument("--no-save", action="store_true", help="do not save UI sessions, loads and experiments as runs")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:

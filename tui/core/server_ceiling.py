@@ -32,34 +32,35 @@ class ServerCeiling:
 
 
 def server_ceiling(model_id: str | None, devices: Sequence[GpuReading], server_is_local: bool,
-                   model_bytes: float | None = None) -> ServerCeiling:
+                   model_bytes: float | None = None, bandwidth_gbs: float | None = None) -> ServerCeiling:
     """Bandwidth of the server's devices ÷ bytes of weights read per token.
 
     `devices` are this host's NVML readings; an empty sequence means this host has no GPU, so a local
     server runs on the CPU. Several GPUs holding the server's memory are taken as tensor parallel
     (their bandwidths add). `model_bytes` is the weights' real size where the server reports it
     (llama.cpp); otherwise the size is the preset layout's parameters at the bit width of the id's
-    quantization tag.
+    quantization tag. A `bandwidth_gbs` the user gives (`--bandwidth-gbs`: a CPU host's measured
+    bandwidth, a remote server's GPU) replaces whatever the devices would say.
     """
-    if not server_is_local:
+    if not server_is_local and bandwidth_gbs is None:
         return ServerCeiling("ceiling: unknown device (the server is on another host; its GPU is not visible here)")
     if not model_id:
         return ServerCeiling("ceiling: waiting for the server's model id")
     served = find_served_model(model_id)
     if served is None and not model_bytes:
         return ServerCeiling(f"ceiling: unknown model {model_id!r} (no preset layout matches; not guessed)")
-    bandwidth = _bandwidth(devices)
+    bandwidth = (f"{bandwidth_gbs:,.0f} GB/s as given", bandwidth_gbs) if bandwidth_gbs else _bandwidth(devices)
     if isinstance(bandwidth, str):
         return ServerCeiling(bandwidth)
-    device, bandwidth_gbs = bandwidth
+    device, device_gbs = bandwidth
     kv_token = kv_bytes_per_token(served[0]) if served else None
     if model_bytes:
         weights, what = float(model_bytes), "the size the server reports"
     else:
         layout, bits = served
         weights, what = weight_bytes(layout.params, bits), f"{layout.name} at {bits} bit"
-    tok_s, line = served_ceiling(f"{device}; {what}", bandwidth_gbs, weights)
-    return ServerCeiling(line, tok_s, kv_token, weights, cpu_row=not devices)
+    tok_s, line = served_ceiling(f"{device}; {what}", device_gbs, weights)
+    return ServerCeiling(line, tok_s, kv_token, weights, cpu_row=not devices and not bandwidth_gbs)
 
 
 def _bandwidth(devices: Sequence[GpuReading]) -> tuple[str, float] | str:

@@ -277,7 +277,7 @@ class MainScreen(FeedsMixin, LabMixin):
         if self._ceiling or self.model is None or self.gpu is None:
             return
         self._served = server_ceiling(self.model, self.gpu.devices, local_port(self.server_url) is not None,
-                                      self._model_bytes)
+                                      self._model_bytes, self.settings.bandwidth_gbs)
         self.decode_ceiling_tok_s, self.cpu_ceiling = self._served.decode_ceiling_tok_s, self._served.line
 
     def _set_down(self, down: bool) -> None:
