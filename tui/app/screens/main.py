@@ -7,6 +7,7 @@ from dataclasses import replace
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.containers import Container
 from textual.reactive import reactive
 from textual.widgets import Footer
 
@@ -45,19 +46,25 @@ MAX_TOKENS = 128
 NARROW_WIDTH = 100
 SHARED_PREFIX = filler_text("[shared system prompt]", 1800)
 """The shared-system-prompt preset sends this same prefix every time, so prefix caching can hit."""
+PRESET_KEYS = Binding.Group("Presets")
+"""1–4 take one footer entry ("1 2 3 4 Presets"); the help screen and palette still list each."""
 
 
 class MainScreen(FeedsMixin, LabMixin):
     """Owns the state; panes receive it through data_bind and render it."""
 
+    # The footer shows these in this order and cuts off what does not fit: the fixed keys (s, ?, and the
+    # app's q after the lab's two) fit an 80-column terminal because the presets share one footer entry.
     BINDINGS = [
         Binding("s", "send", "Send", tooltip="Send the typed prompt (or the short preset)", id="send"),
-        Binding("1", "preset('short')", "Short 200", tooltip="Send a 200-token prompt", id="preset.short"),
-        Binding("2", "preset('long')", "Long 2000", tooltip="Send a 2,000-token prompt", id="preset.long"),
-        Binding("3", "preset('system')", "Shared prefix", tooltip="Send a prompt behind the same long system prompt", id="preset.system"),
-        Binding("4", "preset('concurrent')", "8 at once", tooltip="Send 8 short prompts at once", id="preset.concurrent"),
-        Binding("c", "clear", "Clear", tooltip="Clear the timeline", id="clear"),
         Binding("question_mark", "help", "Help", key_display="?", tooltip="Every key, with what it does", id="help"),
+        Binding("1", "preset('short')", "Short 200", tooltip="Send a 200-token prompt", id="preset.short", group=PRESET_KEYS),
+        Binding("2", "preset('long')", "Long 2000", tooltip="Send a 2,000-token prompt", id="preset.long", group=PRESET_KEYS),
+        Binding("3", "preset('system')", "Shared prefix", tooltip="Send a prompt behind the same long system prompt",
+                id="preset.system", group=PRESET_KEYS),
+        Binding("4", "preset('concurrent')", "8 at once", tooltip="Send 8 short prompts at once", id="preset.concurrent",
+                group=PRESET_KEYS),
+        Binding("c", "clear", "Clear", tooltip="Clear the timeline", id="clear"),
         *LAB_BINDINGS,
     ]
 
@@ -104,21 +111,24 @@ class MainScreen(FeedsMixin, LabMixin):
 
     def compose(self) -> ComposeResult:
         yield StatusLine(id="status").data_bind(state=MainScreen.server)
-        prompt = PromptPane(id="prompt-pane", classes="pane")
-        prompt.border_title = "Prompt"
-        yield prompt
-        timeline = TimelinePane(id="timeline-pane", classes="pane").data_bind(
-            timings=MainScreen.timings, labels=MainScreen.labels,
-            decode_ceiling_tok_s=MainScreen.decode_ceiling_tok_s, diagnosis=MainScreen.diagnosis,
-        )
-        timeline.border_title = "Token timeline: prefill ━ then decode •"
-        yield timeline
-        metrics = MetricsPane(id="metrics-pane", classes="pane").data_bind(snapshot=MainScreen.metrics)
-        metrics.border_title = "Server metrics"
-        yield metrics
-        gpu = GpuPane(id="gpu-pane", classes="pane").data_bind(gpu=MainScreen.gpu, host=MainScreen.host, cpu_ceiling=MainScreen.cpu_ceiling)
-        gpu.border_title = "GPU / host"
-        yield gpu
+        # Only the panes scroll (stacked on a narrow terminal): the status line above and the footer stay.
+        with Container(id="panes"):
+            prompt = PromptPane(id="prompt-pane", classes="pane")
+            prompt.border_title = "Prompt"
+            yield prompt
+            timeline = TimelinePane(id="timeline-pane", classes="pane").data_bind(
+                timings=MainScreen.timings, labels=MainScreen.labels,
+                decode_ceiling_tok_s=MainScreen.decode_ceiling_tok_s, diagnosis=MainScreen.diagnosis,
+            )
+            timeline.border_title = "Token timeline: prefill ━ then decode •"
+            yield timeline
+            metrics = MetricsPane(id="metrics-pane", classes="pane").data_bind(snapshot=MainScreen.metrics)
+            metrics.border_title = "Server metrics"
+            yield metrics
+            gpu = GpuPane(id="gpu-pane", classes="pane").data_bind(gpu=MainScreen.gpu, host=MainScreen.host,
+                                                                  cpu_ceiling=MainScreen.cpu_ceiling)
+            gpu.border_title = "GPU / host"
+            yield gpu
         yield LoadDialPane(id="load-dial").data_bind(state=LabMixin.dial)
         yield Footer()
 
@@ -136,7 +146,9 @@ class MainScreen(FeedsMixin, LabMixin):
         await self.client.aclose()
 
     def on_resize(self) -> None:
-        self.set_class(self.size.width < NARROW_WIDTH, "-narrow")
+        narrow = self.size.width < NARROW_WIDTH
+        self.set_class(narrow, "-narrow")
+        self.query_one(Footer).compact = narrow
 
     # ---- actions -------------------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ class Preset:
 PRESETS = (
     Preset("short", "short 200", 200),
     Preset("long", "long 2000", 2000),
-    Preset("system", "shared system prompt", 2000, shared_prefix=True),
+    Preset("system", "shared prefix", 2000, shared_prefix=True),
     Preset("concurrent", "8 at once", 200, concurrency=8),
 )
 
@@ -47,8 +47,10 @@ class PromptPane(Vertical):
         with Horizontal(id="presets"):
             for preset in PRESETS:
                 yield Button(preset.label, id=f"preset-{preset.key}", compact=True)
+        # Send sits beside the text it sends: on the presets row it ran off a narrow pane.
+        with Horizontal(id="compose"):
+            yield TextArea(id="prompt-text", soft_wrap=True, placeholder="type a prompt, or pick a preset")
             yield Button("send typed", id="send-typed", variant="primary", compact=True)
-        yield TextArea(id="prompt-text", soft_wrap=True, placeholder="type a prompt, or pick a preset")
         yield Log(id="answer", highlight=False, auto_scroll=True)
 
     @on(Button.Pressed)
