@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tui.core.records import RequestTiming
 
@@ -34,3 +34,15 @@ def lanes(timings: Sequence[RequestTiming], labels: Sequence[str] | None = None,
         ticks = tuple(sent + offset for offset in timing.token_offsets_s)
         result.append(Lane(label, sent, ticks[0] if ticks else None, ticks, timing.ok))
     return result
+
+
+def refit(shown: Sequence[Lane], keep: int) -> list[Lane]:
+    """The last `keep` (≥ 1) of `shown`, moved so the axis's zero is again the earliest send among them
+    (a short plot has room for fewer lanes than were kept)."""
+    kept = list(shown)[-keep:]
+    if not kept:
+        return []
+    origin = min(lane.sent_s for lane in kept)
+    return [replace(lane, sent_s=lane.sent_s - origin,
+                    first_token_s=None if lane.first_token_s is None else lane.first_token_s - origin,
+                    token_s=tuple(t - origin for t in lane.token_s)) for lane in kept]

@@ -11,13 +11,23 @@ from textual_plotext import PlotextPlot
 from tui.app.widgets.text import set_text
 from tui.core.records import RequestTiming
 from tui.core.stats import summarize
-from tui.core.timeline import Lane, lanes
+from tui.core.timeline import Lane, lanes, refit
 
 KEEP_LANES = 6
+AXIS_ROWS = 4
+"""Plot rows that are not lanes: the frame's top and bottom, the tick labels and "seconds"."""
+
+
+PREFILL_MARK = "━"
+DECODE_MARK = "•"
 
 
 class TimelinePlot(PlotextPlot):
     """The lanes drawn with plotext: a thick bar for prefill, a dot per content chunk."""
+
+    COMPONENT_CLASSES = {"timeline-plot--prefill", "timeline-plot--decode"}
+    """The marks' colours, set in the .tcss from the theme. They reach plotext as RGB: a named plotext
+    colour is an ANSI one, which the pane's opacity cannot dim when the server is down."""
 
     lanes: reactive[list[Lane]] = reactive(list, always_update=True, repaint=False)  # replot() refreshes
     """Lanes to draw, oldest first."""
@@ -28,6 +38,13 @@ class TimelinePlot(PlotextPlot):
     def on_mount(self) -> None:
         self.watch(self.app, "theme", lambda: self.call_after_refresh(self.replot))
 
+    def on_resize(self) -> None:
+        self.replot()
+
+    def _rgb(self, component: str) -> tuple[int, int, int]:
+        color = self.get_component_rich_style(component).color
+        return tuple(color.get_truecolor()) if color else (255, 255, 255)
+
     def replot(self) -> None:
         plt = self.plt
         plt.clear_data()
@@ -35,18 +52,23 @@ class TimelinePlot(PlotextPlot):
         plt.xlabel("seconds")
         if not self.lanes:
             plt.title("send a prompt (s) to see prefill, then decode")
-        count = len(self.lanes)
-        for index, lane in enumerate(self.lanes):
+        prefill, decode = self._rgb("timeline-plot--prefill"), self._rgb("timeline-plot--decode")
+        # One row per lane: more lanes than rows would draw two requests on one row.
+        shown = refit(self.lanes, max(1, self.size.height - AXIS_ROWS))
+        count = len(shown)
+        for index, lane in enumerate(shown):
+            # One character per cell, like the lane's tick: plotext's 2×2 "hd" marks snap to half rows,
+            # which put a prefill bar a row below its label on a short plot.
             y = count - index
             prefill_end = lane.first_token_s
             if prefill_end is not None:
-                plt.plot([lane.sent_s, prefill_end], [y, y], marker="hd", color="orange")
+                plt.plot([lane.sent_s, prefill_end], [y, y], marker=PREFILL_MARK, color=prefill)
             if lane.token_s:
-                plt.scatter(list(lane.token_s), [y] * len(lane.token_s), marker="•", color="cyan")
+                plt.scatter(list(lane.token_s), [y] * len(lane.token_s), marker=DECODE_MARK, color=decode)
             elif prefill_end is None:
-                plt.scatter([lane.sent_s], [y], marker="▶", color="orange")
+                plt.scatter([lane.sent_s], [y], marker="▶", color=prefill)
         if count:
-            plt.yticks(list(range(count, 0, -1)), [lane.label for lane in self.lanes])
+            plt.yticks(list(range(count, 0, -1)), [lane.label for lane in shown])
             plt.ylim(0.5, count + 0.5)
         self.refresh()
 
