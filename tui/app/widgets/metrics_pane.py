@@ -14,6 +14,9 @@ from tui.core.telemetry import HistogramQuantiles, MetricsSnapshot
 
 HISTORY = 60
 """Scrapes kept for each sparkline (a minute at the default interval)."""
+IDLE = 0.0
+"""A sparkline's value for a scrape with nothing to show (no requests in the window, not scraped yet): the
+flat baseline. Skipping such scrapes left one old sample, which a Sparkline draws as a solid bar."""
 
 ROWS = (
     ("ttft", "TTFT p50/p99"),
@@ -38,14 +41,15 @@ class MetricsPane(Vertical):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self._history: dict[str, deque[float]] = {key: deque(maxlen=HISTORY) for key, _ in ROWS}
+        # One sample per scrape on a fixed time axis, the newest at the right edge.
+        self._history: dict[str, deque[float]] = {key: deque([IDLE] * HISTORY, maxlen=HISTORY) for key, _ in ROWS}
 
     def compose(self) -> ComposeResult:
         for key, title in ROWS:
             with Horizontal(classes="metric-row"):
                 yield Label(title, classes="metric-name")
                 yield Static("–", id=f"value-{key}", classes="metric-value", markup=False)
-                yield Sparkline([], id=f"spark-{key}")
+                yield Sparkline(list(self._history[key]), id=f"spark-{key}")
         yield Static("", id="metrics-extra", markup=False)
         yield Static("", id="metrics-saturation", markup=False)
 
@@ -71,8 +75,7 @@ class MetricsPane(Vertical):
             "kv": f"{snapshot.kv_cache_usage:.0%}" if snapshot.kv_cache_usage is not None else "–",
         }
         for key, _ in ROWS:
-            if values[key] is not None:
-                self._history[key].append(values[key])
+            self._history[key].append(IDLE if values[key] is None else values[key])
             set_text(self.query_one(f"#value-{key}", Static), texts[key])
             self.query_one(f"#spark-{key}", Sparkline).data = list(self._history[key])
         set_text(self.query_one("#metrics-extra", Static), _extra(snapshot))
