@@ -22,3 +22,17 @@ def test_help_screen(snap_compare):
 
 def test_narrow_80x24(snap_compare):
     assert snap_compare(make_app(), terminal_size=(80, 24), run_before=play)
+
+
+async def play_then_tab_to_the_last_pane(pilot):
+    await play(pilot)
+    for _ in range(20):
+        if pilot.app.focused.id == "gpu-pane":
+            break
+        await pilot.press("tab")
+        await pilot.pause()
+
+
+def test_narrow_80x24_scrolled_to_the_last_pane(snap_compare):
+    """The stacked panes scroll under the status line; the footer keeps s, ? and q."""
+    assert snap_compare(make_app(), terminal_size=(80, 24), run_before=play_then_tab_to_the_last_pane)
