@@ -91,7 +91,10 @@ def route_for(request: StreamRequest) -> _Route:
 
 
 class _WireClock:
-    """The `trace` callback: stamps when the body goes on the wire, and times any connection made for it."""
+    """The `trace` callback: stamps when the body goes on the wire, and times any connection made for it.
+
+    A request resent on a new connection (`http.ResendOnStaleConnection`) stamps both again: its clock restarts.
+    """
 
     __slots__ = ("sent_ns", "sent_unix", "connect_started_ns", "connect_done_ns")
 
