@@ -19,7 +19,7 @@ REPO = OUT.parent
 
 
 async def shoot(url: str) -> None:
-    app = PhasetopApp(Settings(_env_file=None), url, None, None)
+    app = PhasetopApp(Settings(_env_file=None), url, None, None, save_runs=False)
     async with app.run_test(size=SIZE) as pilot:
         screen: MainScreen = app.screen
         await until(pilot, lambda: screen.api is not None and screen.cpu_ceiling is not None and screen.host is not None, 60)

@@ -30,7 +30,7 @@ async def until(pilot, condition, timeout_s: float = 30.0) -> None:
 
 
 async def live_view(url: str) -> None:
-    app = PhasetopApp(SETTINGS, url, *simulated_server(SETTINGS))
+    app = PhasetopApp(SETTINGS, url, *simulated_server(SETTINGS), save_runs=False)
     async with app.run_test(size=SIZE) as pilot:
         screen: MainScreen = app.screen
         await until(pilot, lambda: screen.api is not None)
@@ -45,7 +45,7 @@ async def live_view(url: str) -> None:
 
 
 async def server_down() -> None:
-    app = PhasetopApp(Settings(_env_file=None), "http://127.0.0.1:9", None, None)
+    app = PhasetopApp(Settings(_env_file=None), "http://127.0.0.1:9", None, None, save_runs=False)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.screen.server.down_since is not None)
         await pilot.pause(0.3)
