@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tui.core.sse import LineSplitter, one_line, sse_field
@@ -100,6 +102,7 @@ def test_errors_in_band_are_read_as_one_line():
 def test_each_prompt_opens_with_its_own_nonce():
     first, second = make_nonce(), make_nonce()
     assert first != second
+    assert re.fullmatch(r"\[\d{12}\]", first)  # digits of a fixed count: the same tokens for every nonce
     text = filler_text(first, 10)
     assert text.startswith(first + " ")
     assert len(text.split()) == 11
