@@ -18,7 +18,11 @@ def make_client(
     timeout_s: float = 30.0,
     max_connections: int = 256,
 ) -> httpx.AsyncClient:
-    """An AsyncClient for one server. The key goes into a header and nowhere else."""
+    """An AsyncClient for one server. The key goes into a header and nowhere else.
+
+    It connects directly: HTTP(S)_PROXY in the environment is not used (a proxy would sit inside every
+    TTFT; an explicit transport is also what turns httpx's environment proxies off).
+    """
     headers = {"User-Agent": f"phasetop/{__version__}"}
     if api_key is not None and api_key.get_secret_value():
         headers["Authorization"] = f"Bearer {api_key.get_secret_value()}"
