@@ -1,5 +1,6 @@
-"""A real server's decode ceiling: a simulator given by --url (so phasetop treats it as a real server),
-with NVML answered by a fake so the device is fixed whatever this machine has."""
+"""The decode ceiling of a server phasetop did not start: a real one (a scripted vLLM stand-in that does
+not say it is a simulator), and a phasetop simulator given by --url (it publishes its own device), with
+NVML answered by a fake so this host's device is fixed whatever this machine has."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import pynvml
 import pytest
 
 from tests.app.test_app import CEILING, completed, settings, wait_for
+from tests.scripted_server import Script, ScriptedServer
 from tests.fixtures.fake_pynvml import FakeGpu, FakeNvml
 from tui.app.app import PhasetopApp
 from tui.app.messages import GpuSampled, ServerCameUp
@@ -19,10 +21,18 @@ def shown(screen, selector: str) -> str:
     return str(screen.query_one(selector).render())
 
 
-async def test_the_model_id_and_nvmls_gpu_give_the_ceiling(sim_url, monkeypatch):
+@pytest.fixture
+def real_url():
+    """A vLLM stand-in serving the 8B id; its /version is vLLM's, with no simulator flags."""
+    server = ScriptedServer(Script(model="meta-llama/Llama-3.1-8B-Instruct", tokens=["tok"] * 24)).start()
+    yield server.url
+    server.stop()
+
+
+async def test_the_model_id_and_nvmls_gpu_give_the_ceiling(real_url, monkeypatch):
     FakeNvml([H100_NVML]).install(monkeypatch)
     seen = []
-    app = PhasetopApp(settings(), sim_url)  # as `phasetop --url`: no simulator of its own, no ceiling handed in
+    app = PhasetopApp(settings(), real_url)  # as `phasetop --url`: no simulator of its own, no ceiling handed in
     async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
         screen = app.screen
         await wait_for(pilot, lambda: screen.decode_ceiling_tok_s is not None)
@@ -40,10 +50,10 @@ async def test_the_model_id_and_nvmls_gpu_give_the_ceiling(sim_url, monkeypatch)
         assert f"= {share:.0%} of the 209 tok/s ceiling" in shown(screen, "#timeline-figures")
 
 
-async def test_no_gpu_takes_the_cpu_row(sim_url, monkeypatch):
+async def test_no_gpu_takes_the_cpu_row(real_url, monkeypatch):
     FakeNvml([], init_error=pynvml.NVML_ERROR_LIBRARY_NOT_FOUND).install(monkeypatch)
     seen = []
-    app = PhasetopApp(settings(), sim_url)
+    app = PhasetopApp(settings(), real_url)
     async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
         screen = app.screen
         await wait_for(pilot, lambda: screen.decode_ceiling_tok_s is not None)
@@ -56,8 +66,9 @@ async def test_no_gpu_takes_the_cpu_row(sim_url, monkeypatch):
 async def test_an_unknown_model_says_so_and_shows_no_share(monkeypatch):
     FakeNvml([H100_NVML]).install(monkeypatch)
     seen = []
-    with SimulatorProcess.start(["--served-model-name", "mistralai/Mistral-7B-Instruct-v0.3"]) as sim:
-        app = PhasetopApp(settings(), sim.url)
+    server = ScriptedServer(Script(model="mistralai/Mistral-7B-Instruct-v0.3")).start()
+    try:
+        app = PhasetopApp(settings(), server.url)
         async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
             screen = app.screen
             await wait_for(pilot, lambda: screen.cpu_ceiling is not None)
@@ -69,6 +80,23 @@ async def test_an_unknown_model_says_so_and_shows_no_share(monkeypatch):
             await pilot.pause(0.1)
             figures = shown(screen, "#timeline-figures")
             assert "decode" in figures and "ceiling" not in figures
+    finally:
+        server.stop()
+
+
+async def test_a_simulator_given_by_url_gets_its_own_ceiling_not_this_hosts(monkeypatch):
+    """`phasetop sim` in one terminal, `phasetop` in another: no GPU here, yet the simulated H100's ceiling."""
+    FakeNvml([], init_error=pynvml.NVML_ERROR_LIBRARY_NOT_FOUND).install(monkeypatch)
+    with SimulatorProcess.start(["--gpu", "H200", "--time-scale", "2"]) as sim:
+        app = PhasetopApp(settings(), sim.url, save_runs=False)
+        async with app.run_test(size=(120, 40)) as pilot:
+            screen = app.screen
+            await wait_for(pilot, lambda: screen.simulator_flags is not None and screen.decode_ceiling_tok_s is not None)
+            await pilot.pause(0.2)
+            assert screen.decode_ceiling_tok_s == pytest.approx(4800e9 / 16e9 / 2)
+            pane = shown(screen, "#gpu-pane")
+            assert "decode ceiling 150 tok/s" in pane and "simulated NVIDIA H200" in pane and "2× slower" in pane
+            assert "no GPU seen" not in pane
 
 
 async def test_a_simulator_phasetop_started_keeps_its_own_ceiling(sim_url, monkeypatch):

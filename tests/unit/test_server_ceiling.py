@@ -1,7 +1,7 @@
 import pytest
 
 from tui.core.models import MODELS, find_served_model
-from tui.core.server_ceiling import server_ceiling
+from tui.core.server_ceiling import server_ceiling, simulator_ceiling
 from tui.core.telemetry import GpuReading
 
 H100 = GpuReading(index="0", name="NVIDIA H100 80GB HBM3")
@@ -106,3 +106,13 @@ def test_a_given_bandwidth_replaces_the_cpu_row_and_reaches_a_remote_server():
     assert "60 GB/s ÷ 16,000 MB" in local.line and "as given" in local.line
     remote = server_ceiling(LLAMA_8B, [H100], server_is_local=False, bandwidth_gbs=4800)
     assert remote.decode_ceiling_tok_s == pytest.approx(4800e9 / 16e9)
+
+
+def test_a_simulators_flags_give_its_simulated_ceiling_slowed_by_its_time_scale():
+    flags = {"gpu": "NVIDIA H100 SXM", "model": "Llama-3.1-8B", "bits": "8", "time_scale": "20"}
+    result = simulator_ceiling(flags)
+    assert result.decode_ceiling_tok_s == pytest.approx(3350e9 / 8e9 / 20)
+    assert result.weight_bytes == 8e9 and result.kv_bytes_per_token == 131072 and not result.cpu_row
+    assert "simulated NVIDIA H100 SXM; Llama-3.1-8B at 8 bit; 20× slower" in result.line
+    assert simulator_ceiling({**flags, "gpu": "TPU v9"}) is None
+    assert simulator_ceiling({"model": "Llama-3.1-8B"}) is None

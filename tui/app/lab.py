@@ -144,6 +144,8 @@ class LabMixin(LabFeedsMixin, Screen):
                 session.identity = event.identity
         if self._sessions and event.number == self._sessions[-1].number:
             self._server_info = event.info
+            self.simulator_flags = event.identity.get("simulator_flags")
+            self._set_ceiling()
 
     @on(RunSaved)
     def _run_saved(self, event: RunSaved) -> None:

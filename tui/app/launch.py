@@ -8,7 +8,7 @@ from tui.app.app import PhasetopApp
 from tui.config import Settings
 from tui.core.devices import find_device
 from tui.core.models import find_model
-from tui.core.roofline import ceiling
+from tui.core.server_ceiling import simulator_ceiling
 from tui.sim.launcher import SimulatorError, SimulatorProcess
 
 PROBE_TIMEOUT_S = 0.5
@@ -33,12 +33,11 @@ def simulated_server(settings: Settings) -> tuple[str, tuple[float, float, float
     The ceiling is divided by the time scale: a simulator slowed 20× decodes 20× below the device's ceiling.
     """
     device, layout = find_device(settings.sim.gpu), find_model(settings.sim.model)
-    row = ceiling(device=device.name, bandwidth_gbs=device.mem_bandwidth_gbs,
-                  peak_tflops=device.peak_bf16_tflops, layout=layout)
     label = f"simulated {device.name.removeprefix('NVIDIA ')} · {layout.name}"
     if settings.sim.time_scale != 1:
         label += f" · {settings.sim.time_scale:g}× slower"
-    return label, (row.decode_ceiling_tok_s / settings.sim.time_scale, row.kv_bytes_per_token, row.weight_bytes)
+    row = simulator_ceiling({"gpu": settings.sim.gpu, "model": settings.sim.model, "time_scale": str(settings.sim.time_scale)})
+    return label, (row.decode_ceiling_tok_s, row.kv_bytes_per_token, row.weight_bytes)
 
 
 def run_ui(settings: Settings, url_given: bool, save_runs: bool = True) -> int:

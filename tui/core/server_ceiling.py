@@ -8,11 +8,11 @@ from the model id it reports. Where either is unknown the answer says so instead
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from tui.core.devices import UnknownDeviceError, find_device
-from tui.core.models import find_served_model
+from tui.core.models import find_model, find_served_model
 from tui.core.roofline import kv_bytes_per_token, served_ceiling, weight_bytes
 from tui.core.telemetry import GpuReading
 
@@ -61,6 +61,25 @@ def server_ceiling(model_id: str | None, devices: Sequence[GpuReading], server_i
         weights, what = weight_bytes(layout.params, bits), f"{layout.name} at {bits} bit"
     tok_s, line = served_ceiling(f"{device}; {what}", device_gbs, weights)
     return ServerCeiling(line, tok_s, kv_token, weights, cpu_row=not devices and not bandwidth_gbs)
+
+
+def simulator_ceiling(flags: Mapping[str, str]) -> ServerCeiling | None:
+    """The ceiling of a phasetop simulator from the flags it publishes (`/version`'s `phasetop_sim`).
+
+    Its device is simulated, so this host's GPUs (or lack of them) say nothing about it; a simulator
+    slowed by `time_scale` decodes that many times below its device's ceiling. None when the flags name
+    a device or model this phasetop does not know.
+    """
+    try:
+        device, layout = find_device(flags["gpu"]), find_model(flags["model"])
+        bits, time_scale = int(flags.get("bits", 16)), float(flags.get("time_scale", 1))
+    except (KeyError, ValueError, UnknownDeviceError):
+        return None
+    weights = weight_bytes(layout.params, bits)
+    slower = f"; {time_scale:g}× slower" if time_scale != 1 else ""
+    tok_s, line = served_ceiling(f"simulated {device.name}; {layout.name} at {bits} bit{slower}",
+                                 device.mem_bandwidth_gbs / time_scale, weights)
+    return ServerCeiling(line, tok_s, kv_bytes_per_token(layout), weights)
 
 
 def _bandwidth(devices: Sequence[GpuReading]) -> tuple[str, float] | str:

@@ -34,7 +34,7 @@ from tui.app.widgets.timeline_pane import TimelinePane
 from tui.config import Settings
 from tui.core.diagnosis import LiveFigures, diagnose
 from tui.core.records import RequestTiming
-from tui.core.server_ceiling import ServerCeiling, server_ceiling
+from tui.core.server_ceiling import ServerCeiling, server_ceiling, simulator_ceiling
 from tui.core.telemetry import GpuSample, HostSample, MetricsSnapshot
 from tui.sources.host import local_port
 from tui.sources.http import make_client
@@ -101,6 +101,8 @@ class MainScreen(FeedsMixin, LabMixin):
         self.api: str | None = None
         self.model: str | None = None
         self._model_bytes: int | None = None
+        self.simulator_flags: dict[str, str] | None = None
+        """A phasetop simulator's flags, when the server turns out to be one (its identity says so)."""
         self._served: ServerCeiling | None = None
         """The ceiling derived for a server phasetop did not start (`_ceiling` is None)."""
         self._records: dict[int, RequestTiming] = {}
@@ -284,12 +286,19 @@ class MainScreen(FeedsMixin, LabMixin):
         self.diagnosis = "\n".join(f"{f.phase}: {f}" for f in diagnose(figures)[:2])
 
     def _set_ceiling(self) -> None:
-        """A real server's ceiling, once its model and this host's devices are known: from NVML's GPUs, or
-        the CPU row where there is none; the weights from the model id, or their real size (llama.cpp)."""
-        if self._ceiling or self.model is None or self.gpu is None:
+        """A ceiling for a server phasetop did not start: a phasetop simulator's from the flags it publishes;
+        a real server's once its model and this host's devices are known: from NVML's GPUs, or the CPU row
+        where there is none; the weights from the model id, or their real size (llama.cpp)."""
+        if self._ceiling or self.model is None:
             return
-        self._served = server_ceiling(self.model, self.gpu.devices, local_port(self.server_url) is not None,
-                                      self._model_bytes, self.settings.bandwidth_gbs)
+        simulated = simulator_ceiling(self.simulator_flags) if self.simulator_flags else None
+        if simulated is not None:
+            self._served = simulated
+        elif self.gpu is None:
+            return
+        else:
+            self._served = server_ceiling(self.model, self.gpu.devices, local_port(self.server_url) is not None,
+                                          self._model_bytes, self.settings.bandwidth_gbs)
         self.decode_ceiling_tok_s, self.cpu_ceiling = self._served.decode_ceiling_tok_s, self._served.line
 
     def _set_down(self, down: bool) -> None:
