@@ -68,22 +68,32 @@ async def experiment(url: str) -> None:
         app.save_screenshot("experiment.svg", path=str(OUT))
 
 
+async def long_prompt_among_streams(pilot, screen: MainScreen) -> None:
+    """Preset 4 (8 streams), then preset 2 (2,000 tokens) once they decode; returns when all 9 are in the session."""
+    first = screen._next_id
+    await pilot.press("4")
+    streams = range(first, first + 8)
+    await until(pilot, lambda: all(len(getattr(screen._records.get(i), "token_offsets_s", ())) >= 16 for i in streams))
+    await pilot.press("2")
+    await until(pilot, lambda: len(screen._sessions[-1].requests) == 9, 90)
+
+
 async def before_after() -> None:
-    """A long prompt, the simulator restarted on its port with --max-num-batched-tokens 256, the same prompt, then b."""
+    """8 streams with a long prompt landing among them, the simulator restarted on its port with
+    --max-num-batched-tokens 256, the same again, then b: smaller prefill chunks trade TTFT for the
+    running streams' ITL p99."""
     first = SimulatorProcess.start([*simulator_args(REAL_TIME), "--max-num-batched-tokens", "2048"])
     app = PhasetopApp(REAL_TIME, first.url, *simulated_server(REAL_TIME), save_runs=False)
     try:
         async with app.run_test(size=SIZE) as pilot:
             screen: MainScreen = app.screen
             await until(pilot, lambda: screen._server_info is not None)
-            await pilot.press("2")
-            await until(pilot, lambda: len(screen.timings) == 1 and screen.timings[0].e2e_s and screen.timings[0].output_tokens)
+            await long_prompt_among_streams(pilot, screen)
             first.stop()
             port = str(urlsplit(first.url).port)
             with SimulatorProcess.start([*simulator_args(REAL_TIME), "--max-num-batched-tokens", "256", "--port", port]):
                 await until(pilot, lambda: screen.has_before and screen._server_info is not None, 90)
-                await pilot.press("2")
-                await until(pilot, lambda: len(screen._sessions[-1].requests) == 1)
+                await long_prompt_among_streams(pilot, screen)
             await pilot.press("b")
             await until(pilot, lambda: isinstance(app.screen, CompareScreen))
             await pilot.pause(0.3)
