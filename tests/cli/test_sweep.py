@@ -17,6 +17,7 @@ import socket
 import pytest
 
 from tests.cli.test_probe import assert_one_clear_line
+from tests.scripted_server import Script, ScriptedServer
 from tui.cli.main import main
 from tui.core.experiments import INTERFERENCE_STREAMS, make_plan
 from tui.core.timeline import lanes
@@ -190,3 +191,21 @@ def test_unreachable_or_bad_url_is_one_line(capsys, url, code, words):
     out, err = capsys.readouterr()
     assert exit_code == code and out == ""
     assert_one_clear_line(exit_code, err, *words)
+
+
+def test_a_sweep_cut_short_saves_the_rows_it_finished(capsys, tmp_path):
+    # Request 1 is the warm-up, 2 the 10-token row; the 20-token request is refused.
+    server = ScriptedServer(Script(fault="status", fault_from_request=3)).start()
+    runs = tmp_path / "runs"
+    try:
+        code = main(["sweep", "--url", server.url, "--vary", "prompt-tokens", "--values", "10,20", "--repeat", "1",
+                     "--max-tokens", "4", "--json", "--runs-dir", str(runs)])
+    finally:
+        server.stop()
+    out, err = capsys.readouterr()
+    assert code == 1 and "Traceback" not in err
+    assert [row["prompt_tokens"] for row in json.loads(out)["rows"]] == [10]
+    (path,) = runs.glob("*.json")
+    run = json.loads(path.read_text())
+    assert [row["prompt_tokens"] for row in run["result"]["rows"]] == [10]
+    assert [r["ok"] for r in run["requests"]] == [True, False]

@@ -54,11 +54,12 @@ def run(args: argparse.Namespace) -> int:
         emit_json(redacted(document, key))
     else:
         print(redacted(_table(server, result), key))
+    if result.rows:  # a sweep cut short keeps the rows it finished, as the UI's does
+        run_record = new_run("sweep", _params(result.plan, server), identity, [t.to_json() for t in result.requests],
+                             document, started, datetime.now(UTC))
+        save_run_from_cli(args, settings, run_record)
     if failure:
         raise CliError(redacted(failure, key))
-    run_record = new_run("sweep", _params(result.plan, server), identity, [t.to_json() for t in result.requests],
-                         document, started, datetime.now(UTC))
-    save_run_from_cli(args, settings, run_record)
     return EXIT_OK
 
 
