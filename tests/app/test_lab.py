@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 from textual.widgets import DataTable, Static
@@ -21,8 +22,9 @@ from tui.app.screens.main import MainScreen
 from tui.app.screens.runs import RunsScreen
 from tui.cli.main import main as phasetop
 from tui.config import Settings
-from tui.core.runs import compare_runs
+from tui.core.runs import compare_runs, new_run
 from tui.core.stats import summarize
+from tui.runs_store import save_run
 from tui.sim.launcher import SimulatorProcess
 
 CEILING = (3350e9 / 16e9, 131072.0, 16e9)
@@ -180,6 +182,23 @@ async def test_runs_view_lists_saved_runs_and_compares_two(sim_url, tmp_path, mo
         assert ttft["after"] > ttft["before"]  # a 1,500-token prompt prefills longer than a 300-token one
         await pilot.press("escape")
         await wait_for(pilot, lambda: app.screen is runs, 5, "back to the runs")
+
+
+async def test_runs_view_shows_a_run_files_text_as_plain_text(tmp_path):
+    """A run file is anyone's text: a start time that reads as markup is shown as it is, not parsed (nor a crash)."""
+    runs_dir = tmp_path / "runs"
+    run = new_run("probe", {}, {"url": "http://h:8000", "model": "[b]m[/b]"}, [], {}, datetime.now(UTC), datetime.now(UTC))
+    run["started"] = "[/oops] 2026"
+    save_run(run, runs_dir)
+    app = PhasetopApp(settings(runs_dir), "http://127.0.0.1:9", None, None)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("r")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen), 5, "runs view")
+        table = app.screen.query_one(DataTable)
+        await wait_for(pilot, lambda: table.row_count == 1, 10, "the run listed")
+        await pilot.pause(0.1)
+        row = [str(cell) for cell in table.get_row_at(0)]
+        assert row[3] == "[/oops] 2026" and row[4] == "[b]m[/b]"
 
 
 async def test_turning_the_load_dial_up_raises_the_achieved_rate(sim_url, tmp_path):

@@ -113,7 +113,8 @@ class RunsScreen(Screen[None]):
             mark = PICK_MARKS[self.picked.index(run_id)] if run_id in self.picked else ""
             started = started_text(header.get("started"))
             model = (header.get("server") or {}).get("model")
-            table.add_row(mark, Text(one_line(run_id, 40)), Text(one_line(str(header.get("kind")), 10)), started,
+            # Every cell a Text: DataTable reads a str cell as markup, and a run file's text is not ours.
+            table.add_row(mark, Text(one_line(run_id, 40)), Text(one_line(str(header.get("kind")), 10)), Text(started),
                           Text(one_line(str(model or "-"), 40)), Text(one_line(str(header.get("summary") or ""), 120)),
                           key=run_id)
         if self.headers:
