@@ -2,6 +2,7 @@
 
 import pytest
 
+from tui.core.experiment_findings import finding
 from tui.core.experiments import (
     CONTEXT_PROMPT_TOKENS,
     CONTEXT_WINDOW,
@@ -11,7 +12,6 @@ from tui.core.experiments import (
     concurrency_row,
     context_rows,
     describe_row,
-    finding,
     interference_gaps,
     interference_row,
     make_plan,

@@ -1,8 +1,7 @@
-"""The domain text's experiments: their plans, their rows, and each one's finding in one line.
+"""The domain text's experiments: their plans, their rows, and the table each one shows.
 
 Pure: the drivers in `tui.sources.experiments` time the requests; this module turns timings into
-rows (one per value swept) and rows into a finding a person reads in one line
-("TTFT ×9.6 from 200 to 2,000 tokens (6.9 → 66 ms); decode −2.1 %").
+rows (one per value swept); `tui.core.experiment_findings` turns rows into the one-line finding.
 """
 
 from __future__ import annotations
@@ -11,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
+from tui.core.experiment_findings import number
 from tui.core.records import RequestTiming
 from tui.core.stats import summarize
 
@@ -34,8 +34,6 @@ CONTEXT_PROMPT_TOKENS = 32
 """The context experiment starts from a short prompt: the context grows by generation."""
 CONTEXT_WINDOW = 256
 """ITL at position p is read over the gaps of the tokens at positions (p − window, p]."""
-PREFIX_HIT_RATIO = 0.5
-"""A second TTFT below this share of the first reads as a prefix-cache hit."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,82 +287,6 @@ def context_rows(positions: Sequence[int], generations: Sequence[RequestTiming],
     return rows
 
 
-# Findings: one line each, first value against last.
-
-
-def finding(vary: str, rows: Sequence[dict]) -> str:
-    """The experiment's result in one line, from its rows."""
-    return FINDINGS[vary](list(rows))
-
-
-def _prompt_finding(rows: list[dict]) -> str:
-    rows = [r for r in rows if r["ttft_s"] is not None]
-    if len(rows) < 2:
-        return "not enough prompt lengths measured to compare"
-    a, b = rows[0], rows[-1]
-    line = (f"TTFT {_times(b['ttft_s'] / a['ttft_s'])} from {a['prompt_tokens']:,} to {b['prompt_tokens']:,} tokens "
-            f"({_ms(a['ttft_s'])} → {_ms(b['ttft_s'])} ms)")
-    if a["decode_tok_s"] and b["decode_tok_s"] is not None:
-        line += f"; decode {_percent(100 * (b['decode_tok_s'] / a['decode_tok_s'] - 1))}"
-    return line
-
-
-def _prefix_finding(rows: list[dict]) -> str:
-    rows = [r for r in rows if r["second_vs_first"] is not None]
-    if not rows:
-        return "no shared prefix measured twice"
-    row = rows[-1]
-    ratio = row["second_vs_first"]
-    verdict = "prefix-cache hit" if ratio < PREFIX_HIT_RATIO else "no prefix-cache hit"
-    line = (f"a {row['prefix_tokens']:,}-token prefix sent again: TTFT {_times(ratio)} "
-            f"({_ms(row['first_ttft_s'])} → {_ms(row['second_ttft_s'])} ms), {verdict}")
-    if row["unique_ttft_s"] is not None:
-        line += f"; a unique prompt {_ms(row['unique_ttft_s'])} ms"
-    return line
-
-
-def _concurrency_finding(rows: list[dict]) -> str:
-    rows = [r for r in rows if r["aggregate_tok_s"] and r["itl_p99_s"]]
-    if len(rows) < 2:
-        return "not enough stream counts measured to compare"
-    a, b = rows[0], rows[-1]
-    return (f"aggregate {_times(b['aggregate_tok_s'] / a['aggregate_tok_s'])} from {a['streams']} to {b['streams']} streams "
-            f"({_num(a['aggregate_tok_s'])} → {_num(b['aggregate_tok_s'])} tok/s); "
-            f"p99 ITL {_times(b['itl_p99_s'] / a['itl_p99_s'])} ({_ms(a['itl_p99_s'])} → {_ms(b['itl_p99_s'])} ms)")
-
-
-def _interference_finding(rows: list[dict]) -> str:
-    rows = [r for r in rows if r["itl_before_s"] is not None]
-    if not rows:
-        return "no running stream measured before the long prompt landed"
-    row = rows[-1]
-    if row["spike"] is None:
-        return f"no gap of the running streams overlapped the {row['prompt_tokens']:,}-token prefill"
-    line = (f"running streams' ITL {_times(row['spike'])} while a {row['prompt_tokens']:,}-token prompt prefilled "
-            f"({_ms(row['itl_before_s'])} → {_ms(row['itl_during_s'])} ms worst gap)")
-    if row["itl_after_s"] is not None:
-        line += f", {_ms(row['itl_after_s'])} ms after"
-    return line
-
-
-def _context_finding(rows: list[dict]) -> str:
-    rows = [r for r in rows if r["itl_mean_s"]]
-    if len(rows) < 2:
-        return "not enough token positions measured to compare"
-    a, b = rows[0], rows[-1]
-    return (f"ITL {_percent(100 * (b['itl_mean_s'] / a['itl_mean_s'] - 1))} from token {a['position']:,} to {b['position']:,} "
-            f"({_ms(a['itl_mean_s'])} → {_ms(b['itl_mean_s'])} ms)")
-
-
-FINDINGS = {
-    "prompt-tokens": _prompt_finding,
-    "prefix": _prefix_finding,
-    "concurrency": _concurrency_finding,
-    "interference": _interference_finding,
-    "context": _context_finding,
-}
-
-
 @dataclass(frozen=True, slots=True)
 class Column:
     """One column of an experiment's table: the row key, a header, and how to show the value."""
@@ -378,7 +300,7 @@ class Column:
         value = row.get(self.key)
         if value is None:
             return "-"
-        return _num(value * self.scale) if isinstance(value, float) else f"{value:,}"
+        return number(value * self.scale) if isinstance(value, float) else f"{value:,}"
 
 
 _MS = 1000.0
@@ -408,24 +330,3 @@ def describe_row(vary: str, row: dict) -> str:
         unit = f" {column.unit}" if column.unit and row.get(column.key) is not None else ""
         parts.append(f"{column.label} {column.show(row)}{unit}")
     return ", ".join(parts)
-
-
-def _num(value: float) -> str:
-    if abs(value) >= 100:
-        return f"{value:,.0f}"
-    if abs(value) >= 10:
-        return f"{value:.1f}"
-    return f"{value:.2f}"
-
-
-def _ms(seconds: float) -> str:
-    return _num(seconds * 1000)
-
-
-def _times(ratio: float) -> str:
-    return f"×{ratio:.1f}" if ratio >= 1 else f"×{ratio:.2f}"
-
-
-def _percent(value: float) -> str:
-    text = f"{value:+.1f} %" if abs(value) < 10 else f"{value:+.0f} %"
-    return text.replace("-", "−")

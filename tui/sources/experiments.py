@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from tui.core.experiment_findings import finding
 from tui.core.experiments import (
     BACKGROUND_PROMPT_TOKENS,
     CONTEXT_PROMPT_TOKENS,
@@ -29,7 +30,6 @@ from tui.core.experiments import (
     concurrency_row,
     context_rows,
     describe_row,
-    finding,
     interference_row,
     prefix_row,
     prompt_length_row,
