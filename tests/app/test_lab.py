@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 from textual.widgets import DataTable, Static
+from textual.worker import WorkerState
 
 from tui.app.app import PhasetopApp
 from tui.app.lab_messages import ExperimentFinished, LoadStopped, SessionIdentified
@@ -85,6 +86,22 @@ async def test_prompt_length_experiment_shows_its_finding_chart_and_table(sim_ur
     [sweep] = [r for r in saved_runs(tmp_path / "runs") if r["kind"] == "sweep"]
     assert sweep["result"]["finding"] == finding and sweep["params"]["vary"] == "prompt-tokens"
     assert len(sweep["requests"]) == 12  # 4 lengths × 3 repeats, the raw timings
+
+
+async def test_escape_stops_a_running_experiment_and_saves_nothing(sim_url, tmp_path):
+    seen = []
+    app = PhasetopApp(settings(tmp_path / "runs"), sim_url, None, CEILING)
+    async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
+        await wait_for(pilot, lambda: seen_of(seen, SessionIdentified), what="server identified")
+        await pilot.press("g")  # context growth: one long generation, far from done when escape comes
+        await wait_for(pilot, lambda: isinstance(app.screen, ExperimentScreen), 5, "experiment screen")
+        [worker] = [w for w in app.workers if w.group == "experiment"]
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen), 5, "back on the main screen")
+        await wait_for(pilot, lambda: worker.is_finished, 30, "the experiment's thread ended")
+        assert worker.state == WorkerState.CANCELLED
+        assert not seen_of(seen, ExperimentFinished)
+    assert not [r for r in saved_runs(tmp_path / "runs") if r["kind"] == "sweep"]
 
 
 async def test_restart_with_another_batch_budget_opens_a_session_and_compares(tmp_path):

@@ -138,7 +138,7 @@ class ExperimentScreen(Screen[None]):
                      markup=False)
         yield ProgressBar(total=1.0, show_eta=False, id="experiment-progress")
         yield Static("starting…", id="experiment-message", markup=False)
-        yield ExperimentChart(self.plan.vary, id="experiment-chart")
+        yield ExperimentChart(self.plan.vary, id="experiment-chart").data_bind(rows=ExperimentScreen.rows)
         table: DataTable = DataTable(id="experiment-table", cursor_type="none", zebra_stripes=True)
         table.add_columns(*[_label(c) for c in COLUMNS[self.plan.vary]])
         yield table
@@ -147,9 +147,6 @@ class ExperimentScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.run_plan()
-
-    def on_unmount(self) -> None:
-        self.workers.cancel_group(self, "experiment")
 
     @work(exclusive=True, group="experiment", thread=True, exit_on_error=False)
     def run_plan(self) -> None:
@@ -209,7 +206,6 @@ class ExperimentScreen(Screen[None]):
             self.notify(f"saved run {event.run_id}", markup=False)
 
     def watch_rows(self, rows: list[dict]) -> None:
-        self.query_one(ExperimentChart).rows = rows
         table = self.query_one(DataTable)
         table.clear()
         for row in rows:
