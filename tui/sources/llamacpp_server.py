@@ -106,10 +106,14 @@ class LlamaServerProcess:
         port = port or free_port(host)
         command = server_command(binary_path(), model, host, port, parallel, ctx_size, threads, alias, extra)
         log_file = tempfile.TemporaryFile(mode="w+b")
-        process = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
-        )
+        try:
+            process = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            )
+        except OSError as error:  # not executable, wrong architecture
+            log_file.close()
+            raise LlamaServerError(f"cannot run {command[0]}: {error.strerror or error}") from None
         server = cls(process, f"http://{host}:{port}", log_file)
         try:
             server._wait_healthy(timeout_s)
