@@ -80,34 +80,43 @@ class ExperimentChart(PlotextPlot):
         self.replot()
 
     def replot(self) -> None:
-        plt = self.plt
-        plt.clear_data()
-        plt.clear_figure()
-        columns = {c.key: c for c in COLUMNS[self.vary]}
-        x_column = COLUMNS[self.vary][0]
+        self.plt.clear_data()
+        self.plt.clear_figure()
         chart = CHARTS[self.vary]
         if chart.bars and self.rows:
-            row = self.rows[-1]
-            shown = [columns[k] for k in chart.bars if row.get(k) is not None]
-            plt.bar([_label(c) for c in shown], [row[c.key] * c.scale for c in shown], color="cyan")
+            self._plot_bars(chart.bars)
         elif self.rows:
-            x = [row[x_column.key] for row in self.rows]
-            plt.xlabel(_label(x_column))
-            if chart.even_x:  # plotext's log scale fails on some signals; positions with the values as ticks
-                plt.xticks(list(range(len(x))), [f"{v:,}" for v in x])
-                x = list(range(len(x)))
-            for side, keys in (("left", chart.left), ("right", chart.right)):
-                top = 0.0
-                for colour, key in zip(COLOURS if side == "left" else COLOURS[::-1], keys, strict=False):
-                    column = columns[key]
-                    points = [(v, row[key] * column.scale) for v, row in zip(x, self.rows, strict=True) if row.get(key) is not None]
-                    if points:
-                        plt.plot([p[0] for p in points], [p[1] for p in points], yside=side, color=colour,
-                                 marker="braille", label=_label(column))
-                        top = max(top, *(p[1] for p in points))
-                if top > 0:  # from zero: "decode stays" must look flat, not a cliff over a 3 % range
-                    plt.ylim(0, top * 1.1, yside=side)
+            self._plot_lines(chart)
         self.refresh()
+
+    def _plot_bars(self, keys: tuple[str, ...]) -> None:
+        row, columns = self.rows[-1], {c.key: c for c in COLUMNS[self.vary]}
+        shown = [columns[k] for k in keys if row.get(k) is not None]
+        self.plt.bar([_label(c) for c in shown], [row[c.key] * c.scale for c in shown], color="cyan")
+
+    def _plot_lines(self, chart: Chart) -> None:
+        x_column = COLUMNS[self.vary][0]
+        x = [row[x_column.key] for row in self.rows]
+        self.plt.xlabel(_label(x_column))
+        if chart.even_x:  # plotext's log scale fails on some signals; positions with the values as ticks
+            self.plt.xticks(list(range(len(x))), [f"{v:,}" for v in x])
+            x = list(range(len(x)))
+        self._plot_side(x, "left", chart.left, COLOURS)
+        self._plot_side(x, "right", chart.right, COLOURS[::-1])
+
+    def _plot_side(self, x: list[float], side: str, keys: tuple[str, ...], colours: tuple[str, ...]) -> None:
+        """One line per key against the y axis on `side`, which starts at zero."""
+        columns = {c.key: c for c in COLUMNS[self.vary]}
+        top = 0.0
+        for colour, key in zip(colours, keys, strict=False):
+            column = columns[key]
+            points = [(v, row[key] * column.scale) for v, row in zip(x, self.rows, strict=True) if row.get(key) is not None]
+            if points:
+                self.plt.plot([p[0] for p in points], [p[1] for p in points], yside=side, color=colour,
+                              marker="braille", label=_label(column))
+                top = max(top, *(p[1] for p in points))
+        if top > 0:  # from zero: "decode stays" must look flat, not a cliff over a 3 % range
+            self.plt.ylim(0, top * 1.1, yside=side)
 
 
 def _label(column: Column) -> str:
