@@ -80,3 +80,10 @@ def test_server_reported_load_marks_cold():
 def test_a_first_request_a_few_ms_slower_is_warm_up_not_a_model_load():
     runs = [timing([0.026, 0.03]), timing([0.008, 0.01]), timing([0.0084, 0.01])]
     assert not mark_cold(runs)[0].cold
+
+
+def test_every_token_in_the_first_chunk_is_tpot_zero_as_vllm_counts_it():
+    timing = RequestTiming(ok=True, t_sent_unix=0.0, token_offsets_s=(0.05,), output_tokens=3)
+    assert timing.tpot_s == 0.0
+    assert timing.decode_tok_s is None  # no time to divide by: no rate, not an infinite one
+    assert RequestTiming(ok=True, t_sent_unix=0.0, token_offsets_s=(0.05,), output_tokens=1).tpot_s is None

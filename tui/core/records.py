@@ -80,7 +80,8 @@ class RequestTiming:
 
     @property
     def decode_span_s(self) -> float | None:
-        if len(self.token_offsets_s) < 2:
+        """E2E − TTFT: zero when every token came in the first chunk (TPOT 0 then, as vLLM counts it)."""
+        if not self.token_offsets_s:
             return None
         return self.token_offsets_s[-1] - self.token_offsets_s[0]
 
