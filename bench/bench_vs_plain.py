@@ -40,7 +40,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from time import perf_counter, perf_counter_ns
+from time import perf_counter
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a plain script from anywhere

@@ -69,6 +69,10 @@ class Settings(BaseSettings):
     sim: SimSettings = SimSettings()
     poll: PollSettings = PollSettings()
 
+    def api_key_text(self) -> str:
+        """The key itself ("" when none), only for redacting it from output and refusing it in files."""
+        return self.api_key.get_secret_value() if self.api_key else ""
+
     @classmethod
     def settings_customise_sources(
         cls,

@@ -34,9 +34,10 @@ class RunFileError(RunStoreError):
     """The file exists but is not a readable phasetop run."""
 
 
-def default_runs_dir() -> Path:
-    """`runs` in the user data dir (e.g. ~/.local/share/phasetop/runs)."""
-    return Path(user_data_dir("phasetop")) / "runs"
+def default_runs_dir(chosen: str | None = None) -> Path:
+    """The directory chosen (a flag or the runs_dir setting), else `runs` in the user data dir
+    (e.g. ~/.local/share/phasetop/runs)."""
+    return Path(chosen).expanduser() if chosen else Path(user_data_dir("phasetop")) / "runs"
 
 
 def save_run(run: dict, directory: Path, secret: str | None = None) -> Path:

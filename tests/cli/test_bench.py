@@ -210,8 +210,8 @@ def test_ctrl_c_stops_sending_and_reports_what_finished(sim, tmp_path):
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )
     deadline = time.monotonic() + 60
-    while "bench:" not in (line := process.stderr.readline()) and time.monotonic() < deadline:
-        pass  # the first progress line: the load is running
+    while "bench:" not in process.stderr.readline() and time.monotonic() < deadline:
+        pass  # until the first progress line: the load is running
     time.sleep(1.0)
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=60)

@@ -39,14 +39,13 @@ LOAD_SOURCE = "ui load dial"
 
 def runs_dir(settings: Settings) -> Path:
     """The runs_dir setting (PHASETOP_RUNS_DIR), else the user data dir's `runs`, as the CLI reads it."""
-    return Path(settings.runs_dir).expanduser() if settings.runs_dir else default_runs_dir()
+    return default_runs_dir(settings.runs_dir)
 
 
 def save_quietly(run: dict, settings: Settings, what: str) -> RunSaved:
     """Save the run; the outcome as a message, never an exception (a full disk must not stop the UI)."""
-    key = settings.api_key.get_secret_value() if settings.api_key else None
     try:
-        save_run(run, runs_dir(settings), secret=key)
+        save_run(run, runs_dir(settings), secret=settings.api_key_text() or None)
     except (OSError, ValueError) as error:
         return RunSaved(what, None, str(error))
     return RunSaved(what, run["id"])

@@ -68,7 +68,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     _check(args, settings)
-    key = settings.api_key.get_secret_value() if settings.api_key else ""
+    key = settings.api_key_text()
     started = datetime.now(UTC)
     server, identity, result = asyncio.run(_bench(settings, args))
     finished = datetime.now(UTC)

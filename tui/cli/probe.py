@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     server, requests, failure = asyncio.run(_probe(settings, args))
     finished = datetime.now(UTC)
     requests = mark_cold(requests)
-    key = settings.api_key.get_secret_value() if settings.api_key else ""
+    key = settings.api_key_text()
     if args.json:
         emit_json(redacted({
             "server": server.to_json(),

@@ -25,17 +25,15 @@ def add_runs_options(parser: argparse.ArgumentParser) -> None:
 
 def runs_dir_from(args: argparse.Namespace, settings: Settings) -> Path:
     """--runs-dir, else the runs_dir setting, else the user data dir's `runs`."""
-    chosen = getattr(args, "runs_dir", None) or settings.runs_dir
-    return Path(chosen).expanduser() if chosen else default_runs_dir()
+    return default_runs_dir(getattr(args, "runs_dir", None) or settings.runs_dir)
 
 
 def save_run_from_cli(args: argparse.Namespace, settings: Settings, run: dict) -> Path | None:
     """Save the run unless --no-save; a failure is one line on stderr and leaves the command's output standing."""
     if getattr(args, "no_save", False):
         return None
-    key = settings.api_key.get_secret_value() if settings.api_key else None
     try:
-        path = save_run(run, runs_dir_from(args, settings), secret=key)
+        path = save_run(run, runs_dir_from(args, settings), secret=settings.api_key_text() or None)
     except (OSError, ValueError) as error:
         note(f"run not saved: {error}")
         return None

@@ -43,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
-    key = settings.api_key.get_secret_value() if settings.api_key else ""
+    key = settings.api_key_text()
     check_url(settings.url)
     values = _values(args.values)
     _plan(args, values, None)  # bad flags fail before any request
