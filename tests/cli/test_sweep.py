@@ -11,8 +11,13 @@ simulator slowed ×2, as tests/sim/test_claims.py does.
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import socket
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -209,3 +214,26 @@ def test_a_sweep_cut_short_saves_the_rows_it_finished(capsys, tmp_path):
     run = json.loads(path.read_text())
     assert [row["prompt_tokens"] for row in run["result"]["rows"]] == [10]
     assert [r["ok"] for r in run["requests"]] == [True, False]
+
+
+def test_ctrl_c_ends_the_sweep_after_its_row_and_keeps_the_rows(sim, tmp_path):
+    """The first Ctrl-C lets the row under way finish; the rows so far are printed and saved, exit 1."""
+    env = {**os.environ, "PHASETOP_RUNS_DIR": str(tmp_path / "runs")}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tui", "sweep", "--url", sim.url, "--vary", "prompt-tokens",
+         "--values", ",".join(str(100 * n) for n in range(1, 31)), "--max-tokens", "8", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    deadline = time.monotonic() + 60
+    while (line := process.stderr.readline()) and "prompt tokens 100," not in line and time.monotonic() < deadline:
+        pass  # until the first row is done
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 1, err
+    document = json.loads(out)
+    assert 1 <= len(document["rows"]) < 30
+    assert [row["prompt_tokens"] for row in document["rows"]] == [100 * n for n in range(1, len(document["rows"]) + 1)]
+    assert "Traceback" not in err and "stopping after the row under way" in err
+    assert err.strip().splitlines()[-1] == "phasetop sweep: interrupted"
+    [saved] = (tmp_path / "runs").glob("*-sweep-*.json")
+    assert len(json.loads(saved.read_text())["result"]["rows"]) == len(document["rows"])

@@ -6,12 +6,19 @@ import argparse
 import asyncio
 import json
 import math
-import signal
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tui.cli.common import add_json_option, add_server_options, base_url, check_url, redacted, settings_from
+from tui.cli.common import (
+    add_json_option,
+    add_server_options,
+    base_url,
+    check_url,
+    redacted,
+    settings_from,
+    stop_on_first_interrupt,
+)
 from tui.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, emit_json, note
 from tui.cli.runs_common import add_runs_options, save_run_from_cli
 from tui.config import Settings
@@ -128,31 +135,21 @@ async def _bench(settings: Settings, args: argparse.Namespace) -> tuple[ServerIn
             workload = Workload(args.prompt_tokens, args.max_tokens, args.num_prompts, args.burstiness, args.chat, args.seed)
             runner = LoadRunner(client, server, workload, LoadDial(args.request_rate, in_flight))
             progress = asyncio.create_task(_show_progress(runner))
-            _stop_on_first_interrupt(runner)
             try:
-                result = await runner.run()
+                with stop_on_first_interrupt(lambda: _interrupt(runner)):
+                    result = await runner.run()
             finally:
                 progress.cancel()
-                asyncio.get_running_loop().remove_signal_handler(signal.SIGINT)
         except SourceError as error:
             raise CliError(str(error)) from None
     _progress_done(runner.progress())
     return server, identity, result
 
 
-def _stop_on_first_interrupt(runner: LoadRunner) -> None:
-    """Ctrl-C stops sending and lets the requests in flight finish, so what was measured is reported.
-
-    A second Ctrl-C abandons them (the default handler comes back and the run ends as interrupted).
-    """
-    loop = asyncio.get_running_loop()
-
-    def stop() -> None:
-        loop.remove_signal_handler(signal.SIGINT)
-        runner.stop(reason="interrupted")
-        note(f"bench: stopping; waiting for {runner.progress().in_flight} requests in flight (Ctrl-C again to abandon them)")
-
-    loop.add_signal_handler(signal.SIGINT, stop)
+def _interrupt(runner: LoadRunner) -> None:
+    """Ctrl-C: send nothing more; the requests in flight finish and everything measured is reported."""
+    runner.stop(reason="interrupted")
+    note(f"bench: stopping; waiting for {runner.progress().in_flight} requests in flight (Ctrl-C again to abandon them)")
 
 
 async def _show_progress(runner: LoadRunner) -> None:

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import signal
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from urllib.parse import urlsplit
 
 from pydantic import ValidationError
@@ -30,6 +34,23 @@ def settings_from(args: argparse.Namespace, **extra: object) -> Settings:
         return load_settings(getattr(args, "config", None), **flags, **extra)
     except (ValidationError, FileNotFoundError, ValueError) as error:
         raise CliError(f"bad settings: {_one_line(error)}", EXIT_USAGE) from None
+
+
+@contextmanager
+def stop_on_first_interrupt(stop: Callable[[], None]) -> Iterator[None]:
+    """Inside a running event loop: the first Ctrl-C calls `stop` (finish what is under way, keep what
+    was measured); the second is an ordinary KeyboardInterrupt that abandons it."""
+    loop = asyncio.get_running_loop()
+
+    def first() -> None:
+        loop.remove_signal_handler(signal.SIGINT)
+        stop()
+
+    loop.add_signal_handler(signal.SIGINT, first)
+    try:
+        yield
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
 
 
 def check_url(url: str) -> None:

@@ -6,7 +6,15 @@ import argparse
 import asyncio
 from datetime import UTC, datetime
 
-from tui.cli.common import add_json_option, add_server_options, base_url, check_url, redacted, settings_from
+from tui.cli.common import (
+    add_json_option,
+    add_server_options,
+    base_url,
+    check_url,
+    redacted,
+    settings_from,
+    stop_on_first_interrupt,
+)
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note
 from tui.cli.runs_common import add_runs_options, save_run_from_cli
 from tui.config import Settings
@@ -94,8 +102,16 @@ async def _sweep(settings: Settings, args: argparse.Namespace, values: list[int]
             raise CliError(str(error)) from None
         plan = _plan(args, values, server.max_model_len)
         failure = None
+        stopping = False
+
+        def stop() -> None:
+            nonlocal stopping
+            stopping = True
+            note("sweep: stopping after the row under way (Ctrl-C again to abandon it)")
+
         try:
-            result = await run_experiment(client, server, plan, _print_progress)
+            with stop_on_first_interrupt(stop):
+                result = await run_experiment(client, server, plan, _print_progress, lambda: stopping)
         except ExperimentFailed as error:
             result, failure = error.partial, str(error)
         except SourceError as error:

@@ -90,34 +90,39 @@ async def run_experiment(
     server: ServerInfo,
     plan: Plan,
     on_progress: ProgressCallback | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> ExperimentResult:
     """Run `plan` against the server behind `client` (see `tui.core.experiments.make_plan`).
 
     `server` is `detect.describe_server`'s answer. The client must pool at least as many connections
     as the plan runs streams at once (`http.make_client` pools 256). Raises `ExperimentFailed` when
-    a request fails, and `SourceError` when the server cannot be reached at all.
+    a request fails, and `SourceError` when the server cannot be reached at all. When `should_stop()`
+    turns true (a first Ctrl-C), the experiment ends after the row under way with `ExperimentFailed`
+    ("interrupted") holding every row finished.
     """
-    run = _Run(client, server, plan, on_progress)
+    run = _Run(client, server, plan, on_progress, should_stop)
     try:
         await run.warm()
         rows = await DRIVERS[plan.vary](run)
-    except _RequestFailed as failure:
+    except _CutShort as failure:
         raise ExperimentFailed(str(failure), run.result(run.rows)) from None
     return run.result(rows)
 
 
-class _RequestFailed(Exception):
-    pass
+class _CutShort(Exception):
+    """The experiment ends early (a request failed, or a stop was asked for); its rows so far stand."""
 
 
 class _Run:
     """One experiment in progress: the client, the timings so far, the rows so far, and progress."""
 
-    def __init__(self, client: httpx.AsyncClient, server: ServerInfo, plan: Plan, on_progress: ProgressCallback | None) -> None:
+    def __init__(self, client: httpx.AsyncClient, server: ServerInfo, plan: Plan, on_progress: ProgressCallback | None,
+                 should_stop: Callable[[], bool] | None = None) -> None:
         self.client = client
         self.server = server
         self.plan = plan
         self.on_progress = on_progress
+        self.should_stop = should_stop
         self.requests: list[RequestTiming] = []
         self.rows: list[dict] = []
         self.done = 0
@@ -128,7 +133,7 @@ class _Run:
         await warm_up(self.client, WARM_UP_PATHS[self.server.kind])
         timing = await measure(self.client, self.request(await self.prompt(WARM_PROMPT_TOKENS), 4))
         if not timing.ok:
-            raise _RequestFailed(f"warm-up request failed: {timing.error}")
+            raise _CutShort(f"warm-up request failed: {timing.error}")
 
     async def prompt(self, tokens: int) -> Prompt:
         return await prompt_of(self.client, self.server.kind, self.server.model, tokens)
@@ -141,7 +146,7 @@ class _Run:
         self.requests.extend(timings)
         for timing in timings:
             if not timing.ok:
-                raise _RequestFailed(f"{what} failed: {timing.error}")
+                raise _CutShort(f"{what} failed: {timing.error}")
 
     async def measure(self, prompt: Prompt, max_tokens: int, what: str) -> RequestTiming:
         timing = await measure(self.client, self.request(prompt, max_tokens))
@@ -155,6 +160,8 @@ class _Run:
     def add_row(self, row: dict) -> None:
         self.rows.append(row)
         self._emit(describe_row(self.plan.vary, row), row)
+        if self.should_stop is not None and self.should_stop():
+            raise _CutShort("interrupted")
 
     def result(self, rows: Sequence[dict]) -> ExperimentResult:
         return ExperimentResult(self.plan, tuple(rows), finding(self.plan.vary, rows), tuple(self.requests))
@@ -263,7 +270,7 @@ async def _interference(run: _Run) -> list[dict]:
                 await lead.wait()
                 if any(task.done() for task in running):  # a stream ended before the long prompt could land
                     run.record(await asyncio.gather(*running), f"{what}: a running stream")
-                    raise _RequestFailed(f"{what}: a running stream ended before its {INTERFERENCE_LEAD_TOKENS}th token")
+                    raise _CutShort(f"{what}: a running stream ended before its {INTERFERENCE_LEAD_TOKENS}th token")
                 intruder = await measure(run.client, run.request(long_prompt, 1))
                 background = await asyncio.gather(*running)
             finally:  # cancelled (the UI stopped the experiment): stop the streams too
