@@ -21,8 +21,9 @@ def test_gap_is_client_ttft_minus_server_prompt_time_and_rates_side_by_side():
     assert both.server_prompt_s == 0.5
     assert both.ttft_gap_s == pytest.approx(0.020)
     assert both.client_decode_tok_s == pytest.approx(20.0)
-    assert both.server_decode_tok_s == pytest.approx(22.0)  # llama.cpp counts all 11 tokens over its generation time
-    assert both.decode_ratio == pytest.approx(20 / 22)
+    # vLLM's generation_time_ms and llama.cpp's predicted_ms run first token → last: 10 gaps for 11 tokens.
+    assert both.server_decode_tok_s == pytest.approx(20.0)
+    assert both.decode_ratio == pytest.approx(1.0)
     assert both.server_cached_tokens == 3
     assert both.to_json()["ttft_gap_is"] == TTFT_GAP_NAME == "network + queue + first decode step"
 
@@ -31,4 +32,9 @@ def test_no_server_split_means_nothing_to_reconcile_and_missing_sides_stay_none(
     assert reconcile(timing(None)) is None
     decode_only = reconcile(timing(ServerSplit(decode_s=0.5, output_tokens=11)))
     assert decode_only.server_prompt_s is None and decode_only.ttft_gap_s is None
-    assert decode_only.decode_ratio == pytest.approx(20 / 22)
+    assert decode_only.decode_ratio == pytest.approx(1.0)
+
+
+def test_ollama_eval_duration_covers_every_token_so_its_rate_divides_all_of_them():
+    ollama = reconcile(timing(ServerSplit(decode_s=0.5, output_tokens=11, decode_spans_first_token=True)))
+    assert ollama.server_decode_tok_s == pytest.approx(22.0)

@@ -22,6 +22,9 @@ class ServerSplit:
     output_tokens: int | None = None
     load_s: float | None = None
     cached_tokens: int | None = None
+    decode_spans_first_token: bool = False
+    """True when `decode_s` covers every output token (Ollama's eval_duration); False when it runs from the
+    first token to the last (vLLM's generation_time_ms, llama.cpp's predicted_ms): n − 1 gaps for n tokens."""
 
     @property
     def prefill_tok_s(self) -> float | None:
@@ -31,9 +34,11 @@ class ServerSplit:
 
     @property
     def decode_tok_s(self) -> float | None:
-        if self.output_tokens and self.decode_s:
-            return self.output_tokens / self.decode_s
-        return None
+        """Tokens per second of decode, counted as the client counts it: gaps covered over the time they took."""
+        if not self.output_tokens or not self.decode_s:
+            return None
+        gaps = self.output_tokens if self.decode_spans_first_token else self.output_tokens - 1
+        return gaps / self.decode_s if gaps > 0 else None
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -59,6 +64,9 @@ class RequestTiming:
     """Server's usage count when it gave one, else the client's estimate (see `tokens_estimated`)."""
     tokens_estimated: bool = False
     """True when token counts are the client's estimate, not the server's usage."""
+    token_positions: tuple[int, ...] | None = None
+    """The output-token index (0-based) of each content chunk, when the server streamed one event per
+    token; None when chunks and tokens cannot be matched (then chunk order is all there is)."""
     server_split: ServerSplit | None = None
     error: str | None = None
     cold: bool = False
@@ -137,6 +145,7 @@ class RequestTiming:
             "itl_s": list(self.itl_s),
             "t_sent_unix": self.t_sent_unix,
             "token_offsets_s": list(self.token_offsets_s),
+            "token_positions": list(self.token_positions) if self.token_positions is not None else None,
             "server_split": self.server_split.to_json() if self.server_split else None,
         }
 
