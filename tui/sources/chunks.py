@@ -21,6 +21,9 @@ class Tally:
     output_tokens: int | None = None
     cached_tokens: int | None = None
     split: ServerSplit | None = None
+    token_events: int = 0
+    """Chunks that each carried one generated token, text or not (vLLM sends an empty text for a token that
+    ends inside a UTF-8 sequence); equal to the usage count when the server streams one event per token."""
     error: str | None = None
     done: bool = False
     """True once the stream's own end marker arrived ([DONE], `done: true`, `stop: true`)."""
@@ -43,10 +46,15 @@ def read_openai(chunk: dict, tally: Tally) -> str:
         return ""
     choice = choices[0]
     if "text" in choice:
+        if choice["text"] is not None:
+            tally.token_events += 1
         return choice["text"] or ""
     delta = choice.get("delta") or {}
     # Reasoning is generated text too: it is decode work the reader waits through.
-    return delta.get("content") or delta.get("reasoning") or delta.get("reasoning_content") or ""
+    text = delta.get("content") or delta.get("reasoning") or delta.get("reasoning_content") or ""
+    if text or ("role" not in delta and any(k in delta for k in ("content", "reasoning", "reasoning_content"))):
+        tally.token_events += 1  # the role-only first delta of a chat stream carries no token
+    return text
 
 
 def read_ollama(chunk: dict, tally: Tally) -> str:
@@ -71,6 +79,7 @@ def read_ollama(chunk: dict, tally: Tally) -> str:
             prompt_tokens=prompt_n,
             output_tokens=output_n,
             load_s=_ns(chunk.get("load_duration")),
+            decode_spans_first_token=True,
         )
     return text
 
@@ -80,6 +89,8 @@ def read_llamacpp(chunk: dict, tally: Tally) -> str:
     if "error" in chunk:
         tally.error = _error_text(chunk["error"])
         return ""
+    if "content" in chunk and not chunk.get("stop"):
+        tally.token_events += 1
     if chunk.get("stop"):
         tally.done = True
         if chunk.get("tokens_evaluated"):

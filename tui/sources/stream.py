@@ -38,6 +38,9 @@ class StreamRequest:
     """The prompt's length if known before sending (from /tokenize); the server's usage overrides it."""
     prompt_tokens_estimated: bool = False
     """True when `prompt_tokens` is a guess made without the server's tokenizer."""
+    exact_length: bool = True
+    """Ask for exactly `max_tokens` (no stop at end-of-sequence) where the API offers it: every run then
+    generates the same tokens, so figures compare. Ollama offers no such option."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +78,8 @@ def route_for(request: StreamRequest) -> _Route:
         return _Route("/api/generate", body | {"prompt": request.prompt}, False, read_ollama)
     if request.api == "llamacpp" and not request.chat:
         body = {"prompt": request.prompt, "n_predict": request.max_tokens, "stream": True}
+        if request.exact_length:
+            body["ignore_eos"] = True
         return _Route("/completion", body, True, read_llamacpp)
     if request.api not in ("openai", "llamacpp"):
         raise ValueError(f"unknown API {request.api!r}")
@@ -85,6 +90,10 @@ def route_for(request: StreamRequest) -> _Route:
         # vLLM 0.33 defaults include_usage to false, 0.10 to true: always ask.
         "stream_options": {"include_usage": True},
     }
+    if request.exact_length:
+        # vLLM and SGLang read both, llama.cpp reads ignore_eos; most servers ignore fields they do not know
+        # (one that refuses them: --allow-eos leaves them out).
+        body |= {"ignore_eos": True, "min_tokens": request.max_tokens}
     if request.chat:
         return _Route("/v1/chat/completions", body | {"messages": [{"role": "user", "content": request.prompt}]}, True, read_openai)
     return _Route("/v1/completions", body | {"prompt": request.prompt}, True, read_openai)
@@ -153,6 +162,7 @@ async def stream(client: httpx.AsyncClient, request: StreamRequest, connect_s: f
     tally = Tally()
     offsets: list[float] = []
     texts: list[str] = []
+    positions: list[int] = []
     start_ns = perf_counter_ns()
     start_unix = time.time()
     error: str | None = None
@@ -168,14 +178,16 @@ async def stream(client: httpx.AsyncClient, request: StreamRequest, connect_s: f
             async for data in response.aiter_raw():
                 # perf_counter_ns right after the read: nothing slower between read and stamp.
                 offset_s = (perf_counter_ns() - sent_ns) / 1e9
-                for text in _texts(payloads_of(splitter.feed(data), tally), route, tally, url):
+                for text, events in _texts(payloads_of(splitter.feed(data), tally), route, tally, url):
                     offsets.append(offset_s)
                     texts.append(text)
+                    positions.append(events - 1)
                     yield ChunkArrived(offset_s, text)
             if splitter.pending.strip():  # a last line without its line end
-                for text in _texts(payloads_of([splitter.pending], tally), route, tally, url):
+                for text, events in _texts(payloads_of([splitter.pending], tally), route, tally, url):
                     offsets.append(offset_s)
                     texts.append(text)
+                    positions.append(events - 1)
                     yield ChunkArrived(offset_s, text)
             if not tally.done:
                 raise ProtocolError(f"{url}: the stream ended before the answer was complete")
@@ -184,18 +196,19 @@ async def stream(client: httpx.AsyncClient, request: StreamRequest, connect_s: f
     except httpx.HTTPError as failure:
         error = str(from_httpx(failure, url))
     sent_unix = clock.sent_unix or start_unix
-    yield RequestFinished(_timing(request, tally, offsets, texts, sent_unix, clock.connect_s or connect_s, error))
+    yield RequestFinished(_timing(request, tally, offsets, texts, positions, sent_unix, clock.connect_s or connect_s, error))
 
 
-def _texts(payloads: list[bytes], route: _Route, tally: Tally, url: str) -> list[str]:
-    """The non-empty generated texts in these payloads; a server-reported error raises."""
+def _texts(payloads: list[bytes], route: _Route, tally: Tally, url: str) -> list[tuple[str, int]]:
+    """The non-empty generated texts in these payloads, each with the token events counted up to it;
+    a server-reported error raises."""
     texts = []
     for payload in payloads:
         text = route.read(_parse(payload, url), tally)
         if tally.error:
             raise ProtocolError(f"{url}: the server reported an error: {tally.error}")
         if text:
-            texts.append(text)
+            texts.append((text, tally.token_events))
     if tally.error:
         raise ProtocolError(f"{url}: the server reported an error: {tally.error}")
     return texts
@@ -271,11 +284,16 @@ def _timing(
     tally: Tally,
     offsets: list[float],
     texts: list[str],
+    positions: list[int],
     sent_unix: float,
     connect_s: float | None,
     error: str | None,
 ) -> RequestTiming:
-    """Server counts where given, else the client's: prompt from /tokenize or a guess, output = content chunks."""
+    """Server counts where given, else the client's: prompt from /tokenize or a guess, output = content chunks.
+
+    Token positions are kept only when the server sent one event per token (the events counted match its
+    usage): then a chunk's position is its token's index even where empty-text tokens came between.
+    """
     prompt_tokens = tally.prompt_tokens if tally.prompt_tokens is not None else request.prompt_tokens
     output_tokens = tally.output_tokens if tally.output_tokens is not None else (len(offsets) or None)
     estimated = (tally.output_tokens is None and bool(offsets)) or (
@@ -289,6 +307,7 @@ def _timing(
         prompt_tokens=prompt_tokens,
         output_tokens=output_tokens,
         tokens_estimated=estimated,
+        token_positions=tuple(positions) if tally.output_tokens and tally.token_events == tally.output_tokens else None,
         server_split=tally.split,
         error=error,
         text="".join(texts),
