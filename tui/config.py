@@ -64,6 +64,9 @@ class Settings(BaseSettings):
     bandwidth_gbs: float | None = Field(default=None, gt=0)
     """Memory bandwidth of the server's device for its decode ceiling, GB/s, when NVML and the presets
     cannot say (a CPU host's measured bandwidth, a GPU on another host)."""
+    exact_length: bool = True
+    """Ask for exactly max_tokens (`ignore_eos`, `min_tokens`) so a model that can stop does not make runs
+    short; False lets the model stop (`--allow-eos`). Ollama offers no such option."""
     runs_dir: str | None = None
     """Where saved runs go; the user data dir's `runs` when unset."""
     sim: SimSettings = SimSettings()

@@ -131,7 +131,8 @@ class FeedsMixin:
                     if shared_prefix:
                         body = shared_prefix + "\n" + body
                 request = StreamRequest(api=api, model=model, prompt=body, max_tokens=max_tokens,
-                                        prompt_tokens=tokens, prompt_tokens_estimated=estimated)
+                                        prompt_tokens=tokens, prompt_tokens_estimated=estimated,
+                                        exact_length=self.settings.exact_length)
                 lane = label if concurrency == 1 else f"{label} {n + 1}"
                 jobs.append(self._stream_one(client, batches, first_id + n, lane, request, connect_s))
             poster = asyncio.create_task(batches.post_every(TOKEN_BATCH_S))

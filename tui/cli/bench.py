@@ -132,7 +132,8 @@ async def _bench(settings: Settings, args: argparse.Namespace) -> tuple[ServerIn
             kind = settings.api if settings.api != "auto" else await detect_api(client)
             server = await describe_server(client, kind, settings.model)
             identity = await server_identity(client, server)
-            workload = Workload(args.prompt_tokens, args.max_tokens, args.num_prompts, args.burstiness, args.chat, args.seed)
+            workload = Workload(args.prompt_tokens, args.max_tokens, args.num_prompts, args.burstiness, args.chat,
+                                settings.exact_length, args.seed)
             runner = LoadRunner(client, server, workload, LoadDial(args.request_rate, in_flight))
             progress = asyncio.create_task(_show_progress(runner))
             try:

@@ -25,11 +25,16 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api", choices=("auto", "openai", "ollama", "llamacpp"), help="wire API (default: auto-detect)")
     parser.add_argument("--model", help="model name (default: the server's first model)")
     parser.add_argument("--timeout", type=float, dest="timeout_s", metavar="S", help="longest silence from the server, seconds (default 30)")
+    parser.add_argument(
+        "--allow-eos", action="store_false", dest="exact_length", default=None,
+        help="let the model stop before --max-tokens (default: ask for exactly that many with ignore_eos/min_tokens; "
+        "Ollama has no such option)",
+    )
 
 
 def settings_from(args: argparse.Namespace, **extra: object) -> Settings:
     """Settings with this command's flags on top; a bad value or config file is a usage error."""
-    flags = {name: getattr(args, name, None) for name in ("url", "api", "model", "timeout_s")}
+    flags = {name: getattr(args, name, None) for name in ("url", "api", "model", "timeout_s", "exact_length")}
     try:
         return load_settings(getattr(args, "config", None), **flags, **extra)
     except (ValidationError, FileNotFoundError, ValueError) as error:

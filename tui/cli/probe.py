@@ -7,7 +7,7 @@ import asyncio
 from datetime import UTC, datetime
 
 from tui.cli.common import add_json_option, add_server_options, base_url, check_url, redacted, settings_from
-from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json
+from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note
 from tui.cli.runs_common import add_runs_options, save_run_from_cli
 from tui.config import Settings
 from tui.core.reconcile import TTFT_GAP_NAME, reconcile
@@ -97,9 +97,10 @@ async def _probe(settings: Settings, args: argparse.Namespace) -> tuple[ServerIn
         async with make_client(base, settings.api_key, settings.timeout_s) as client:
             try:
                 connect_s = await warm_up(client, WARM_UP_PATHS[server.kind])
-                request = await _request(client, server, args)
+                request = await _request(client, server, args, settings.exact_length)
             except SourceError as error:
                 return server, timings, f"request {index + 1} of {args.repeat}: {error}"
+            _note_inexact_length(request, args, index)
             timing = await measure(client, request, connect_s)
         timings.append(timing)
         if not timing.ok:
@@ -110,6 +111,15 @@ async def _probe(settings: Settings, args: argparse.Namespace) -> tuple[ServerIn
 async def _identity(settings: Settings, server: ServerInfo) -> dict:
     async with make_client(server.url, settings.api_key, settings.timeout_s) as client:
         return await server_identity(client, server)
+
+
+def _note_inexact_length(request: StreamRequest, args: argparse.Namespace, index: int) -> None:
+    """Say when the server's tokenizer would not give the asked length (too short for the nonce, or no
+    one-token pad), since every figure on a prompt-length axis depends on it."""
+    wanted = args.prompt_tokens or DEFAULT_PROMPT_TOKENS
+    if args.prompt is None and not request.prompt_tokens_estimated and request.prompt_tokens != wanted:
+        note(f"phasetop probe: request {index + 1}: asked for {wanted} prompt tokens; the closest the server's "
+             f"tokenizer allowed is {request.prompt_tokens}")
 
 
 def _params(args: argparse.Namespace) -> dict:
@@ -123,7 +133,7 @@ def _params(args: argparse.Namespace) -> dict:
     }
 
 
-async def _request(client, server: ServerInfo, args: argparse.Namespace) -> StreamRequest:
+async def _request(client, server: ServerInfo, args: argparse.Namespace, exact_length: bool) -> StreamRequest:
     if args.prompt is not None:
         text, tokens, estimated = args.prompt, None, False
     else:
@@ -131,7 +141,7 @@ async def _request(client, server: ServerInfo, args: argparse.Namespace) -> Stre
         text, tokens, estimated = prompt.text, prompt.tokens, prompt.estimated
     if tokens is None:
         tokens, estimated = estimate_tokens(text), True
-    return StreamRequest(server.kind, server.model, text, args.max_tokens, args.chat, tokens, estimated)
+    return StreamRequest(server.kind, server.model, text, args.max_tokens, args.chat, tokens, estimated, exact_length)
 
 
 def _table(server: ServerInfo, requests: list[RequestTiming]) -> str:

@@ -81,6 +81,8 @@ class Workload:
     burstiness: float = 1.0
     """Gamma shape of the gaps: 1 is Poisson. Fixed for the run."""
     chat: bool = False
+    exact_length: bool = True
+    """Ask for exactly `max_tokens` (see StreamRequest.exact_length)."""
     seed: int | None = None
     """Seeds the arrival schedule; None draws one (reported in LoadResult.seed)."""
     backlog: int | None = None
@@ -372,4 +374,4 @@ class LoadRunner:
         _, _, rest = template.text.partition(" ")
         text = f"{make_nonce()} {rest}" if rest else make_nonce()
         return StreamRequest(self.server.kind, self.server.model, text, self.workload.max_tokens, self.workload.chat,
-                             template.tokens, template.estimated)
+                             template.tokens, template.estimated, self.workload.exact_length)

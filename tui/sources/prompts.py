@@ -15,9 +15,10 @@ FILLER_WORDS = (
     "the quick brown fox jumps over a lazy dog while the small cat sleeps near the warm fire and "
     "old men talk about rain in the green hills of the north where the river runs cold and clear"
 ).split()
-"""Common short words: about one token each in the usual BPE vocabularies."""
+"""Common short words: one token each in large BPE vocabularies, two or more in small ones (the fit measures it)."""
 
-MAX_FIT_ROUNDS = 8
+MAX_FIT_ROUNDS = 12
+"""Word-count guesses before the pad pieces; the secant on the measured rate needs 3–5 on usual tokenizers."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,23 +86,92 @@ async def _tokenize(client: httpx.AsyncClient, body: dict) -> int | None:
     return len(tokens) if isinstance(tokens, list) else None
 
 
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """How a fitted prompt is built: filler words after the nonce, then `pad` copies of `pad_piece`."""
+
+    n_words: int
+    pad: int = 0
+    pad_piece: str | None = None
+
+    def text(self, nonce: str) -> str:
+        return filler_text(nonce, self.n_words) + (self.pad_piece or "") * self.pad
+
+
+PAD_PIECES = (" .", " a", ",", " ,", ".", " I", " x", "!")
+"""Short tails, one of which is one token per copy in most vocabularies: they close the last gap that a
+whole filler word (1–3 tokens, depending on the tokenizer) would overshoot."""
+
+
 async def prompt_of(client: httpx.AsyncClient, api: str, model: str, n_tokens: int) -> Prompt:
-    """A prompt of `n_tokens` tokens: exact by the server's tokenizer, else estimated."""
+    """A prompt of `n_tokens` tokens under a fresh nonce: exact by the server's tokenizer, else estimated.
+
+    Any tokenizer: the words-per-token rate is measured from the server's counts and refined by secant
+    steps until whole words come within a word of N; short pad pieces close the rest. When N cannot be
+    hit (shorter than the nonce, or no pad piece adds one token), the closest length is returned and
+    `Prompt.tokens` says what it is.
+    """
     nonce = make_nonce()
-    n_words = max(n_tokens - estimate_tokens(nonce), 0)
-    text = filler_text(nonce, n_words)
-    counted = await count_tokens(client, api, model, text)
+    first = _Shape(max(n_tokens - estimate_tokens(nonce), 0))
+    counted = await count_tokens(client, api, model, first.text(nonce))
     if counted is None:
-        return Prompt(text, n_tokens, estimated=True)
-    best = Prompt(text, counted, estimated=False)
+        return Prompt(first.text(nonce), n_tokens, estimated=True)
+    fitted = await _fit(client, api, model, nonce, n_tokens, first, counted)
+    return fitted
+
+
+async def _fit(client: httpx.AsyncClient, api: str, model: str, nonce: str, target: int, shape: _Shape, counted: int) -> Prompt:
+    async def count(candidate: _Shape) -> int | None:
+        return await count_tokens(client, api, model, candidate.text(nonce))
+
+    best = Prompt(shape.text(nonce), counted, estimated=False)
+    if counted == target:
+        return best
+    # Whole words: the largest count at or under the target, by secant steps on the measured rate.
+    points = {shape.n_words: counted}
+    below: tuple[int, int] | None = (shape.n_words, counted) if counted <= target else None
+    above: tuple[int, int] | None = (shape.n_words, counted) if counted > target else None
+    rate = max(counted / max(shape.n_words, 1), 0.05)
+    n_words = shape.n_words
     for _ in range(MAX_FIT_ROUNDS):
-        if counted == n_tokens:
-            return best
-        n_words = max(n_words + (n_tokens - counted), 0)
-        text = filler_text(nonce, n_words)
-        counted = await count_tokens(client, api, model, text)
-        if counted is None:
+        if below and (below[1] == target or (above and above[0] - below[0] <= 1)):
             break
-        if abs(counted - n_tokens) < abs(best.tokens - n_tokens):
-            best = Prompt(text, counted, estimated=False)
+        step = (target - points[n_words]) / rate
+        n_words = max(n_words + (int(step) if step > 0 else min(int(step) - 1, -1)), 0)
+        if below and above:
+            n_words = min(max(n_words, below[0] + 1), above[0] - 1)  # stay strictly inside the bracket
+        if n_words in points:
+            n_words = (below[0] + 1) if below else max(n_words - 1, 0)
+            if n_words in points:
+                break
+        got = await count(_Shape(n_words))
+        if got is None:
+            return best
+        points[n_words] = got
+        if got <= target and (below is None or got > below[1]):
+            below = (n_words, got)
+        if got > target and (above is None or n_words < above[0]):
+            above = (n_words, got)
+        if abs(got - target) < abs(best.tokens - target):
+            best = Prompt(_Shape(n_words).text(nonce), got, estimated=False)
+        (n1, c1), (n2, c2) = _two_nearest(points, target)
+        if n1 != n2 and c1 != c2:
+            rate = max((c2 - c1) / (n2 - n1), 0.05)
+    if below is None or below[1] == target:
+        return best if below is None else Prompt(_Shape(below[0]).text(nonce), below[1], estimated=False)
+    # Close the last few tokens with a pad piece that the server counts as exactly one token a copy.
+    deficit = target - below[1]
+    for piece in PAD_PIECES:
+        padded = _Shape(below[0], deficit, piece)
+        got = await count(padded)
+        if got == target:
+            return Prompt(padded.text(nonce), got, estimated=False)
+        if got is None:
+            break
     return best
+
+
+def _two_nearest(points: dict[int, int], target: int) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The two measured (words, tokens) points whose counts lie closest to the target, for the secant."""
+    ranked = sorted(points.items(), key=lambda point: abs(point[1] - target))
+    return ranked[0], ranked[min(1, len(ranked) - 1)]
