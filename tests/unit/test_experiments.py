@@ -1,17 +1,22 @@
 """Experiment rows and findings from fixed timings, and the plan's checks: no server, no event loop."""
 
+from dataclasses import replace
+
 import pytest
 
 from tui.core.experiment_findings import finding
 from tui.core.experiments import (
+    BACKGROUND_PROMPT_TOKENS,
     CONTEXT_PROMPT_TOKENS,
     CONTEXT_WINDOW,
     DEFAULT_VALUES,
     EXPERIMENTS,
+    PREFIX_TAIL_TOKENS,
     aggregate_tok_s,
     concurrency_row,
     context_rows,
     describe_row,
+    fit_margin,
     interference_gaps,
     interference_row,
     make_plan,
@@ -153,7 +158,78 @@ def test_plans_that_cannot_run_are_refused_in_one_line(args, words):
     assert "\n" not in str(caught.value)
 
 
-def test_plan_must_fit_the_servers_context_length():
-    with pytest.raises(ValueError, match="exceeds the server's max_model_len"):
-        make_plan("prompt-tokens", [200, 8000], 64, max_model_len=4096)
-    assert make_plan("prompt-tokens", [200, 4000], 64, max_model_len=4096).values == (200, 4000)
+def longest_request(plan) -> int:
+    """Prompt plus generated tokens of the plan's longest request, as the drivers send them."""
+    if plan.vary == "prompt-tokens":
+        return plan.values[-1] + plan.max_tokens
+    if plan.vary == "prefix":
+        return plan.values[-1] + PREFIX_TAIL_TOKENS + plan.max_tokens
+    if plan.vary == "interference":
+        return max(plan.values[-1] + 1, BACKGROUND_PROMPT_TOKENS + plan.max_tokens)
+    if plan.vary == "context":
+        return CONTEXT_PROMPT_TOKENS + plan.max_tokens
+    return BACKGROUND_PROMPT_TOKENS + plan.max_tokens
+
+
+@pytest.mark.parametrize("max_model_len", [4096, 1024, 512])
+@pytest.mark.parametrize("vary", EXPERIMENTS)
+def test_default_plans_fit_the_servers_context_length_less_the_margin(vary, max_model_len):
+    plan = make_plan(vary, max_model_len=max_model_len)
+    assert longest_request(plan) <= max_model_len - fit_margin(max_model_len)
+    assert plan.values == tuple(sorted(set(plan.values)))
+    assert bool(plan.scaled) == (replace(plan, scaled=()) != make_plan(vary))  # a note exactly when something moved
+    for note in plan.scaled:
+        assert f"to fit max_model_len {max_model_len:,} ({fit_margin(max_model_len)} tokens kept free)" in note
+        assert "\n" not in note
+
+
+@pytest.mark.parametrize(
+    ("vary", "values", "note"),
+    [
+        ("prompt-tokens", (200, 500, 1000, 2000), None),
+        ("prefix", (1000, 2000, 3900), "prefix tokens 4,000 → 3,900 to fit max_model_len 4,096 (128 tokens kept free)"),
+        ("concurrency", (1, 2, 4, 8, 16, 32), None),
+        ("interference", (3900,), "long prompt tokens 4,000 → 3,900 to fit max_model_len 4,096 (128 tokens kept free)"),
+        ("context", (1000, 2000, 3900), "positions 4,000, 8,000 → 3,900 to fit max_model_len 4,096 (128 tokens kept free)"),
+    ],
+)
+def test_on_a_4096_token_server_the_defaults_that_do_not_fit_come_down_and_say_so(vary, values, note):
+    plan = make_plan(vary, max_model_len=4096)
+    assert plan.values == values
+    assert plan.scaled == ((note,) if note else ())
+    assert plan.max_tokens == (3900 - CONTEXT_PROMPT_TOKENS + 1 if vary == "context" else make_plan(vary).max_tokens)
+
+
+def test_a_small_server_scales_the_streams_max_tokens_and_refuses_what_cannot_run():
+    plan = make_plan("concurrency", max_model_len=256)
+    assert plan.max_tokens == 256 - 32 - BACKGROUND_PROMPT_TOKENS and plan.values == DEFAULT_VALUES["concurrency"]
+    assert plan.scaled == ("max-tokens 256 → 24 to fit max_model_len 256 (32 tokens kept free)",)
+    with pytest.raises(ValueError, match="interference needs at least 64"):
+        make_plan("interference", max_model_len=256)
+    with pytest.raises(ValueError, match="context needs at least 288"):
+        make_plan("context", max_model_len=256)
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (("prompt-tokens", [200, 8000], 64), "prompt tokens 8,000 cannot fit: at most 3,904 with max-tokens 64 to fit max_model_len 4,096"),
+        (("prefix", [1000, 3950]), "prefix tokens 3,950 cannot fit: at most 3,912 with max-tokens 8"),
+        (("interference", [4000]), "long prompt tokens 4,000 cannot fit: at most 3,967"),
+        (("context", [300, 4300]), "positions 4,300 cannot fit: at most 3,967"),
+        (("concurrency", [1, 2], 4000), "max-tokens 4,000 cannot fit after a 200-token prompt: at most 3,768"),
+        (("interference", None, 3800), "max-tokens 3,800 cannot fit after a 200-token prompt"),
+        (("prompt-tokens", None, 5000), "prompt tokens 200, 500, 1,000, 2,000 cannot fit: at most 0 with max-tokens 5,000"),
+    ],
+)
+def test_values_or_max_tokens_given_that_cannot_fit_are_refused_in_one_line(args, words):
+    with pytest.raises(ValueError) as caught:
+        make_plan(*args, max_model_len=4096)
+    assert words in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_values_given_that_fit_are_kept_exactly_and_an_unknown_length_fits_nothing():
+    assert make_plan("prompt-tokens", [200, 3904], 64, max_model_len=4096) == make_plan("prompt-tokens", [200, 3904], 64)
+    assert make_plan("interference", [3967], max_model_len=4096).values == (3967,)
+    assert make_plan("context", max_model_len=None) == make_plan("context")
+    assert fit_margin(4096) == 128 and fit_margin(512) == 32 and fit_margin(131072) == 4096

@@ -6,6 +6,7 @@ rows (one per value swept); `tui.core.experiment_findings` turns rows into the o
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -30,10 +31,18 @@ INTERFERENCE_LEAD_TOKENS = 32
 """Tokens every running stream has before the long prompt is sent: the "before" ITL."""
 PREFIX_TAIL_WORDS = 16
 """A unique question after the shared prefix, so no two requests are the same prompt."""
+PREFIX_TAIL_TOKENS = 48
+"""What the tail may cost: its words at up to 2 tokens each (a coarse tokenizer's rate), and its nonce's 14 characters."""
 CONTEXT_PROMPT_TOKENS = 32
 """The context experiment starts from a short prompt: the context grows by generation."""
 CONTEXT_WINDOW = 256
 """ITL at position p is read over the gaps of the tokens at positions (p − window, p]."""
+CONTEXT_FLOOR = CONTEXT_PROMPT_TOKENS + CONTEXT_WINDOW
+"""The first position with a whole window of gaps behind it."""
+FIT_MARGIN_SHARE = 1 / 32
+FIT_MARGIN_MIN_TOKENS = 32
+"""Of the server's max_model_len, this share (at least this many tokens) is kept free: a prompt fitted by the
+server's tokenizer may come out a few tokens off, one estimated without it off by a share of its length."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +55,8 @@ class Plan:
     max_tokens: int
     """Tokens each request generates; for context, the generation's length (to the largest position)."""
     repeat: int = 1
+    scaled: tuple[str, ...] = ()
+    """What was scaled down to fit the server's max_model_len, one note each ("prefix tokens 4,000 → 3,900 …")."""
 
     def to_json(self) -> dict:
         return {"vary": self.vary, "values": list(self.values), "max_tokens": self.max_tokens, "repeat": self.repeat}
@@ -70,7 +81,12 @@ def make_plan(
     repeat: int | None = None,
     max_model_len: int | None = None,
 ) -> Plan:
-    """The plan with defaults filled in, values sorted; ValueError (one line) for input that cannot run."""
+    """The plan with defaults filled in, values sorted; ValueError (one line) for input that cannot run.
+
+    With the server's `max_model_len` known, every request must fit it less a margin (`fit_margin`):
+    defaults that do not fit are scaled down, and say so in `Plan.scaled`; values or max-tokens the
+    caller gave that do not fit are refused, so nothing is sent that the server would reject.
+    """
     if vary not in EXPERIMENTS:
         raise ValueError(f"unknown experiment {vary!r}: choose one of {', '.join(EXPERIMENTS)}")
     chosen = tuple(sorted(set(values))) if values is not None else DEFAULT_VALUES[vary]
@@ -83,37 +99,82 @@ def make_plan(
     repeat = DEFAULT_REPEAT[vary] if repeat is None else repeat
     if not 1 <= repeat <= MAX_REPEAT:
         raise ValueError(f"repeat must be 1 to {MAX_REPEAT}, got {repeat}")
-    if vary == "context":
-        if max_tokens is not None:
-            raise ValueError("max-tokens does not apply to context: the generation runs to the largest value")
-        floor = CONTEXT_PROMPT_TOKENS + CONTEXT_WINDOW
-        if chosen[0] < floor:
-            raise ValueError(f"context positions must be at least {floor} (a {CONTEXT_PROMPT_TOKENS}-token prompt, then a {CONTEXT_WINDOW}-token window)")
-        max_tokens = chosen[-1] - CONTEXT_PROMPT_TOKENS + 1
-    else:
-        max_tokens = DEFAULT_MAX_TOKENS[vary] if max_tokens is None else max_tokens
-        if max_tokens < MIN_MAX_TOKENS[vary]:
-            raise ValueError(f"max-tokens must be at least {MIN_MAX_TOKENS[vary]} for {vary}, got {max_tokens}")
+    if vary == "context" and max_tokens is not None:
+        raise ValueError("max-tokens does not apply to context: the generation runs to the largest value")
+    if vary == "context" and chosen[0] < CONTEXT_FLOOR:
+        raise ValueError(f"context positions must be at least {CONTEXT_FLOOR} (a {CONTEXT_PROMPT_TOKENS}-token prompt, then a {CONTEXT_WINDOW}-token window)")
+    tokens = None if vary == "context" else DEFAULT_MAX_TOKENS[vary] if max_tokens is None else max_tokens
+    if tokens is not None and tokens < MIN_MAX_TOKENS[vary]:
+        raise ValueError(f"max-tokens must be at least {MIN_MAX_TOKENS[vary]} for {vary}, got {tokens}")
     if vary == "concurrency" and chosen[-1] > MAX_STREAMS:
         raise ValueError(f"at most {MAX_STREAMS} streams, got {chosen[-1]}")
+    scaled: list[str] = []
     if max_model_len is not None:
-        longest = _longest_request(vary, chosen, max_tokens)
-        if longest > max_model_len:
-            raise ValueError(f"a request of {longest:,} tokens exceeds the server's max_model_len ({max_model_len:,})")
-    return Plan(vary, chosen, max_tokens, repeat)
-
-
-def _longest_request(vary: str, values: tuple[int, ...], max_tokens: int) -> int:
-    """Prompt plus generated tokens of the longest request the plan sends."""
-    if vary == "prompt-tokens":
-        return values[-1] + max_tokens
-    if vary == "prefix":
-        return values[-1] + 2 * PREFIX_TAIL_WORDS + max_tokens
-    if vary == "interference":
-        return max(values[-1] + 1, BACKGROUND_PROMPT_TOKENS + max_tokens)
+        fits = f"to fit max_model_len {max_model_len:,} ({fit_margin(max_model_len):,} tokens kept free)"
+        budget = max_model_len - fit_margin(max_model_len)
+        if vary in ("concurrency", "interference"):
+            tokens = _fit_stream_tokens(vary, tokens, max_tokens is not None, budget, fits, scaled)
+        chosen = _fit_values(vary, chosen, tokens, values is not None, budget, fits, scaled)
     if vary == "context":
-        return values[-1]
-    return BACKGROUND_PROMPT_TOKENS + max_tokens
+        tokens = chosen[-1] - CONTEXT_PROMPT_TOKENS + 1
+    return Plan(vary, chosen, tokens, repeat, tuple(scaled))
+
+
+def fit_margin(max_model_len: int) -> int:
+    """Tokens of the server's context length a plan leaves free (see FIT_MARGIN_SHARE)."""
+    return max(FIT_MARGIN_MIN_TOKENS, math.ceil(max_model_len * FIT_MARGIN_SHARE))
+
+
+VALUE_LABELS = {"prompt-tokens": "prompt tokens", "prefix": "prefix tokens", "interference": "long prompt tokens",
+                "context": "positions"}
+"""What a value is, for the notes; concurrency's values are streams, which no context length limits."""
+
+
+def _fit_stream_tokens(vary: str, max_tokens: int, given: bool, budget: int, fits: str, scaled: list[str]) -> int:
+    """Max-tokens of the running streams (a short prompt each), scaled down when the default does not fit."""
+    room = budget - BACKGROUND_PROMPT_TOKENS
+    if max_tokens <= room:
+        return max_tokens
+    if given or room < MIN_MAX_TOKENS[vary]:
+        floor = f", and {vary} needs at least {MIN_MAX_TOKENS[vary]}" if room < MIN_MAX_TOKENS[vary] else ""
+        raise ValueError(f"max-tokens {max_tokens:,} cannot fit after a {BACKGROUND_PROMPT_TOKENS}-token prompt: "
+                         f"at most {max(room, 0):,} {fits}{floor}")
+    scaled.append(f"max-tokens {max_tokens:,} → {room:,} {fits}")
+    return room
+
+
+def _fit_values(vary: str, values: tuple[int, ...], max_tokens: int | None, given: bool, budget: int, fits: str,
+                scaled: list[str]) -> tuple[int, ...]:
+    """The values whose longest request fits `budget`: defaults above it come down to it, given ones are refused."""
+    if vary not in VALUE_LABELS:
+        return values
+    if vary == "prompt-tokens":
+        largest = budget - max_tokens
+    elif vary == "prefix":
+        largest = budget - PREFIX_TAIL_TOKENS - max_tokens
+    else:  # interference: the long prompt asks for one token; context: position p takes p − prompt + 1 tokens
+        largest = budget - 1
+    over = [v for v in values if v > largest]
+    if not over:
+        return values
+    label, least = VALUE_LABELS[vary], CONTEXT_FLOOR if vary == "context" else 1
+    top = _two_figures(largest) if largest > 0 else 0
+    if given or top < least:
+        extra = f" with max-tokens {max_tokens:,}" if vary in ("prompt-tokens", "prefix") else ""
+        floor = f", and {vary} needs at least {least:,}" if top < least else ""
+        raise ValueError(f"{label} {_listed(over)} cannot fit: at most {max(largest, 0):,}{extra} {fits}{floor}")
+    scaled.append(f"{label} {_listed(over)} → {top:,} {fits}")
+    return tuple(sorted({min(v, top) for v in values}))
+
+
+def _two_figures(n: int) -> int:
+    """`n` rounded down to two significant figures (3,967 → 3,900): a fitted value that reads as a plain number."""
+    step = 10 ** max(len(str(n)) - 2, 0)
+    return n - n % step
+
+
+def _listed(values: Sequence[int]) -> str:
+    return ", ".join(f"{v:,}" for v in values)
 
 
 def _ok(timings: Sequence[RequestTiming]) -> list[RequestTiming]:
