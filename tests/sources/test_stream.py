@@ -9,7 +9,7 @@ import pytest
 from tests.scripted_server import Script, count_tokens
 from tui.sources.detect import describe_server, detect_api
 from tui.sources.http import make_client
-from tui.sources.prompts import prompt_of
+from tui.sources.prompts import prompt_of, refit
 from tui.sources.stream import ChunkArrived, RequestFinished, StreamRequest, measure, stream, warm_up
 
 TOKENS = ["Hello", ",", " world", "!", " How", " are", " you", "?"]
@@ -148,6 +148,27 @@ async def test_prompts_of_exactly_n_tokens_via_tokenize(scripted_server, kind, n
     assert first.tokens == n_tokens and not first.estimated
     assert count_tokens(first.text) == n_tokens
     assert first.text.split()[0] != second.text.split()[0]  # a new nonce each time
+
+
+@pytest.mark.parametrize("n_tokens", [13, 200, 1024, 2000])
+async def test_prompt_lengths_are_exact_on_a_small_vocabulary_whatever_the_nonce_costs(scripted_server, n_tokens):
+    # ~1.7 tokens a filler word and nonces of 2–14 tokens: one-word-one-token fitting sent 231–242 for 200.
+    scripted_server.script = Script(kind="openai", tokenizer="small-vocab")
+    async with make_client(scripted_server.url) as client:
+        prompts = [await prompt_of(client, "openai", "scripted-model", n_tokens) for _ in range(3)]
+        again = [await refit(client, "openai", "scripted-model", prompts[0], n_tokens) for _ in range(3)]
+    for prompt in prompts + again:
+        assert not prompt.estimated
+        assert count_tokens(prompt.text, "small-vocab") == prompt.tokens == n_tokens
+    assert len({p.text.split()[0] for p in prompts + again}) == 6  # every prompt its own nonce
+
+
+async def test_a_length_below_the_nonce_is_returned_as_the_closest_it_can_be(scripted_server):
+    scripted_server.script = Script(kind="openai", tokenizer="small-vocab")
+    async with make_client(scripted_server.url) as client:
+        prompt = await prompt_of(client, "openai", "scripted-model", 1)
+    assert prompt.tokens == count_tokens(prompt.text, "small-vocab") > 1  # says what it is, never claims 1
+    assert not prompt.estimated
 
 
 async def test_without_a_tokenizer_the_prompt_length_is_marked_estimated(scripted_server):

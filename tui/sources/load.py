@@ -36,7 +36,7 @@ from tui.core.arrivals import Pacer, unit_gap, unit_schedule
 from tui.core.records import RequestTiming
 from tui.sources.detect import WARM_UP_PATHS, ServerInfo
 from tui.sources.errors import ServerUnavailable, SourceError
-from tui.sources.prompts import Prompt, make_nonce, prompt_of
+from tui.sources.prompts import Prompt, make_nonce, prompt_of, refit
 from tui.sources.stream import StreamRequest, measure, warm_up
 
 DIAL_POLL_S = 0.05
@@ -248,6 +248,7 @@ class LoadRunner:
             raise RuntimeError("a LoadRunner runs once")
         workload = self.workload
         template = await prompt_of(self.client, self.server.kind, self.server.model, workload.prompt_tokens)
+        prompts = await self._fit_all(template) if workload.num_prompts else None
         planned = workload.num_prompts
         connections = min(self.dial.concurrency or planned or WARM_CONNECTIONS, WARM_CONNECTIONS)
         await warm_up(self.client, WARM_UP_PATHS[self.server.kind], connections)
@@ -293,7 +294,7 @@ class LoadRunner:
                 if not await self._arrive(pacer, unit_t):
                     break
                 self._queued += 1
-                task = asyncio.create_task(one(index, self._request(template)))
+                task = asyncio.create_task(one(index, self._request(prompts[index] if prompts else self._renonced(template))))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
             if tasks:
@@ -369,9 +370,21 @@ class LoadRunner:
         finally:
             self._checking = False
 
-    def _request(self, template: Prompt) -> StreamRequest:
-        """The template prompt under a fresh nonce, so no two requests share a cached prefix."""
+    async def _fit_all(self, template: Prompt) -> list[Prompt]:
+        """Every prompt of a finite run, fitted before the clock starts (a fresh nonce can change a prompt's
+        length by a few tokens on a small vocabulary); from the template's shape, a call or two each."""
+        prompts = [template]
+        for _ in range(self.workload.num_prompts - 1):
+            prompts.append(await refit(self.client, self.server.kind, self.server.model, template, self.workload.prompt_tokens))
+        return prompts
+
+    @staticmethod
+    def _renonced(template: Prompt) -> Prompt:
+        """The template under a fresh nonce, so no two requests share a cached prefix; for an endless run,
+        whose prompts cannot all be fitted first (its length can differ by the nonce's tokens: usage says)."""
         _, _, rest = template.text.partition(" ")
-        text = f"{make_nonce()} {rest}" if rest else make_nonce()
-        return StreamRequest(self.server.kind, self.server.model, text, self.workload.max_tokens, self.workload.chat,
-                             template.tokens, template.estimated, self.workload.exact_length)
+        return Prompt(f"{make_nonce()} {rest}" if rest else make_nonce(), template.tokens, estimated=True)
+
+    def _request(self, prompt: Prompt) -> StreamRequest:
+        return StreamRequest(self.server.kind, self.server.model, prompt.text, self.workload.max_tokens, self.workload.chat,
+                             prompt.tokens, prompt.estimated, self.workload.exact_length)
