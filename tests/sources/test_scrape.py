@@ -8,6 +8,7 @@ import time
 import pytest
 
 from tests.fixtures.metrics_server import MetricsServer, bump, fixture, observe, set_value, vllm_models
+from tui.core.promstats import cached_prompt_tokens
 from tui.sources.errors import ProtocolError, ServerUnavailable
 from tui.sources.http import make_client
 from tui.sources.scrape import MetricsNotExposed, MetricsScraper
@@ -218,3 +219,73 @@ async def test_unreachable_server():
     async with make_client(url, timeout_s=2.0) as client:
         with pytest.raises(ServerUnavailable, match="cannot connect"):
             await MetricsScraper(client).read()
+
+
+VLLM_032 = 'engine="0",model_name="tiny"'
+CONTENT_TYPE_1_0 = "text/plain; version=1.0.0; charset=utf-8"
+
+
+async def test_vllm_032_wire_windowed_cache_hits_estimated_reads_and_waiting_reasons():
+    """vLLM 0.32's text as its exporter writes it, served with its content type; two scrapes 0.2 s apart."""
+    base = fixture("vllm-0.32.txt")
+    later = bump(base, {
+        f"vllm:prompt_tokens_total{{{VLLM_032}}}": 2000,
+        f'vllm:prompt_tokens_by_source_total{{{VLLM_032},source="local_compute"}}': 500,
+        f'vllm:prompt_tokens_by_source_total{{{VLLM_032},source="local_cache_hit"}}': 1500,
+        f"vllm:prompt_tokens_cached_total{{{VLLM_032}}}": 1500,
+        f"vllm:prefix_cache_queries_total{{{VLLM_032}}}": 2000,
+        f"vllm:prefix_cache_hits_total{{{VLLM_032}}}": 1500,
+        f"vllm:estimated_read_bytes_per_gpu_total{{{VLLM_032}}}": 6.0e10,
+    })
+    later = observe(later, "vllm:time_to_first_token_seconds", [0.03] * 4, VLLM_032)  # le sits between the two
+    with MetricsServer([base, later], models=vllm_models(4096), content_type=CONTENT_TYPE_1_0) as server:
+        async with make_client(server.url) as client:
+            scraper = MetricsScraper(client)
+            first = await scraper.read()
+            before = scraper.last_reading
+            await asyncio.sleep(0.2)
+            second = await scraper.read()
+            after = scraper.last_reading
+    assert first.engine == second.engine == "vllm"
+    w = second.window_s
+    assert w and w >= 0.2
+    assert first.prefix_cache_hit_rate is None and first.prefix_cache_hit_rate_total == pytest.approx(5000 / 12000)
+    assert second.prefix_cache_hit_rate == pytest.approx(1500 / 2000)
+    assert second.source_names["prefix_cache_hit_rate"] == "vllm:prompt_tokens_cached_total / vllm:prompt_tokens_by_source_total"
+    assert second.prompt_tokens_cached_total == 6500
+    assert second.prompt_tokens_by_source == {"local_compute": 7500, "local_cache_hit": 6300, "external_kv_transfer": 200}
+    assert second.est_read_gbs == pytest.approx(60 / w)
+    assert second.source_names["est_read_gbs"] == "vllm:estimated_read_bytes_per_gpu_total"
+    assert first.est_read_gbs is None  # no window yet
+    assert second.waiting == 5 and second.waiting_capacity == 4 and second.waiting_deferred == 1
+    assert second.saturated  # 4 wait for capacity with the pool 97 % full
+    assert second.kv_cache_size_tokens == 32768 and second.kv_cache_used_tokens == pytest.approx(0.97 * 32768)
+    ttft = second.histograms["ttft_s"]
+    assert ttft.n == 4 and ttft.n_total == 16 and ttft.p50 == pytest.approx(0.02 + 0.02 * 0.5)
+    assert second.generation_tok_s == 0  # `_created` samples are not counters
+    assert second.restart is None
+    assert cached_prompt_tokens(before, after) == 1500
+
+
+async def test_deferred_requests_alone_are_not_saturation():
+    base = fixture("vllm-0.32.txt")
+    deferred = set_value(set_value(base, f'vllm:num_requests_waiting_by_reason{{{VLLM_032},reason="capacity"}}', 0),
+                         f'vllm:num_requests_waiting_by_reason{{{VLLM_032},reason="deferred"}}', 5)
+    with MetricsServer([deferred], content_type=CONTENT_TYPE_1_0) as server:
+        async with make_client(server.url) as client:
+            snap = await MetricsScraper(client).read()
+    assert snap.waiting == 5 and snap.kv_cache_usage == 0.97
+    assert snap.waiting_capacity == 0 and snap.waiting_deferred == 5
+    assert not snap.saturated  # they wait on something other than the pool
+
+
+async def test_estimated_reads_stay_null_without_mfu_metrics():
+    base = set_value(fixture("vllm-0.32.txt"), f"vllm:estimated_read_bytes_per_gpu_total{{{VLLM_032}}}", 0)
+    with MetricsServer([base, bump(base, {f"vllm:generation_tokens_total{{{VLLM_032}}}": 10})],
+                       content_type=CONTENT_TYPE_1_0) as server:
+        async with make_client(server.url) as client:
+            scraper = MetricsScraper(client)
+            await scraper.read()
+            snap = await scraper.read()
+    assert snap.generation_tok_s > 0 and snap.est_read_gbs is None
+    assert snap.to_json()["est_read_gbs"] is None

@@ -18,7 +18,8 @@ def read(name: str):
 def test_vllm_v1_sums_over_engines_and_averages_kv_usage():
     r = read("vllm-0.33.txt")
     assert r.engine == "vllm"
-    assert r.gauges == {"running": 5.0, "waiting": 1.0, "kv_cache_usage": 0.375}
+    # kv_cache_size_tokens: 432,000 per engine in cache_config_info, two engines (two pools).
+    assert r.gauges == {"running": 5.0, "waiting": 1.0, "kv_cache_usage": 0.375, "kv_cache_size_tokens": 864000.0}
     assert r.counters["prompt_tokens_total"] == 8000.0
     assert r.counters["generation_tokens_total"] == 1500.0
     assert r.counters["preemptions_total"] == 3.0
@@ -95,3 +96,45 @@ def test_llamacpp_b11434_cached_prompt_tokens_give_the_prefix_hit_rate():
     assert r.source_names["prefix_cache_hits_total"] == "llamacpp:prompt_tokens_cached_total"
     assert r.counters["generation_tokens_total"] == 68
     assert r.gauges == {"running": 0.0, "waiting": 0.0}
+
+
+def test_vllm_032_reads_the_new_families_and_ignores_created_samples():
+    """vLLM 0.32's wire: labels sorted (`le` inside), `_created` families, waiting by reason, prompt tokens by source."""
+    r = read("vllm-0.32.txt")
+    assert r.engine == "vllm"
+    assert r.gauges["waiting"] == 5.0
+    assert r.gauges["waiting_capacity"] == 4.0 and r.gauges["waiting_deferred"] == 1.0
+    assert r.source_names["waiting_capacity"] == 'vllm:num_requests_waiting_by_reason{reason="capacity"}'
+    assert r.gauges["kv_cache_size_tokens"] == 32768.0
+    assert r.counters["prompt_tokens_total"] == 12000.0  # not 12000 + the by-source split: another family
+    assert r.counters["prompt_tokens_cached_total"] == 5000.0
+    assert r.counters["prompt_tokens_local_compute_total"] == 7000.0
+    assert r.counters["prompt_tokens_local_cache_hit_total"] == 4800.0
+    assert r.counters["prompt_tokens_external_kv_transfer_total"] == 200.0
+    assert r.counters["est_read_bytes_total"] == 3.0e11
+    assert r.source_names["est_read_bytes_total"] == "vllm:estimated_read_bytes_per_gpu_total"
+    assert r.counters["generation_tokens_total"] == 3000.0  # a `_created` sample (1.76e9) would swamp it
+    ttft = r.histograms["ttft_s"]
+    assert ttft.count == 12.0 and dict(ttft.buckets)[0.01] == 8.0 and dict(ttft.buckets)[0.06] == 12.0
+    assert r.histograms["itl_s"].count == 2988.0
+    assert r.engine_config["kv_cache_size_tokens"] == "32768" and r.engine_config["num_gpu_blocks"] == "2048"
+    assert r.process_start_s == 1764600000.0
+
+
+def test_per_gpu_estimate_is_averaged_over_engines_and_sizes_summed():
+    text = (
+        "# TYPE vllm:estimated_read_bytes_per_gpu_total counter\n"
+        'vllm:estimated_read_bytes_per_gpu_total{engine="0",model_name="m"} 4e11\n'
+        'vllm:estimated_read_bytes_per_gpu_total{engine="1",model_name="m"} 2e11\n'
+        "# TYPE vllm:cache_config_info gauge\n"
+        'vllm:cache_config_info{engine="0",kv_cache_size_tokens="1000"} 1\n'
+        'vllm:cache_config_info{engine="1",kv_cache_size_tokens="1000"} 1\n'
+    )
+    r = read_scrape(text, 0.0, 0.0)
+    assert r.counters["est_read_bytes_total"] == 3e11  # per GPU: one engine's GPU reads this, not both together
+    assert r.gauges["kv_cache_size_tokens"] == 2000.0  # two pools
+
+
+def test_kv_cache_size_none_is_no_size():
+    text = '# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{engine="0",kv_cache_size_tokens="None"} 1\n'
+    assert "kv_cache_size_tokens" not in read_scrape(text, 0.0, 0.0).gauges

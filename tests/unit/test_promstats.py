@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
 from tui.core.promstats import (
     build_snapshot,
+    cached_prompt_tokens,
     counter_increase,
     histogram_delta,
     histogram_quantile,
@@ -118,11 +120,12 @@ def test_hit_rate():
     assert hit_rate(None, 10) is None
 
 
-def reading(t, counters=None, config=None, start=None, histograms=None) -> ServerReading:
+def reading(t, counters=None, config=None, start=None, histograms=None, gauges=None) -> ServerReading:
     return ServerReading(
         t_mono=t,
         t_unix=1e9 + t,
         engine="vllm",
+        gauges=gauges or {},
         counters=counters or {},
         engine_config=config or {},
         process_start_s=start,
@@ -207,3 +210,72 @@ def test_a_restart_without_a_placeable_start_has_no_window_and_no_rates():
     assert snap.prompt_tokens_total == 9000.0
     assert snap.prefix_cache_hit_rate == 0.25  # a ratio needs no time base
     assert snap.histograms["ttft_s"].n == 50
+
+
+# ---- vLLM 0.32's prompt-token counters, KV size, estimated reads --------------------------------------
+
+
+def test_cached_over_all_prompt_tokens_beats_hits_over_queries():
+    """Both paths present: the hit rate is cached / all prompt tokens, and says so in source_names."""
+    before = reading(10.0, {"prompt_tokens_total": 1000.0, "prompt_tokens_cached_total": 100.0,
+                            "prefix_cache_queries_total": 1000.0, "prefix_cache_hits_total": 100.0})
+    after = reading(12.0, {"prompt_tokens_total": 3000.0, "prompt_tokens_cached_total": 1100.0,
+                           "prefix_cache_queries_total": 1500.0, "prefix_cache_hits_total": 400.0})
+    snap = build_snapshot(before, after)
+    assert snap.prefix_cache_hit_rate == pytest.approx(1000 / 2000)  # hits/queries would say 300/500
+    assert snap.prefix_cache_hit_rate_total == pytest.approx(1100 / 3000)
+    assert snap.prompt_tokens_cached_total == 1100.0
+    assert snap.source_names["prefix_cache_hit_rate"] == "vllm:prompt_tokens_cached_total / vllm:prompt_tokens_total"
+
+
+def test_by_source_split_alone_gives_the_hit_rate():
+    def split(compute, hit, external):
+        return {"prompt_tokens_local_compute_total": compute, "prompt_tokens_local_cache_hit_total": hit,
+                "prompt_tokens_external_kv_transfer_total": external}
+    snap = build_snapshot(reading(0.0, split(100.0, 0.0, 0.0)), reading(1.0, split(400.0, 500.0, 100.0)))
+    assert snap.prefix_cache_hit_rate == pytest.approx(600 / 900)
+    assert snap.prompt_tokens_cached_total == 600.0
+    assert snap.prompt_tokens_by_source == {"local_compute": 400.0, "local_cache_hit": 500.0, "external_kv_transfer": 100.0}
+
+
+def test_old_hits_over_queries_path_stays_and_is_named():
+    before = reading(0.0, {"prefix_cache_queries_total": 100.0, "prefix_cache_hits_total": 10.0})
+    after = reading(1.0, {"prefix_cache_queries_total": 300.0, "prefix_cache_hits_total": 60.0})
+    after = replace(after, source_names={"prefix_cache_hits_total": "vllm:prefix_cache_hits_total",
+                                         "prefix_cache_queries_total": "vllm:prefix_cache_queries_total"})
+    snap = build_snapshot(before, after)
+    assert snap.prefix_cache_hit_rate == pytest.approx(50 / 200)
+    assert snap.prompt_tokens_cached_total is None
+    assert snap.source_names["prefix_cache_hit_rate"] == "vllm:prefix_cache_hits_total / vllm:prefix_cache_queries_total"
+
+
+def test_kv_tokens_used_is_usage_times_size():
+    snap = build_snapshot(None, reading(0.0, gauges={"kv_cache_usage": 0.25, "kv_cache_size_tokens": 32768.0}))
+    assert snap.kv_cache_size_tokens == 32768.0 and snap.kv_cache_used_tokens == 8192.0
+    assert build_snapshot(None, reading(0.0, gauges={"kv_cache_usage": 0.25})).kv_cache_used_tokens is None
+
+
+@pytest.mark.parametrize(("before", "after", "gbs"), [
+    (1.0e11, 4.0e11, 150.0),  # 3e11 bytes in 2 s
+    (0.0, 0.0, None),  # --enable-mfu-metrics off: the counter exists and stays 0
+    (None, None, None),  # older vLLM: no counter
+    (4.0e11, 4.0e11, 0.0),  # on, but nothing ran in the window: a real 0
+])
+def test_estimated_read_gbs_over_the_window(before, after, gbs):
+    counters = (lambda v: {} if v is None else {"est_read_bytes_total": v})
+    snap = build_snapshot(reading(10.0, counters(before)), reading(12.0, counters(after)))
+    assert snap.est_read_gbs == (pytest.approx(gbs) if gbs is not None else None)
+
+
+@pytest.mark.parametrize(("before", "after", "cached"), [
+    ({"prompt_tokens_cached_total": 100.0, "prefix_cache_hits_total": 90.0},
+     {"prompt_tokens_cached_total": 321.0, "prefix_cache_hits_total": 300.0}, 221),  # prefers the cached counter
+    ({"prefix_cache_hits_total": 90.0}, {"prefix_cache_hits_total": 300.0}, 210),  # older vLLM, llama.cpp
+    ({"prompt_tokens_local_compute_total": 10.0, "prompt_tokens_local_cache_hit_total": 0.0},
+     {"prompt_tokens_local_compute_total": 15.0, "prompt_tokens_local_cache_hit_total": 64.0}, 64),  # the split only
+    ({"generation_tokens_total": 1.0}, {"generation_tokens_total": 9.0}, None),  # no cache counter: unknown
+    ({"prompt_tokens_cached_total": 500.0, "prompt_tokens_total": 900.0},
+     {"prompt_tokens_cached_total": 20.0, "prompt_tokens_total": 40.0}, None),  # restarted between: unknown, not 20
+])
+def test_cached_prompt_tokens_between_two_readings(before, after, cached):
+    assert cached_prompt_tokens(reading(0.0, before), reading(1.0, after)) == cached

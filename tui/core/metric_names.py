@@ -59,6 +59,24 @@ COUNTERS: dict[str, tuple[str, ...]] = {
         "vllm:gpu_prefix_cache_hits_total",
         "llamacpp:prompt_tokens_cached_total",  # newer builds; queries derived in read_scrape
     ),
+    "prompt_tokens_cached_total": ("vllm:prompt_tokens_cached_total",),  # local + external cache hits, in tokens
+    "est_read_bytes_total": ("vllm:estimated_read_bytes_per_gpu_total",),  # --enable-mfu-metrics; 0 without it
+}
+
+PER_GPU_COUNTERS = frozenset({"est_read_bytes_total"})
+"""Counters already per GPU: averaged over engines (each engine drives its own GPUs), never summed."""
+
+LABELLED_GAUGES: dict[str, tuple[str, str, str]] = {
+    "waiting_capacity": ("vllm:num_requests_waiting_by_reason", "reason", "capacity"),
+    "waiting_deferred": ("vllm:num_requests_waiting_by_reason", "reason", "deferred"),
+}
+"""Fields fed by one label value of a family: field → (raw name, label, value)."""
+
+PROMPT_SOURCES = ("local_compute", "local_cache_hit", "external_kv_transfer")
+"""The `source` label values of `vllm:prompt_tokens_by_source_total`; together they are every prompt token."""
+
+LABELLED_COUNTERS: dict[str, tuple[str, str, str]] = {
+    f"prompt_tokens_{source}_total": ("vllm:prompt_tokens_by_source_total", "source", source) for source in PROMPT_SOURCES
 }
 
 HISTOGRAMS: dict[str, tuple[str, ...]] = {
@@ -143,8 +161,18 @@ def read_scrape(text: str, t_mono: float, t_unix: float, extra_config: dict[str,
     for field_name, candidates in COUNTERS.items():
         found = _find(samples, candidates)
         if found:
-            counters[field_name] = sum(v for _, v in found[1])
+            values = [v for _, v in found[1]]
+            counters[field_name] = sum(values) / len(values) if field_name in PER_GPU_COUNTERS else sum(values)
             source_names[field_name] = found[0]
+    for table, out in ((LABELLED_GAUGES, gauges), (LABELLED_COUNTERS, counters)):
+        for field_name, (raw, label, value) in table.items():
+            rows = [v for labels, v in samples.get(_base(raw), []) if labels.get(label) == value]
+            if rows:
+                out[field_name] = sum(rows)
+                source_names[field_name] = f'{raw}{{{label}="{value}"}}'
+    if (size := _kv_cache_size_tokens(samples)) is not None:
+        gauges["kv_cache_size_tokens"] = size
+        source_names["kv_cache_size_tokens"] = "vllm:cache_config_info{kv_cache_size_tokens}"
     _derive_llamacpp_queries(counters, source_names)
     histograms: dict[str, Histogram] = {}
     for field_name, candidates in HISTOGRAMS.items():
@@ -202,6 +230,18 @@ def _engine_config(samples: Samples) -> dict[str, str]:
         if rows:
             config[key] = f"{rows[0][1]:g}"
     return config
+
+
+def _kv_cache_size_tokens(samples: Samples) -> float | None:
+    """Tokens the KV pool holds, summed over engines (one `cache_config_info` row each, each its own pool)."""
+    per_engine: dict[str, float] = {}
+    for raw in CONFIG_INFO:
+        for labels, _ in samples.get(raw, []):
+            try:
+                per_engine[labels.get("engine", "0")] = float(labels["kv_cache_size_tokens"])
+            except (KeyError, ValueError):  # absent, or "None" before the pool is sized
+                continue
+    return sum(per_engine.values()) if per_engine else None
 
 
 def _engine(raw_names) -> str | None:

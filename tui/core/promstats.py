@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import math
 
+from tui.core.metric_names import PROMPT_SOURCES
 from tui.core.telemetry import QUANTILES, Histogram, HistogramQuantiles, MetricsSnapshot, Restart, ServerReading
 
-RESTART_COUNTERS = ("prompt_tokens_total", "generation_tokens_total", "prefix_cache_queries_total", "preemptions_total")
+RESTART_COUNTERS = (
+    "prompt_tokens_total", "generation_tokens_total", "prefix_cache_queries_total", "preemptions_total",
+    "prompt_tokens_cached_total",
+)
 """Counters whose fall means the server process started over."""
 
 START_SLACK_S = 1.0
@@ -129,6 +133,47 @@ def hit_rate(hits: float | None, queries: float | None) -> float | None:
     return min(1.0, max(0.0, hits / queries))
 
 
+def prompt_cache_counters(counters: dict[str, float]) -> tuple[float, float, str] | None:
+    """(prompt tokens from cache, all prompt tokens, the raw names) from vLLM's prompt-token counters; None without them.
+
+    `vllm:prompt_tokens_cached_total` over `vllm:prompt_tokens_total` (which counts cached tokens too), or
+    the `source` split of `vllm:prompt_tokens_by_source_total`, whose three sources are every prompt token.
+    """
+    by_source = {s: counters[f"prompt_tokens_{s}_total"] for s in PROMPT_SOURCES if f"prompt_tokens_{s}_total" in counters}
+    split = "local_compute" in by_source
+    cached = counters.get("prompt_tokens_cached_total")
+    cached_name = "vllm:prompt_tokens_cached_total"
+    if cached is None and split:
+        cached = by_source.get("local_cache_hit", 0.0) + by_source.get("external_kv_transfer", 0.0)
+        cached_name = 'vllm:prompt_tokens_by_source_total{source!="local_compute"}'
+    if cached is None:
+        return None
+    if split:
+        return cached, sum(by_source.values()), f"{cached_name} / vllm:prompt_tokens_by_source_total"
+    if "prompt_tokens_total" in counters:
+        return cached, counters["prompt_tokens_total"], f"{cached_name} / vllm:prompt_tokens_total"
+    return None
+
+
+def cached_prompt_tokens(before: ServerReading, after: ServerReading) -> int | None:
+    """Prompt tokens the server served from its cache between two readings of its /metrics.
+
+    From `prompt_tokens_cached_total` where the server has it (vLLM ≥ 0.11), else the growth of
+    `prefix_cache_hits_total` (older vLLM, llama.cpp). Around one request alone on the server this is
+    that request's cached tokens, for a reply whose usage has no `cached_tokens`. None when neither
+    reading has such a counter, or the server restarted between them (the growth is then unknown).
+    """
+    if restart_reasons(before, after):
+        return None
+    for name in ("prompt_tokens_cached_total", "prefix_cache_hits_total"):
+        if name in before.counters and name in after.counters:
+            return round(after.counters[name] - before.counters[name])
+    old, new = prompt_cache_counters(before.counters), prompt_cache_counters(after.counters)
+    if old is not None and new is not None:
+        return round(new[0] - old[0])
+    return None
+
+
 def restart_reasons(previous: ServerReading, current: ServerReading) -> tuple[str, ...]:
     """Why current looks like a different server process than previous; empty when it does not."""
     reasons = []
@@ -185,13 +230,32 @@ def build_snapshot(previous: ServerReading | None, current: ServerReading, resta
     def counter_rate(name: str) -> float | None:
         return rate(before.get(name) if baseline is not None else 0.0, now.get(name), window_s)
 
+    source_names = dict(current.source_names)
     gauge_hit_rate = current.gauges.get("prefix_cache_hit_rate")
     window_hit_rate = None
-    if previous is not None and "prefix_cache_hits_total" in now:
+    total_hit_rate = hit_rate(now.get("prefix_cache_hits_total"), now.get("prefix_cache_queries_total"))
+    cache_now = prompt_cache_counters(now)
+    if cache_now is not None:
+        # Cached over all prompt tokens: what the prompts got from the cache, counted by vLLM where it serves them.
+        cache_before = prompt_cache_counters(before) or (0.0, 0.0, "")
+        total_hit_rate = hit_rate(cache_now[0], cache_now[1])
+        if previous is not None:
+            window_hit_rate = hit_rate(counter_increase(cache_before[0], cache_now[0]), counter_increase(cache_before[1], cache_now[1]))
+        source_names["prefix_cache_hit_rate"] = cache_now[2]
+    elif previous is not None and "prefix_cache_hits_total" in now:
         window_hit_rate = hit_rate(
             counter_increase(before.get("prefix_cache_hits_total", 0.0), now["prefix_cache_hits_total"]),
             counter_increase(before.get("prefix_cache_queries_total", 0.0), now.get("prefix_cache_queries_total", 0.0)),
         )
+    if "prefix_cache_hit_rate" not in source_names and "prefix_cache_hits_total" in source_names:
+        source_names["prefix_cache_hit_rate"] = (
+            f"{source_names['prefix_cache_hits_total']} / {source_names.get('prefix_cache_queries_total', '?')}"
+        )
+    est_read_bps = counter_rate("est_read_bytes_total") if now.get("est_read_bytes_total") else None
+    if "est_read_bytes_total" in source_names:
+        source_names["est_read_gbs"] = source_names["est_read_bytes_total"]
+    kv_size = current.gauges.get("kv_cache_size_tokens")
+    kv_usage = current.gauges.get("kv_cache_usage")
     previous_histograms = baseline.histograms if baseline is not None else {}
     return MetricsSnapshot(
         t_unix=current.t_unix,
@@ -207,12 +271,21 @@ def build_snapshot(previous: ServerReading | None, current: ServerReading, resta
         generation_tok_s=counter_rate("generation_tokens_total"),
         preemptions_per_s=counter_rate("preemptions_total"),
         prefix_cache_hit_rate=gauge_hit_rate if gauge_hit_rate is not None else window_hit_rate,
-        prefix_cache_hit_rate_total=hit_rate(now.get("prefix_cache_hits_total"), now.get("prefix_cache_queries_total")),
+        prefix_cache_hit_rate_total=total_hit_rate,
         histograms={
             name: window_quantiles(previous_histograms.get(name), histogram)
             for name, histogram in current.histograms.items()
         },
         engine_config=dict(current.engine_config),
-        source_names=dict(current.source_names),
+        source_names=source_names,
         restart=restart,
+        waiting_capacity=current.gauges.get("waiting_capacity"),
+        waiting_deferred=current.gauges.get("waiting_deferred"),
+        kv_cache_size_tokens=kv_size,
+        kv_cache_used_tokens=kv_usage * kv_size if kv_usage is not None and kv_size is not None else None,
+        prompt_tokens_cached_total=cache_now[0] if cache_now is not None else None,
+        prompt_tokens_by_source={
+            s: now[f"prompt_tokens_{s}_total"] for s in PROMPT_SOURCES if f"prompt_tokens_{s}_total" in now
+        },
+        est_read_gbs=est_read_bps / 1e9 if est_read_bps is not None else None,
     )

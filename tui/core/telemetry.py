@@ -129,11 +129,31 @@ class MetricsSnapshot:
     source_names: dict[str, str] = field(default_factory=dict)
     restart: Restart | None = None
     """Set on the first snapshot after a detected restart; its rates and quantiles cover only the new process."""
+    waiting_capacity: float | None = None
+    """Requests waiting for room in the batch or the KV pool (vLLM's `reason="capacity"`); None when not reported."""
+    waiting_deferred: float | None = None
+    """Requests the scheduler set aside for another reason (vLLM's `reason="deferred"`); they do not mean a full pool."""
+    kv_cache_size_tokens: float | None = None
+    """Tokens the KV pool holds, over all engines (`kv_cache_size_tokens` of `vllm:cache_config_info`)."""
+    kv_cache_used_tokens: float | None = None
+    """About how many of them are in use: usage × size (usage is counted in blocks, so it rounds up)."""
+    prompt_tokens_cached_total: float | None = None
+    """Prompt tokens served from a cache (local or external) since the server started."""
+    prompt_tokens_by_source: dict[str, float] = field(default_factory=dict)
+    """Prompt tokens since start by where they came from: "local_compute", "local_cache_hit", "external_kv_transfer"."""
+    est_read_gbs: float | None = None
+    """vLLM's model-based estimate of bytes read per GPU, GB/s over the window (`--enable-mfu-metrics`); None when
+    the counter is absent or still 0 (the flag is off). An estimate from the model's shape, not a measurement."""
 
     @property
     def saturated(self) -> bool:
-        """The saturation signature: requests wait while the KV pool is (nearly) full."""
-        return bool(self.waiting and self.kv_cache_usage is not None and self.kv_cache_usage >= SATURATED_KV_USAGE)
+        """The saturation signature: requests wait while the KV pool is (nearly) full.
+
+        Where the server says why requests wait, only those waiting for capacity count: deferred ones
+        wait on something else (a KV transfer, a grammar), not on a full pool.
+        """
+        waiting = self.waiting_capacity if self.waiting_capacity is not None else self.waiting
+        return bool(waiting and self.kv_cache_usage is not None and self.kv_cache_usage >= SATURATED_KV_USAGE)
 
     def to_json(self) -> dict:
         return {
@@ -156,7 +176,40 @@ class MetricsSnapshot:
             "engine_config": dict(self.engine_config),
             "source_names": dict(self.source_names),
             "restart": self.restart.to_json() if self.restart else None,
+            "waiting_capacity": self.waiting_capacity,
+            "waiting_deferred": self.waiting_deferred,
+            "kv_cache_size_tokens": self.kv_cache_size_tokens,
+            "kv_cache_used_tokens": self.kv_cache_used_tokens,
+            "prompt_tokens_cached_total": self.prompt_tokens_cached_total,
+            "prompt_tokens_by_source": dict(self.prompt_tokens_by_source),
+            "est_read_gbs": self.est_read_gbs,
         }
+
+
+def waiting_text(s: MetricsSnapshot) -> str:
+    """"5", or "5 (4 for capacity, 1 deferred)" where the server says why they wait; "–" when unknown."""
+    if s.waiting is None:
+        return "–"
+    if s.waiting_capacity is None and s.waiting_deferred is None:
+        return f"{s.waiting:.0f}"
+    return f"{s.waiting:.0f} ({s.waiting_capacity or 0:.0f} for capacity, {s.waiting_deferred or 0:.0f} deferred)"
+
+
+def kv_tokens_text(s: MetricsSnapshot) -> str:
+    """"31,785 of 32,768 tokens" where the pool's size is known; "" otherwise."""
+    if s.kv_cache_used_tokens is None or s.kv_cache_size_tokens is None:
+        return ""
+    return f"{s.kv_cache_used_tokens:,.0f} of {s.kv_cache_size_tokens:,.0f} tokens"
+
+
+def saturation_text(s: MetricsSnapshot) -> str:
+    """The saturation call-out ("" when not saturated): how many wait for capacity, and how many are only deferred."""
+    if not s.saturated or s.kv_cache_usage is None:
+        return ""
+    if s.waiting_capacity is None:
+        return f"SATURATED: {s.waiting:.0f} waiting while the KV pool is {s.kv_cache_usage:.0%} full"
+    deferred = f"; {s.waiting_deferred:.0f} more deferred (not for room)" if s.waiting_deferred else ""
+    return f"SATURATED: {s.waiting_capacity:.0f} waiting for capacity while the KV pool is {s.kv_cache_usage:.0%} full{deferred}"
 
 
 @dataclass(frozen=True, slots=True)

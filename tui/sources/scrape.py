@@ -42,6 +42,11 @@ class MetricsScraper:
         self._models_config: dict[str, str] | None = None
 
     @property
+    def last_reading(self) -> ServerReading | None:
+        """The raw reading of the latest successful scrape (for `promstats.cached_prompt_tokens` around one request)."""
+        return self._history[-1] if self._history else None
+
+    @property
     def _url(self) -> str:
         return f"{self.client.base_url}{self.path}"
 
