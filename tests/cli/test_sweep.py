@@ -19,12 +19,13 @@ import subprocess
 import sys
 import time
 
+import httpx
 import pytest
 
 from tests.cli.test_probe import assert_one_clear_line
 from tests.scripted_server import Script, ScriptedServer
 from tui.cli.main import main
-from tui.core.experiments import INTERFERENCE_STREAMS, make_plan
+from tui.core.experiments import COLUMNS, INTERFERENCE_STREAMS, make_plan
 from tui.core.timeline import lanes
 from tui.sim.launcher import SimulatorProcess
 from tui.sources.detect import describe_server
@@ -133,7 +134,7 @@ async def test_the_driver_reports_progress_and_keeps_each_round_for_a_timeline(s
     row = result.rows[-1]  # one round per value: the last round is the last row's
     assert intruder.sent_s == pytest.approx(row["prefill_start_s"])
     assert intruder.first_token_s == pytest.approx(row["prefill_end_s"])
-    assert result.to_json() == {"vary": "interference", "rows": list(result.rows), "finding": result.finding}
+    assert result.to_json() == {"vary": "interference", "rows": list(result.rows), "finding": result.finding, "scaled": []}
 
 
 def test_itl_rises_with_the_token_position_in_a_long_generation(sim, capsys):
@@ -160,6 +161,64 @@ def test_the_run_is_saved_with_its_rows_finding_and_raw_timings(sim, capsys, tmp
     assert run["result"]["finding"] in out
     assert [r["prompt_tokens"] for r in run["requests"]] == [100, 400]
     assert run["server"]["simulator_flags"]["gpu"] == "NVIDIA H100 SXM"
+
+
+SMALL = ("--max-model-len", "4096")
+"""A server the size of real vLLM's tiny test model: the defaults of prefix, interference and context do not fit."""
+
+
+@pytest.fixture(scope="module")
+def small():
+    with SimulatorProcess.start(list(SMALL)) as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def small_fast():
+    """For the context sweep's one long generation; its tokens come too fast to time, which this test does not."""
+    with SimulatorProcess.start([*SMALL, "--time-scale", "0.25"]) as process:
+        yield process
+
+
+@pytest.mark.parametrize("vary", ["prompt-tokens", "prefix", "concurrency", "interference", "context"])
+def test_every_default_sweep_fits_a_4096_token_server_and_says_what_it_scaled(request, capsys, tmp_path, vary):
+    server = request.getfixturevalue("small_fast" if vary == "context" else "small")
+    runs = tmp_path / "runs"
+    code = main(["sweep", "--url", server.url, "--vary", vary, "--repeat", "1", "--json", "--runs-dir", str(runs)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    document = json.loads(out)
+    plan = make_plan(vary, max_model_len=4096)
+    assert [row[COLUMNS[vary][0].key] for row in document["rows"]] == list(plan.values)
+    assert all(row["n"] >= 1 for row in document["rows"]), document["rows"]
+    assert document["scaled"] == list(plan.scaled)
+    scaled_lines = [line for line in err.splitlines() if line.startswith(f"sweep {vary}: scaled ")]
+    if vary in ("prefix", "interference", "context"):  # their defaults reach 4,000 tokens and beyond
+        assert scaled_lines == [f"sweep {vary}: scaled {document['scaled'][0]}"], err
+        assert "→ 3,900 to fit max_model_len 4,096" in document["scaled"][0]
+    else:  # 2,000 + 64 and 200 + 256 tokens fit as they are
+        assert document["scaled"] == [] and scaled_lines == [], err
+    [saved] = runs.glob("*.json")
+    requests = json.loads(saved.read_text())["requests"]
+    assert requests and all(r["ok"] for r in requests)
+    assert max(r["prompt_tokens"] + r["output_tokens"] for r in requests) <= 4096
+
+
+def prompt_tokens_total(url: str) -> float:
+    """The simulator's count of prompt tokens it has served (the warm-up's would count too)."""
+    text = httpx.get(f"{url}/metrics").text
+    return float(re.search(r"^vllm:prompt_tokens_total\{[^}]*\} (\S+)$", text, re.MULTILINE).group(1))
+
+
+def test_values_given_that_cannot_fit_are_refused_before_any_request(small, capsys, tmp_path):
+    runs = tmp_path / "runs"
+    served = prompt_tokens_total(small.url)
+    code = main(["sweep", "--url", small.url, "--vary", "interference", "--values", "2000,4000", "--json", "--runs-dir", str(runs)])
+    out, err = capsys.readouterr()
+    assert out == "" and not runs.exists()
+    assert prompt_tokens_total(small.url) == served
+    assert_one_clear_line(code, err, "long prompt tokens 4,000 cannot fit", "at most 3,967", "max_model_len 4,096")
+    assert code == 2
 
 
 def closed_port_url() -> str:

@@ -37,12 +37,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "prompt-tokens: TTFT and decode rate against prompt length. prefix: a long shared prefix sent twice "
         "against a unique prompt. concurrency: aggregate tok/s and ITL against N streams at once. "
         "interference: a long prompt lands among 8 running streams (values: its length). "
-        "context: ITL against token position in one long generation (values: positions).",
+        "context: ITL against token position in one long generation (values: positions). "
+        "Where the server states its max_model_len, every request fits it with 1/32 of it (at least 32 tokens) kept "
+        "free, since a fitted prompt may come out a few tokens long; what was scaled to fit is one line on stderr "
+        "and the JSON's `scaled` list.",
     )
     add_server_options(parser)
     parser.add_argument("--vary", metavar="WHAT", help=f"the experiment: {' | '.join(EXPERIMENTS)}")
-    parser.add_argument("--values", metavar="N,N,…", help=f"comma-separated values (defaults: {VALUES_HELP})")
-    parser.add_argument("--max-tokens", type=int, metavar="K", help="tokens each request generates (not for context)")
+    parser.add_argument("--values", metavar="N,N,…",
+                        help=f"comma-separated values (defaults: {VALUES_HELP}). Where the server states its max_model_len, "
+                        "defaults that cannot fit it are scaled down and say so; values given here that cannot fit are "
+                        "a usage error before anything is sent, since a sweep of other values than those named is not the "
+                        "one asked for")
+    parser.add_argument("--max-tokens", type=int, metavar="K",
+                        help="tokens each request generates (not for context); one that cannot fit max_model_len is a usage error")
     parser.add_argument("--repeat", type=int, metavar="R", help="times each value is measured; medians are reported")
     add_json_option(parser)
     add_runs_options(parser)
@@ -101,6 +109,8 @@ async def _sweep(settings: Settings, args: argparse.Namespace, values: list[int]
         except SourceError as error:
             raise CliError(str(error)) from None
         plan = _plan(args, values, server.max_model_len)
+        if plan.scaled:
+            note(f"sweep {plan.vary}: scaled {'; '.join(plan.scaled)}")
         failure = None
         stopping = False
 

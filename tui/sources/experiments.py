@@ -74,7 +74,7 @@ class ExperimentResult:
     the last round, the long prompt's prefill span below the streams' gap."""
 
     def to_json(self) -> dict:
-        return {"vary": self.plan.vary, "rows": list(self.rows), "finding": self.finding}
+        return {"vary": self.plan.vary, "rows": list(self.rows), "finding": self.finding, "scaled": list(self.plan.scaled)}
 
 
 class ExperimentFailed(SourceError):
