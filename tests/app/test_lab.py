@@ -78,6 +78,7 @@ async def test_prompt_length_experiment_shows_its_finding_chart_and_table(sim_ur
         assert finding.startswith("TTFT ×") and "from 200 to 2,000 tokens" in finding and "decode" in finding
         table = screen.query_one("#experiment-table", DataTable)
         assert table.row_count == 4
+        assert not screen.query("#experiment-scaled")  # 2,000 + 64 tokens fit the simulator's 131,072 as they are
         assert str(table.get_row_at(3)[0]) == "2,000"
         assert screen.query_one(ExperimentChart).rows == list(rows)
         await pilot.press("escape")
@@ -86,6 +87,26 @@ async def test_prompt_length_experiment_shows_its_finding_chart_and_table(sim_ur
     [sweep] = [r for r in saved_runs(tmp_path / "runs") if r["kind"] == "sweep"]
     assert sweep["result"]["finding"] == finding and sweep["params"]["vary"] == "prompt-tokens"
     assert len(sweep["requests"]) == 12  # 4 lengths × 3 repeats, the raw timings
+
+
+async def test_an_experiment_scaled_to_fit_a_small_server_says_so_on_screen(tmp_path):
+    """On a 4,096-token server the 4,000-token interference prompt comes down to 3,900, in a line above the progress."""
+    seen = []
+    with SimulatorProcess.start(["--max-model-len", "4096"]) as small:
+        app = PhasetopApp(settings(tmp_path / "runs"), small.url, None, CEILING, save_runs=False)
+        async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
+            await wait_for(pilot, lambda: seen_of(seen, SessionIdentified), what="server identified")
+            await pilot.press("i")
+            await wait_for(pilot, lambda: isinstance(app.screen, ExperimentScreen), 5, "experiment screen")
+            screen = app.screen
+            note = screen.query_one("#experiment-scaled", Static)
+            assert str(note.render()) == (
+                "scaled long prompt tokens 4,000 → 3,900 to fit max_model_len 4,096 (128 tokens kept free)")
+            assert note.display and note.region.height >= 1  # on screen, not merely in the DOM
+            await wait_for(pilot, lambda: seen_of(seen, ExperimentFinished), 120, "experiment finished")
+            [finished] = seen_of(seen, ExperimentFinished)
+            assert finished.error is None and [r["prompt_tokens"] for r in finished.result.rows] == [3900]
+            assert finished.result.to_json()["scaled"] == [str(note.render())[len("scaled "):]]
 
 
 async def test_escape_stops_a_running_experiment_and_saves_nothing(sim_url, tmp_path):

@@ -145,6 +145,8 @@ class ExperimentScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static(f"{TITLES[self.plan.vary]} · {self.info.model} at {self.server_url}", id="experiment-title",
                      markup=False)
+        if self.plan.scaled:
+            yield Static(f"scaled {'; '.join(self.plan.scaled)}", id="experiment-scaled", markup=False)
         yield ProgressBar(total=1.0, show_eta=False, id="experiment-progress")
         yield Static("starting…", id="experiment-message", markup=False)
         yield ExperimentChart(self.plan.vary, id="experiment-chart").data_bind(rows=ExperimentScreen.rows)
