@@ -6,6 +6,8 @@ histograms are observed as vLLM observes them: TTFT and ITL per step, the rest w
 
 from __future__ import annotations
 
+import time
+
 import psutil
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -13,7 +15,7 @@ from prometheus_client.registry import Collector
 
 from tui.sim.blocks import BLOCK_SIZE
 from tui.sim.engine import EngineDriver
-from tui.sim.physics import Sequence, StepPlan, TokenOut
+from tui.sim.physics import Sequence, StepPlan, TokenOut, step_traffic
 
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
                 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
@@ -21,9 +23,11 @@ ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.
                40.0, 80.0)
 REQUEST_LATENCY_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
                            120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
-ITERATION_TOKEN_BUCKETS = tuple(2.0**i for i in range(15))
-"""1, 2, 4, …, 16384 (vLLM: 1, 8, 16, … — the powers of two from the budget down)."""
+ITERATION_TOKEN_BUCKETS = (1.0, *(2.0**i for i in range(3, 15)))
+"""1, 8, 16, …, 16384: vLLM's `ITERATION_TOKENS_BUCKETS`."""
 ENGINE = "0"
+PROMPT_SOURCES = ("local_compute", "local_cache_hit", "external_kv_transfer")
+"""vLLM's `source` label values; the simulator has no KV connector, so external transfers stay 0."""
 
 
 def token_buckets(max_model_len: int) -> tuple[float, ...]:
@@ -41,11 +45,15 @@ def token_buckets(max_model_len: int) -> tuple[float, ...]:
 class SimMetrics(Collector):
     """The registry behind `/metrics`, and the hook the engine driver calls after each step."""
 
-    def __init__(self, driver: EngineDriver, model_name: str, sim_info: dict[str, str]) -> None:
+    def __init__(self, driver: EngineDriver, model_name: str, sim_info: dict[str, str], enable_mfu_metrics: bool = False) -> None:
         self.driver = driver
         self.model_name = model_name
         self.sim_info = sim_info
+        self.enable_mfu_metrics = enable_mfu_metrics
         self.start_time = psutil.Process().create_time()
+        self.created = time.time()
+        """When the counters were made: their `_created` samples, as prometheus_client stamps vLLM's."""
+        self.flops = self.read_bytes = self.write_bytes = 0.0
         self.aborted = 0
         self.finished: dict[str, int] = {"stop": 0, "length": 0, "abort": 0}
         self.registry = CollectorRegistry()
@@ -66,14 +74,26 @@ class SimMetrics(Collector):
         tokens = token_buckets(driver.config.model_len)
         self.prompt_len = histogram("vllm:request_prompt_tokens", "Number of prefill tokens processed.", tokens)
         self.generation_len = histogram("vllm:request_generation_tokens", "Number of generation tokens processed.", tokens)
+        self.prefill_kv_computed = histogram("vllm:request_prefill_kv_computed_tokens",
+                                             "Histogram of new KV tokens computed during prefill (excluding cached tokens).", tokens)
         self.registry.register(self)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
 
     def on_step(self, plan: StepPlan, tokens: list[TokenOut], end: float) -> None:
-        """Observe one finished step: tokens per step, TTFT or ITL per token, phase times per finished request."""
-        self.iteration.observe(plan.num_tokens)
+        """Observe one finished step: tokens per step, TTFT or ITL per token, phase times per finished request.
+
+        Tokens per step are counted as vLLM's frontend counts them: the tokens sampled, plus the whole
+        computed prompt of each request whose first token came out (chunks before it count nowhere).
+        """
+        prefilled = sum(t.sequence.prompt_tokens - (t.sequence.cached_tokens or 0) for t in tokens if t.gap is None)
+        self.iteration.observe(prefilled + len(tokens))
+        if self.enable_mfu_metrics:
+            traffic = step_traffic(self.driver.config, [(item.new_tokens, item.context_before) for item in plan.items])
+            self.flops += traffic.flops
+            self.read_bytes += traffic.read_bytes
+            self.write_bytes += traffic.write_bytes
         for token in tokens:
             sequence = token.sequence
             if token.gap is None:
@@ -98,6 +118,7 @@ class SimMetrics(Collector):
         if sequence.output_tokens > 1:
             self.tpot.observe((last - first) / (sequence.output_tokens - 1))
         self.prompt_len.observe(sequence.prompt_tokens)
+        self.prefill_kv_computed.observe(sequence.prompt_tokens - (sequence.cached_tokens or 0))
         self.generation_len.observe(sequence.output_tokens)
 
     def collect(self):
@@ -113,11 +134,23 @@ class SimMetrics(Collector):
 
         def counter(name: str, doc: str, value: float) -> CounterMetricFamily:
             family = CounterMetricFamily(name, doc, labels=labels)
-            family.add_metric(values, value)
+            family.add_metric(values, value, created=self.created)
             return family
 
         yield gauge("vllm:num_requests_running", "Number of requests in model execution batches.", len(engine.running))
         yield gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", len(engine.waiting))
+        # Every waiting request waits for capacity (seats, token budget, KV blocks): vLLM defers only for
+        # LoRA slots, KV transfers and grammars, none of which the simulator has.
+        by_reason = GaugeMetricFamily(
+            "vllm:num_requests_waiting_by_reason",
+            "Number of waiting requests by reason. Reason labels: 'capacity' = waiting for scheduling capacity; "
+            "'deferred' = deferred by transient constraints (LoRA budget, KV transfer, blocked status). "
+            "Sum of all reasons equals vllm:num_requests_waiting.",
+            labels=[*labels, "reason"],
+        )
+        by_reason.add_metric([*values, "capacity"], len(engine.waiting))
+        by_reason.add_metric([*values, "deferred"], 0)
+        yield by_reason
         yield gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", engine.kv_cache_usage)
         counts = engine.counters
         yield counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.", counts.preemptions)
@@ -125,12 +158,21 @@ class SimMetrics(Collector):
         yield counter("vllm:generation_tokens", "Number of generation tokens processed.", counts.generation_tokens)
         yield counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.", counts.prefix_cache_queries)
         yield counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", counts.prefix_cache_hits)
-        yield counter("vllm:prompt_tokens_cached", "Number of cached prompt tokens (local + external).", counts.prefix_cache_hits)
+        by_source = CounterMetricFamily("vllm:prompt_tokens_by_source", "Number of prompt tokens by source.",
+                                        labels=[*labels, "source"])
+        for source, number in zip(PROMPT_SOURCES, (counts.prompt_tokens_computed, counts.prompt_tokens_cached, 0)):
+            by_source.add_metric([*values, source], number, created=self.created)
+        yield by_source
+        yield counter("vllm:prompt_tokens_cached", "Number of cached prompt tokens (local + external).", counts.prompt_tokens_cached)
         success = CounterMetricFamily("vllm:request_success", "Count of successfully processed requests.",
                                       labels=[*labels, "finished_reason"])
         for reason, number in self.finished.items():
-            success.add_metric([*values, reason], number)
+            success.add_metric([*values, reason], number, created=self.created)
         yield success
+        mfu = "(for Model Flops Utilization calculations)."
+        yield counter("vllm:estimated_flops_per_gpu", f"Estimated number of floating point operations per GPU {mfu}", self.flops)
+        yield counter("vllm:estimated_read_bytes_per_gpu", f"Estimated number of bytes read from memory per GPU {mfu}", self.read_bytes)
+        yield counter("vllm:estimated_write_bytes_per_gpu", f"Estimated number of bytes written to memory per GPU {mfu}", self.write_bytes)
         cache = GaugeMetricFamily("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", labels=list(self._cache_labels()))
         cache.add_metric(list(self._cache_labels().values()), 1)
         yield cache
@@ -140,19 +182,49 @@ class SimMetrics(Collector):
         yield GaugeMetricFamily("process_start_time_seconds", "Start time of the process since unix epoch in seconds.", value=self.start_time)
 
     def _cache_labels(self) -> dict[str, str]:
+        """`str()` of every field of vLLM 0.32's `CacheConfig`, as its `metrics_info()` gives them, plus `engine`.
+
+        The values are what a CUDA engine with this sim's flags would report; fields the frontend never
+        learns (resolved in the engine core only) stay "None" there too.
+        """
         config = self.driver.config
         blocks = config.num_gpu_blocks
+        tokens = blocks * BLOCK_SIZE
         return {
             "block_size": str(BLOCK_SIZE),
-            "cache_dtype": "auto",
-            "calculate_kv_scales": "False",
-            "enable_prefix_caching": str(config.enable_prefix_caching),
-            "engine": ENGINE,
+            "user_specified_block_size": "False",
+            "kv_cache_layout": "None",
+            "prefix_match_unit": "None",
             "gpu_memory_utilization": str(config.gpu_memory_utilization),
-            "kv_cache_max_concurrency": str(round(blocks * BLOCK_SIZE / config.model_len, 2)),
-            "kv_cache_size_tokens": str(blocks * BLOCK_SIZE),
-            "num_cpu_blocks": "None",
-            "num_gpu_blocks": str(blocks),
+            "cache_dtype": "auto",
+            "is_attention_free": "False",
+            "num_gpu_blocks_override": "None",
+            "sliding_window": "None",
+            "enable_prefix_caching": str(config.enable_prefix_caching),
             "prefix_caching_hash_algo": "sha256",
-            "swap_space": "4",
+            "prefix_cache_retention_interval": "0",
+            "kv_cache_dtype_skip_layers": "[]",
+            "mamba_page_size_padded": "None",
+            "skip_page_size_padded": "None",
+            "mamba_block_size": "None",
+            "mamba_cache_dtype": "auto",
+            "mamba_ssm_cache_dtype": "auto",
+            "mamba_cache_mode": "none",
+            "enable_mamba_shared_prefix_checkpoint": "False",
+            "replayssm_buffer_len": "16",
+            "use_replayssm": "False",
+            "use_kda_recoverssm": "False",
+            "num_gpu_blocks": str(blocks),
+            "num_cpu_blocks": "None",
+            "effective_attention_block_size": str(BLOCK_SIZE),
+            "kv_cache_size_tokens": str(tokens),
+            "kv_cache_max_concurrency": str(tokens / config.model_len),
+            "hash_block_size": "None",
+            "cache_hit_alignment_tokens": "None",
+            "kv_sharing_fast_prefill": "False",
+            "swa_bounded_replay": "True",
+            "kv_cache_memory_bytes": str(int(tokens * config.kv_bytes_per_token)),
+            "kv_offloading_size": "None",
+            "kv_offloading_backend": "native",
+            "engine": ENGINE,
         }

@@ -97,17 +97,35 @@ class EngineConfig:
             )
 
 
-def step_time_s(config: EngineConfig, work: list[tuple[int, int]]) -> float:
-    """One step's time for `(new_tokens, context_before)` per sequence: max(memory, compute) + overhead.
+@dataclass(frozen=True, slots=True)
+class StepTraffic:
+    """What one step moves and computes: the figures vLLM's `--enable-mfu-metrics` estimates."""
 
-    Memory: every weight once, plus the KV cache each sequence reads and writes. Compute: 2 × params
-    per token plus attention over each token's context (`forward_flops`).
+    read_bytes: float
+    write_bytes: float
+    flops: float
+
+
+def step_traffic(config: EngineConfig, work: list[tuple[int, int]]) -> StepTraffic:
+    """Bytes and FLOPs of one step for `(new_tokens, context_before)` per sequence.
+
+    Reads: every weight once, plus each sequence's KV cache so far. Writes: the KV of the new tokens.
+    Compute: 2 × params per token plus attention over each token's context (`forward_flops`).
     """
-    kv_tokens = sum(context + new for new, context in work)
-    memory_bytes = config.weight_bytes + config.kv_bytes_per_token * kv_tokens
-    flops = sum(forward_flops(config.layout.params, config.layout, new, context) for new, context in work)
-    memory_s = memory_bytes / (config.device.mem_bandwidth_gbs * 1e9 * config.memory_efficiency)
-    compute_s = flops / (config.device.peak_bf16_tflops * 1e12 * config.compute_efficiency)
+    context_tokens = sum(context for _, context in work)
+    new_tokens = sum(new for new, _ in work)
+    return StepTraffic(
+        read_bytes=config.weight_bytes + config.kv_bytes_per_token * context_tokens,
+        write_bytes=config.kv_bytes_per_token * new_tokens,
+        flops=sum(forward_flops(config.layout.params, config.layout, new, context) for new, context in work),
+    )
+
+
+def step_time_s(config: EngineConfig, work: list[tuple[int, int]]) -> float:
+    """One step's time for `(new_tokens, context_before)` per sequence: max(memory, compute) + overhead."""
+    traffic = step_traffic(config, work)
+    memory_s = (traffic.read_bytes + traffic.write_bytes) / (config.device.mem_bandwidth_gbs * 1e9 * config.memory_efficiency)
+    compute_s = traffic.flops / (config.device.peak_bf16_tflops * 1e12 * config.compute_efficiency)
     return max(memory_s, compute_s) + config.step_overhead_s
 
 
@@ -185,6 +203,10 @@ class Counters:
     generation_tokens: int = 0
     prefix_cache_queries: int = 0
     prefix_cache_hits: int = 0
+    prompt_tokens_computed: int = 0
+    """Prompt tokens prefilled here (not from the prefix cache), counted with the first token as vLLM does."""
+    prompt_tokens_cached: int = 0
+    """Prompt tokens the prefix cache supplied, counted with the first token."""
     preemptions: int = 0
 
 
@@ -265,6 +287,8 @@ class Engine:
             if sequence.first_token_at is None:
                 sequence.first_token_at = end
                 self.counters.prompt_tokens += sequence.prompt_tokens
+                self.counters.prompt_tokens_cached += sequence.cached_tokens or 0
+                self.counters.prompt_tokens_computed += sequence.prompt_tokens - (sequence.cached_tokens or 0)
             sequence.last_token_at = end
             done = sequence.output_tokens >= sequence.max_tokens
             if done:

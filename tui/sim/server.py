@@ -81,7 +81,7 @@ def build_app(options: SimOptions) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette):
         driver = EngineDriver(options.config, options.time_scale)
-        sim_metrics = SimMetrics(driver, options.served_model_name, options.sim_info())
+        sim_metrics = SimMetrics(driver, options.served_model_name, options.sim_info(), options.enable_mfu_metrics)
         driver.on_step = sim_metrics.on_step
         app.state.sim = SimState(options, driver, sim_metrics)
         driver.start()
