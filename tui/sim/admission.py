@@ -73,30 +73,69 @@ def chat_prompt_ids(messages: object) -> list[int]:
     return tokenizer.encode(tokenizer.render_chat(messages))
 
 
-def admit(ids: list[int], max_tokens: object, max_model_len: int, n: object = 1) -> Admitted:
-    """Length checks, then the output length: max_tokens when given, else where the answer ends."""
+def admit(
+    ids: list[int],
+    max_tokens: object,
+    max_model_len: int,
+    n: object = 1,
+    *,
+    min_tokens: object = 0,
+    ignore_eos: object = False,
+    eos_probability: float = 0.0,
+) -> Admitted:
+    """Length checks, then the output length: where the model emits EOS, unless max_tokens comes first.
+
+    The model stops at its natural length when no max_tokens is given, and, with `eos_probability`,
+    anywhere; EOS is never sampled before `min_tokens` tokens, and never with `ignore_eos`, as in vLLM.
+    """
     if n not in (None, 1):
         raise ApiError(400, "Only n=1 is supported by the simulator.", param="n")
     count = len(ids)
     if count >= max_model_len:
         raise ApiError(
             400,
-            f"This model's maximum context length is {max_model_len} tokens. However, your request has "
-            f"{count} input tokens. Please reduce the length of the input messages.",
+            f"This model's maximum context length is {max_model_len} tokens. However, your prompt contains "
+            f"{count} input tokens, which exceeds this limit even without any output tokens. Please reduce "
+            f"the length of the input prompt.",
             param="input_tokens",
         )
+    if not isinstance(ignore_eos, bool):
+        raise ApiError(400, f"ignore_eos must be a boolean, got {ignore_eos!r}.", param="ignore_eos")
+    if not _is_count(min_tokens):
+        raise ApiError(400, f"min_tokens must be greater than or equal to 0, got {min_tokens}.", param="min_tokens")
     seed = tokenizer.request_seed(ids)
     room = max_model_len - count
-    if max_tokens is None:
-        return Admitted(ids, min(tokenizer.natural_length(seed), room), "stop", seed)
-    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
-        raise ApiError(400, f"max_tokens must be at least 1, got {max_tokens}.", param="max_tokens")
-    if max_tokens > room:
-        raise ApiError(
-            400,
-            f"'max_tokens' or 'max_completion_tokens' is too large: {max_tokens}. This model's maximum context "
-            f"length is {max_model_len} tokens and your request has {count} input tokens "
-            f"({max_tokens} > {max_model_len} - {count}).",
-            param="max_tokens",
-        )
-    return Admitted(ids, max_tokens, "length", seed)
+    if max_tokens is not None:
+        if not _is_count(max_tokens) or max_tokens < 1:
+            raise ApiError(400, f"max_tokens must be at least 1, got {max_tokens}.", param="max_tokens")
+        if max_tokens > room:
+            raise ApiError(
+                400,
+                f"'max_tokens' or 'max_completion_tokens' is too large: {max_tokens}. This model's maximum context "
+                f"length is {max_model_len} tokens and your request has {count} input tokens "
+                f"({max_tokens} > {max_model_len} - {count}).",
+                param="max_tokens",
+            )
+        if min_tokens > max_tokens:
+            raise ApiError(400, f"min_tokens must be less than or equal to max_tokens={max_tokens}, got {min_tokens}.",
+                           param="min_tokens")
+    limit = room if max_tokens is None else max_tokens
+    eos_at = None if ignore_eos else _eos_index(seed, max_tokens is None, eos_probability, min_tokens)
+    if eos_at is not None and eos_at < limit:
+        return Admitted(ids, eos_at + 1, "stop", seed)
+    return Admitted(ids, limit, "length", seed)
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _eos_index(seed: int, natural: bool, probability: float, min_tokens: int) -> int | None:
+    """The index of the EOS token: the answer's natural end (when unbounded) or a random draw, whichever is first."""
+    candidates = []
+    if natural:
+        candidates.append(max(tokenizer.natural_length(seed) - 1, min_tokens))
+    drawn = tokenizer.eos_after(seed, probability)
+    if drawn is not None:
+        candidates.append(min_tokens + drawn)
+    return min(candidates, default=None)

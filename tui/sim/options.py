@@ -45,6 +45,14 @@ class SimOptions:
     """Guards /v1 as vLLM's --api-key does; kept in memory only, never printed."""
     time_scale: float = 1.0
     enable_prompt_tokens_details: bool = False
+    """vLLM's flag: usage gets `prompt_tokens_details.cached_tokens` (omitted otherwise)."""
+    enable_per_request_metrics: bool = False
+    """vLLM's flag: answers carry `metrics` (server-side TTFT, generation time, queue time, …)."""
+    enable_mfu_metrics: bool = False
+    """vLLM's flag: `vllm:estimated_{flops,read_bytes,write_bytes}_per_gpu_total` count (else stay 0)."""
+    eos_probability: float = 0.0
+    """Chance per generated token that the model emits EOS (seeded per prompt); 0 keeps every answer to
+    max_tokens, as the demo expects. A random-weight model on real vLLM stops like this now and then."""
 
     def sim_info(self) -> dict[str, str]:
         """The flags that shape timings, as strings: tells one simulator run from a restart with others."""
@@ -60,5 +68,6 @@ class SimOptions:
             "enable_chunked_prefill": str(config.enable_chunked_prefill),
             "max_model_len": str(config.model_len),
             "time_scale": str(self.time_scale),
+            "eos_probability": str(self.eos_probability),
             "api": self.api,
         }

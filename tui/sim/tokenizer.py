@@ -6,6 +6,8 @@ exactly the tokens sent, so clients that count tokens themselves agree with the 
 
 from __future__ import annotations
 
+import math
+import random
 import re
 import zlib
 
@@ -25,6 +27,8 @@ _FILLER = (
 ).split()
 NATURAL_MIN_TOKENS = 48
 NATURAL_SPAN_TOKENS = 160
+HELD_BACK_EVERY = 11
+"""About one generated token in this many ends inside a UTF-8 sequence (see `held_back`)."""
 
 
 def tokenize(text: str) -> list[str]:
@@ -69,3 +73,24 @@ def filler_token(seed: int, index: int) -> str:
 def natural_length(seed: int) -> int:
     """How long the answer runs when the request sets no max_tokens (where a model would stop)."""
     return NATURAL_MIN_TOKENS + seed % NATURAL_SPAN_TOKENS
+
+
+def held_back(seed: int, index: int) -> bool:
+    """Whether this generated token ends inside a multi-byte character, so its text waits for the next.
+
+    Real detokenizers hold such bytes back: the token still goes out as an event, with empty text.
+    """
+    return (seed + 7 * index) % HELD_BACK_EVERY == HELD_BACK_EVERY - 1
+
+
+def eos_after(seed: int, probability: float) -> int | None:
+    """How many tokens a model that emits EOS with this chance per token writes before it (None: never).
+
+    A geometric draw from a generator seeded by the prompt, so the same request stops at the same place.
+    """
+    if probability <= 0:
+        return None
+    if probability >= 1:
+        return 0
+    uniform = 1.0 - random.Random(seed).random()  # in (0, 1]
+    return math.floor(math.log(uniform) / math.log1p(-probability))
