@@ -13,6 +13,7 @@ from starlette.routing import Route
 
 from tui.sim import tokenizer
 from tui.sim.admission import Admitted, ApiError, admit, chat_prompt_ids, check_model, json_body, prompt_ids
+from tui.sim.physics import Sequence
 from tui.sim.state import SimState, state_of, tokens
 
 
@@ -67,7 +68,8 @@ async def _generate(request: Request, chat: bool) -> Response:
     check_model(body.get("model"), options.served_model_name)
     ids = chat_prompt_ids(body.get("messages")) if chat else prompt_ids(body.get("prompt"))
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens")) if chat else body.get("max_tokens")
-    admitted = admit(ids, max_tokens, options.config.model_len, body.get("n", 1))
+    admitted = admit(ids, max_tokens, options.config.model_len, body.get("n", 1), min_tokens=body.get("min_tokens", 0),
+                     ignore_eos=body.get("ignore_eos", False), eos_probability=options.eos_probability)
     request_id = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
     if body.get("stream"):
         stream_options = body.get("stream_options") or {}
@@ -85,12 +87,42 @@ def _usage(state: SimState, admitted: Admitted, completion_tokens: int, cached: 
     return usage
 
 
+def _with_metrics(state: SimState, payload: dict, sequence: Sequence | None) -> dict:
+    """With --enable-per-request-metrics, add vLLM's `metrics` to the closing payload."""
+    if state.options.enable_per_request_metrics and sequence is not None:
+        payload["metrics"] = per_request_metrics(sequence)
+    return payload
+
+
+def per_request_metrics(sequence: Sequence) -> dict:
+    """vLLM's per-request timings, in ms, from the engine's own stamps (loop clock, time scale applied).
+
+    TTFT runs from scheduling to the first token (the queue is apart), generation time from the first
+    token to the last (n − 1 gaps for n tokens), and tokens per second is every token over scheduling
+    to the last token, so it counts the prefill too and is not 1000 / mean_itl_ms.
+    """
+    scheduled, first, last = sequence.scheduled_at, sequence.first_token_at, sequence.last_token_at
+    tokens = sequence.output_tokens
+    decode_s = last - first
+    inference_s = last - scheduled
+    return {
+        "time_to_first_token_ms": (first - scheduled) * 1000,
+        "generation_time_ms": decode_s * 1000,
+        "queue_time_ms": (scheduled - sequence.arrival) * 1000,
+        "mean_itl_ms": decode_s / (tokens - 1) * 1000 if tokens > 1 else None,
+        "tokens_per_second": tokens / inference_s if inference_s > 0 else None,
+    }
+
+
 def _event(payload: dict) -> bytes:
     return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
 
 
 async def _sse(state: SimState, admitted: Admitted, request_id: str, chat: bool, include_usage: bool) -> AsyncIterator[bytes]:
     """One SSE event per token, written as soon as it falls due; the role chunk rides with the first.
+
+    A token that `tokenizer.held_back` marks goes out with empty text, and its text rides with the next
+    token's, as vLLM's detokenizer does for a token that ends inside a UTF-8 sequence.
 
     The JSON around each token's text is serialised once per request: per-token work is one
     `json.dumps` of the text, which keeps the writer cheap when many streams share a step.
@@ -108,18 +140,24 @@ async def _sse(state: SimState, admitted: Admitted, request_id: str, chat: bool,
                                                               "finish_reason": None, "stop_reason": None}]})
         opening = b""
     sent = 0
-    cached = None
+    held = ""
+    sequence = None
     async for stream, event in tokens(state, admitted):
-        text = tokenizer.filler_token(admitted.seed, event.index)
-        cached = stream.sequence.cached_tokens
+        sequence = stream.sequence
+        text = held + tokenizer.filler_token(admitted.seed, event.index)
+        held = ""
         if event.finished:
-            data = _last_chunk(head, chat, text, stream.sequence.finish_reason)
+            data = _last_chunk(head, chat, text, sequence.finish_reason)
         else:
+            if tokenizer.held_back(admitted.seed, event.index):
+                held, text = text, ""
             data = before + json.dumps(text).encode() + after
         sent += 1
         yield opening + data if event.index == 0 else data
     if include_usage:
-        yield _event({**head, "choices": [], "usage": _usage(state, admitted, sent, cached)})
+        cached = sequence.cached_tokens if sequence is not None else None
+        usage = {**head, "choices": [], "usage": _usage(state, admitted, sent, cached)}
+        yield _event(_with_metrics(state, usage, sequence))
     yield b"data: [DONE]\n\n"
 
 
@@ -142,13 +180,13 @@ def _last_chunk(head: dict, chat: bool, text: str, finish: str) -> bytes:
 
 async def _whole(state: SimState, admitted: Admitted, request_id: str, chat: bool) -> dict:
     pieces = []
-    finish = "length"
-    cached = None
+    sequence = None
     async for stream, event in tokens(state, admitted):
         pieces.append(tokenizer.filler_token(admitted.seed, event.index))
-        finish = stream.sequence.finish_reason
-        cached = stream.sequence.cached_tokens
+        sequence = stream.sequence
     text = "".join(pieces)
+    finish = sequence.finish_reason if sequence is not None else "length"
+    cached = sequence.cached_tokens if sequence is not None else None
     head = {"id": request_id, "created": int(time.time()), "model": state.options.served_model_name}
     if chat:
         message = {"role": "assistant", "content": text, "refusal": None, "annotations": None, "audio": None,
@@ -160,7 +198,7 @@ async def _whole(state: SimState, admitted: Admitted, request_id: str, chat: boo
                   "prompt_logprobs": None}
         body = {**head, "object": "text_completion", "choices": [choice]}
     body["usage"] = _usage(state, admitted, len(pieces), cached)
-    return body
+    return _with_metrics(state, body, sequence)
 
 
 ROUTES = [
