@@ -16,7 +16,7 @@ REQUEST_KEYS = {
     "ok", "error", "prompt_tokens", "output_tokens", "connect_s", "ttft_s", "e2e_s", "tpot_s", "decode_tok_s",
     "prefill_tok_s", "itl_s", "t_sent_unix", "token_offsets_s", "server_split",
 }
-SUMMARY_KEYS = {"ttft_s", "itl_s", "tpot_s", "e2e_s", "decode_tok_s", "prefill_tok_s"}
+SUMMARY_KEYS = {"bursts_excluded", "ttft_s", "itl_s", "tpot_s", "e2e_s", "decode_tok_s", "prefill_tok_s"}
 SECRET = "sk-never-show-this-7f3a9c"
 
 

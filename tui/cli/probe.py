@@ -10,6 +10,7 @@ from tui.cli.common import add_json_option, add_server_options, base_url, check_
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note
 from tui.cli.runs_common import add_runs_options, save_run_from_cli
 from tui.config import Settings
+from tui.core.delivery import DELIVERY_NOT_GENERATION, burst_line, flag_bursts
 from tui.core.reconcile import TTFT_GAP_NAME, reconcile
 from tui.core.records import RequestTiming, mark_cold, summarize_requests
 from tui.core.runs import new_run
@@ -53,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     started = datetime.now(UTC)
     server, requests, failure = asyncio.run(_probe(settings, args))
     finished = datetime.now(UTC)
-    requests = mark_cold(requests)
+    requests = flag_bursts(mark_cold(requests))
     key = settings.api_key_text()
     if args.json:
         emit_json(redacted({
@@ -158,16 +159,19 @@ def _table(server: ServerInfo, requests: list[RequestTiming]) -> str:
         mark = "~" if r.tokens_estimated else ""
         tokens = f"{mark}{r.prompt_tokens or '-'}/{r.output_tokens or '-'}"
         cold = "  cold (model load)" if r.cold else ""
+        burst = f"  {DELIVERY_NOT_GENERATION}" if r.burst else ""
         lines.append(
             f"{number:>3}  {_num(_ms(r.ttft_s), 1):>9}  {prefill:>19}  {_num(r.decode_tok_s, 1):>12}  "
-            f"{_num(_ms(itl.p50), 2):>10}  {_num(_ms(itl.p99), 2):>10}  {tokens:>13}{cold}"
+            f"{_num(_ms(itl.p50), 2):>10}  {_num(_ms(itl.p99), 2):>10}  {tokens:>13}{cold}{burst}"
         )
-    done = [r for r in requests if r.ok]
+    done = [r for r in requests if r.ok and not r.burst]
     if len(done) > 1:
         summary = summarize_requests(requests)
         ttft, decode = summary["ttft_s"], summary["decode_tok_s"]
         lines += ["", f"over {len(done)} requests: TTFT p50 {_num(_ms(ttft['p50']), 1)} ms, p99 {_num(_ms(ttft['p99']), 1)} ms; "
                   f"decode p50 {_num(decode['p50'], 1)} tok/s"]
+    if line := burst_line(requests):
+        lines += ["", line]
     lines += _reconciled_lines(requests)
     if any(r.tokens_estimated for r in done):
         lines.append("~ token counts estimated by the client (the server gave no usage)")

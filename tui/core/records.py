@@ -71,6 +71,8 @@ class RequestTiming:
     error: str | None = None
     cold: bool = False
     """True when this request paid a model load (Ollama `load_duration`, or a TTFT far above the rest)."""
+    burst: str | None = None
+    """Why its timing is delivery, not generation (chunks came in clumps: `tui.core.delivery`); None when trusted."""
     text: str = field(default="", repr=False)
     """The generated text, untrusted: show as plain text only."""
 
@@ -135,6 +137,7 @@ class RequestTiming:
             "output_tokens": self.output_tokens,
             "tokens_estimated": self.tokens_estimated,
             "cold": self.cold,
+            "burst": self.burst,
             "connect_s": self.connect_s,
             "ttft_s": self.ttft_s,
             "e2e_s": self.e2e_s,
@@ -151,12 +154,14 @@ class RequestTiming:
 
 
 def summarize_requests(requests: list[RequestTiming]) -> dict[str, dict]:
-    """SPEC's probe summary: mean/p50/p90/p99/n of each figure over the requests that finished.
+    """SPEC's probe summary: mean/p50/p90/p99/n of each figure over the requests that finished and whose
+    timing is generation, not delivery (`burst` unset); `bursts_excluded` counts the others.
 
     ITL pools every gap of every request, as `vllm bench serve` does.
     """
-    done = [r for r in requests if r.ok]
+    done = [r for r in requests if r.ok and not r.burst]
     return {
+        "bursts_excluded": sum(1 for r in requests if r.ok and r.burst),
         "ttft_s": summarize(r.ttft_s for r in done).to_json(),
         "itl_s": summarize(gap for r in done for gap in r.itl_s).to_json(),
         "tpot_s": summarize(r.tpot_s for r in done).to_json(),

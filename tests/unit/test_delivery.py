@@ -1,0 +1,63 @@
+"""The measurement guard: clumped arrivals are delivery, not generation, and stay out of the summary."""
+
+from __future__ import annotations
+
+from tui.core.delivery import burst_line, burst_reason, flag_bursts
+from tui.core.records import RequestTiming, ServerSplit, summarize_requests
+
+
+def timing(offsets, output_tokens=None, split=None) -> RequestTiming:
+    return RequestTiming(ok=True, t_sent_unix=0.0, token_offsets_s=tuple(offsets),
+                         output_tokens=output_tokens or len(offsets), server_split=split)
+
+
+def steady(n=64, ttft=0.02, itl=0.005):
+    return [ttft + itl * i for i in range(n)]
+
+
+def test_a_steady_stream_is_generation():
+    assert burst_reason(timing(steady())) is None
+
+
+def test_a_whole_answer_in_one_read_is_delivery():
+    # A starved client: TTFT equals E2E, every chunk of one read stamped alike.
+    reason = burst_reason(timing([0.9] * 64))
+    assert reason and "63 of 63 gaps" in reason
+
+
+def test_a_client_paused_mid_stream_shows_one_big_clump():
+    # 300 ms paused at token 20 of 5 ms tokens: the 60 written meanwhile arrive in one read.
+    resumed = 0.02 + 0.005 * 19 + 0.3
+    offsets = steady(20) + [resumed] * 60 + [resumed + 0.005 * i for i in range(1, 300)]
+    assert sum(1 for a, b in zip(offsets, offsets[1:]) if b - a == 0) < 0.25 * (len(offsets) - 1)  # not by the share
+    reason = burst_reason(timing(offsets))
+    assert reason and "60 of 379 chunks arrived in one read" in reason
+    # A short hiccup in a long answer (6 chunks at once) is jitter, not a burst.
+    hiccup = steady(20) + [resumed] * 6 + [resumed + 0.005 * i for i in range(1, 300)]
+    assert burst_reason(timing(hiccup)) is None
+
+
+def test_faster_than_the_server_says_is_delivery():
+    # The client saw 1 ms gaps; the server's own clock says 63 gaps took 0.63 s (10 ms each).
+    split = ServerSplit(decode_s=0.63, output_tokens=64)
+    reason = burst_reason(timing(steady(itl=0.001), split=split))
+    assert reason and "by the server's own clock" in reason
+    assert burst_reason(timing(steady(itl=0.0095), split=split)) is None  # within jitter of the server
+
+
+def test_above_the_bandwidth_ceiling_is_delivery():
+    fast = timing(steady(itl=0.001))  # 1,000 tok/s
+    assert burst_reason(fast, ceiling_tok_s=209) and "ceiling" in burst_reason(fast, ceiling_tok_s=209)
+    assert burst_reason(fast, ceiling_tok_s=2000) is None
+
+
+def test_flagged_requests_stay_out_of_the_summary_and_are_counted():
+    good, clumped = timing(steady()), timing([0.9] * 64)
+    flagged = flag_bursts([good, clumped])
+    assert flagged[0].burst is None and flagged[1].burst
+    summary = summarize_requests(flagged)
+    assert summary["bursts_excluded"] == 1
+    assert summary["ttft_s"]["n"] == 1 and summary["decode_tok_s"]["p50"] == good.decode_tok_s
+    assert flagged[1].to_json()["burst"] == flagged[1].burst
+    assert burst_line(flagged).startswith("1 of 2 requests timed delivery, not generation")
+    assert burst_line([good]) is None
