@@ -11,13 +11,8 @@ from pathlib import Path
 
 from tui.cli.common import add_json_option
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note
-from tui.sources.llamacpp_server import (
-    DEFAULT_CTX_SIZE,
-    DEFAULT_PARALLEL,
-    DEFAULT_THREADS,
-    LlamaServerError,
-    LlamaServerProcess,
-)
+from tui.sources.llamacpp_server import DEFAULT_CTX_SIZE, DEFAULT_PARALLEL, DEFAULT_THREADS, LlamaServerProcess
+from tui.sources.managed_server import ServerStartError
 
 READY_PREFIX = "llama-server listening on "
 """The start of the one line printed on stdout once the server answers /health."""
@@ -53,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         server = LlamaServerProcess.start(args.model, port=args.port, host=args.host, parallel=args.parallel,
                                           ctx_size=args.ctx_size, threads=args.threads, alias=args.alias)
-    except LlamaServerError as error:
+    except ServerStartError as error:
         raise CliError(str(error)) from None
     signal.signal(signal.SIGTERM, _interrupt)
     try:
