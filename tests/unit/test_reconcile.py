@@ -38,3 +38,16 @@ def test_no_server_split_means_nothing_to_reconcile_and_missing_sides_stay_none(
 def test_ollama_eval_duration_covers_every_token_so_its_rate_divides_all_of_them():
     ollama = reconcile(timing(ServerSplit(decode_s=0.5, output_tokens=11, decode_spans_first_token=True)))
     assert ollama.server_decode_tok_s == pytest.approx(22.0)
+
+
+def test_vllm_ttft_splits_into_connect_network_queue_and_prefill_with_its_first_step():
+    split = ServerSplit(prefill_s=0.400, decode_s=0.5, output_tokens=11, queue_s=0.080, prefill_includes_first_step=True)
+    both = reconcile(timing(split))  # client TTFT 0.520 s
+    assert both.gap_is == "network + queue" and both.to_json()["ttft_gap_is"] == "network + queue"
+    assert both.network_s == pytest.approx(0.040)
+    assert both.ttft_parts(0.002) == pytest.approx(
+        {"connect_s": 0.002, "network_s": 0.040, "queue_s": 0.080, "prefill_first_step_s": 0.400})
+
+
+def test_without_the_servers_queue_time_ttft_has_no_parts():
+    assert reconcile(timing(ServerSplit(prefill_s=0.5, decode_s=0.5, output_tokens=11))).ttft_parts(0.002) is None

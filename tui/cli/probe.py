@@ -11,7 +11,7 @@ from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note
 from tui.cli.runs_common import add_runs_options, save_run_from_cli
 from tui.config import Settings
 from tui.core.delivery import DELIVERY_NOT_GENERATION, burst_line, flag_bursts
-from tui.core.reconcile import TTFT_GAP_NAME, reconcile
+from tui.core.reconcile import reconcile
 from tui.core.records import RequestTiming, mark_cold, summarize_requests
 from tui.core.runs import new_run
 from tui.core.stats import summarize
@@ -188,19 +188,28 @@ def _num(value: float | None, digits: int) -> str:
 
 def _reconciled_json(timing: RequestTiming) -> dict | None:
     both = reconcile(timing)
-    return both.to_json() if both else None
+    return {**both.to_json(), "ttft_parts": both.ttft_parts(timing.connect_s)} if both else None
 
 
 def _reconciled_lines(requests: list[RequestTiming]) -> list[str]:
-    """Client beside server for each request whose server reported its own split (llama.cpp, Ollama, vLLM)."""
-    rows = [(n, both) for n, r in enumerate(requests, 1) if r.ok and (both := reconcile(r)) and both.server_prompt_s is not None]
+    """Client beside server for each request whose server reported its own split (llama.cpp, Ollama, vLLM);
+    where it gave its queue time too (vLLM), TTFT in its parts."""
+    rows = [(n, r, both) for n, r in enumerate(requests, 1) if r.ok and (both := reconcile(r)) and both.server_prompt_s is not None]
     if not rows:
         return []
-    lines = ["", f"client vs server: gap = client TTFT - server prompt time = {TTFT_GAP_NAME}",
+    gap_is = rows[0][2].gap_is
+    lines = ["", f"client vs server: gap = client TTFT - server prompt time = {gap_is}",
              f"{'#':>3}  {'TTFT ms':>9}  {'server prompt ms':>16}  {'gap ms':>8}  {'decode tok/s':>12}  {'server tok/s':>12}  {'cached':>6}"]
-    for number, b in rows:
+    for number, _, b in rows:
         lines.append(
             f"{number:>3}  {_num(_ms(b.client_ttft_s), 1):>9}  {_num(_ms(b.server_prompt_s), 1):>16}  {_num(_ms(b.ttft_gap_s), 1):>8}  "
             f"{_num(b.client_decode_tok_s, 1):>12}  {_num(b.server_decode_tok_s, 1):>12}  {b.server_cached_tokens if b.server_cached_tokens is not None else '-':>6}"
         )
+    parts = [(n, r.connect_s, b) for n, r, b in rows if b.network_s is not None]
+    if parts:
+        lines += ["", "TTFT in parts (ms): connect (before the clock) | network | queue | prefill and first step",
+                  f"{'#':>3}  {'connect':>8}  {'network':>8}  {'queue':>8}  {'prefill+1st':>11}"]
+        for number, connect_s, b in parts:
+            lines.append(f"{number:>3}  {_num(_ms(connect_s), 2):>8}  {_num(_ms(b.network_s), 1):>8}  "
+                         f"{_num(_ms(b.server_queue_s), 1):>8}  {_num(_ms(b.server_prompt_s), 1):>11}")
     return lines

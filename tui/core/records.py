@@ -22,6 +22,11 @@ class ServerSplit:
     output_tokens: int | None = None
     load_s: float | None = None
     cached_tokens: int | None = None
+    queue_s: float | None = None
+    """Time the request waited to be scheduled (vLLM's queue_time_ms); None where the server does not say."""
+    prefill_includes_first_step: bool = False
+    """True when `prefill_s` runs to the first token, the step that made it included (vLLM's TTFT);
+    False when it is the prompt's evaluation alone (llama.cpp's prompt_ms, Ollama's prompt_eval_duration)."""
     decode_spans_first_token: bool = False
     """True when `decode_s` covers every output token (Ollama's eval_duration); False when it runs from the
     first token to the last (vLLM's generation_time_ms, llama.cpp's predicted_ms): n − 1 gaps for n tokens."""

@@ -131,13 +131,16 @@ def _llamacpp_split(timings: dict, tally: Tally) -> ServerSplit:
 
 
 def _vllm_split(metrics: dict, tally: Tally) -> ServerSplit:
-    """vLLM's per-request metrics: scheduled → first token is prefill, first → last token is decode."""
+    """vLLM's per-request metrics: scheduled → first token is prefill (its first step included), first → last
+    token is decode; the wait to be scheduled is `queue_time_ms`, apart."""
     return ServerSplit(
         prefill_s=_ms(metrics.get("time_to_first_token_ms")),
         decode_s=_ms(metrics.get("generation_time_ms")),
         prompt_tokens=tally.prompt_tokens,
         output_tokens=tally.output_tokens,
         cached_tokens=tally.cached_tokens,
+        queue_s=_ms(metrics.get("queue_time_ms")),
+        prefill_includes_first_step=True,
     )
 
 
