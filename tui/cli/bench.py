@@ -23,6 +23,7 @@ from tui.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, emit_json
 from tui.cli.runs_common import add_runs_options, save_run_from_cli
 from tui.config import Settings
 from tui.core.bench import bench_figures
+from tui.core.delivery import burst_line, flag_bursts
 from tui.core.runs import new_run
 from tui.runs_store import write_atomic
 from tui.sources.detect import ServerInfo, describe_server, detect_api
@@ -79,7 +80,10 @@ def run(args: argparse.Namespace) -> int:
     started = datetime.now(UTC)
     server, identity, result = asyncio.run(_bench(settings, args))
     finished = datetime.now(UTC)
-    figures = bench_figures(result.requests, result.duration_s, _seconds(args.slo_ttft_ms), _seconds(args.slo_tpot_ms))
+    requests = flag_bursts(result.requests)
+    figures = bench_figures(requests, result.duration_s, _seconds(args.slo_ttft_ms), _seconds(args.slo_tpot_ms))
+    # vLLM's figures stay as vLLM counts them, so they compare; the requests behind them are marked.
+    delivery = burst_line(requests, consequence="included in the figures above, marked in requests[].burst")
     error = _failure(result, figures)
     document = redacted({
         "server": server.to_json(),
@@ -87,13 +91,17 @@ def run(args: argparse.Namespace) -> int:
         "started_unix": result.started_unix,
         "figures": figures,
         "peak_in_flight": result.peak_in_flight,
+        "bursts": sum(1 for r in requests if r.burst),
+        "bursts_note": delivery,
         "error": error,
-        "requests": [r.to_json() for r in result.requests],
+        "requests": [r.to_json() for r in requests],
     }, key)
     if args.json:
         emit_json(document)
     else:
         print(_table(server, args, figures))
+    if delivery:
+        note(f"bench: {delivery}")
     if figures["completed"]:
         run_record = new_run("bench", document["params"], identity, document["requests"], figures, started, finished)
         save_run_from_cli(args, settings, run_record)

@@ -70,10 +70,9 @@ def flag_bursts(requests: list[RequestTiming], ceiling_tok_s: float | None = Non
     return [replace(r, burst=reason) if (reason := burst_reason(r, ceiling_tok_s)) else r for r in requests]
 
 
-def burst_line(requests: list[RequestTiming]) -> str | None:
-    """One line for a person: how many requests were flagged and why (the first reason), or None."""
+def burst_line(requests: list[RequestTiming], consequence: str = "kept out of the summary and findings") -> str | None:
+    """One line for a person: how many requests were flagged, what became of them, and why (the first reason)."""
     flagged = [r for r in requests if r.burst]
     if not flagged:
         return None
-    return (f"{len(flagged)} of {len(requests)} requests timed {DELIVERY_NOT_GENERATION} (kept out of the summary "
-            f"and findings): {flagged[0].burst}")
+    return f"{len(flagged)} of {len(requests)} requests timed {DELIVERY_NOT_GENERATION} ({consequence}): {flagged[0].burst}"
