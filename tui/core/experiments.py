@@ -335,17 +335,27 @@ def context_rows(positions: Sequence[int], generations: Sequence[RequestTiming],
     the median of single gaps down with every burst.
     """
     rows = []
+    steps = [step for t in _ok(generations) for step in _step_gaps(t)]
     for position in positions:
         lo, hi = position - CONTEXT_WINDOW - prompt_tokens + 1, position - prompt_tokens
-        window = [
-            gap
-            for t in _ok(generations)
-            for i, gap in enumerate(t.itl_s, start=1)
-            if lo <= i <= hi
-        ]
+        window = [gap for i, gap in steps if lo <= i <= hi]
         summary = summarize(window)
         rows.append({"position": position, "itl_p50_s": summary.p50, "itl_mean_s": summary.mean, "n": summary.n})
     return rows
+
+
+def _step_gaps(timing: RequestTiming) -> list[tuple[int, float]]:
+    """(output-token index, gap before it) for each decode step of one generation.
+
+    Where the server sent a token with no text (vLLM, for one that ends inside a UTF-8 sequence), the
+    next chunk comes k tokens after the last: its gap is shared evenly over those k steps, so positions
+    stay token positions, not chunk counts. Without token positions, chunk i is token i.
+    """
+    positions = timing.token_positions or range(len(timing.token_offsets_s))
+    steps = []
+    for (start, a), (end, b) in pairwise(zip(positions, timing.token_offsets_s, strict=True)):
+        steps += [(i, (b - a) / (end - start)) for i in range(start + 1, end + 1)]
+    return steps
 
 
 @dataclass(frozen=True, slots=True)
