@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from tui.core.promstats import cached_prompt_tokens
 from tui.sim.launcher import SimulatorProcess
 from tui.sources.http import make_client
 from tui.sources.scrape import MetricsScraper
@@ -40,3 +41,25 @@ async def test_live_simulator_counts_the_requests_it_served(live_sim):
     assert "block_size" in after.engine_config
     assert after.kv_cache_usage is not None and 0 <= after.kv_cache_usage <= 1
     assert after.restart is None
+
+
+async def test_cached_prompt_tokens_between_scrapes_match_the_usage_of_a_repeated_prompt():
+    """The simulator as it is: around one request alone, the counters' cached tokens are that request's."""
+    prompt = " ".join(f"word{i}" for i in range(400))
+    with SimulatorProcess.start(["--enable-prompt-tokens-details"]) as sim:
+        async with make_client(sim.url) as client:
+            model = (await client.get("/v1/models")).json()["data"][0]["id"]
+            body = {"model": model, "prompt": prompt, "max_tokens": 2}
+            await client.post("/v1/completions", json=body)  # fills the prefix cache
+            scraper = MetricsScraper(client)
+            await scraper.read()
+            before = scraper.last_reading
+            usage = (await client.post("/v1/completions", json=body)).json()["usage"]
+            snap = await scraper.read()
+            after = scraper.last_reading
+    cached = usage["prompt_tokens_details"]["cached_tokens"]
+    assert cached > 0
+    assert cached_prompt_tokens(before, after) == cached
+    assert snap.prompt_tokens_cached_total is not None
+    assert snap.source_names["prefix_cache_hit_rate"].startswith("vllm:prompt_tokens_cached_total / ")
+    assert snap.prefix_cache_hit_rate == pytest.approx(cached / usage["prompt_tokens"])
