@@ -13,8 +13,17 @@ from tests.fixtures.fake_pynvml import FakeGpu, FakeNvml
 from tui.app.app import PhasetopApp
 from tui.app.messages import GpuSampled, ServerCameUp
 from tui.sim.launcher import SimulatorProcess
+from tui.sources.ceiling import server_decode_ceiling
+from tui.sources.detect import describe_server
+from tui.sources.http import make_client
 
 H100_NVML = FakeGpu(name="NVIDIA H100 80GB HBM3", max_mem_clock_mhz=2619, bus_width_bits=5120, gpm=False)
+
+
+async def command_line_ceiling(url: str):
+    """What `phasetop ceiling --url` and probe's guard derive for the server (tui.sources.ceiling)."""
+    async with make_client(url) as client:
+        return await server_decode_ceiling(client, await describe_server(client, "openai", None))
 
 
 def shown(screen, selector: str) -> str:
@@ -97,6 +106,19 @@ async def test_a_simulator_given_by_url_gets_its_own_ceiling_not_this_hosts(monk
             pane = shown(screen, "#gpu-pane")
             assert "decode ceiling 150 tok/s" in pane and "simulated NVIDIA H200" in pane and "2× slower" in pane
             assert "no GPU seen" not in pane
+            cli = await command_line_ceiling(sim.url)
+            assert (cli.decode_ceiling_tok_s, cli.line) == (screen.decode_ceiling_tok_s, screen.cpu_ceiling)
+
+
+async def test_the_command_line_gives_the_ceiling_the_ui_shows_for_a_real_server(real_url, monkeypatch):
+    FakeNvml([H100_NVML]).install(monkeypatch)
+    app = PhasetopApp(settings(), real_url, save_runs=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = app.screen
+        await wait_for(pilot, lambda: screen.decode_ceiling_tok_s is not None)
+        cli = await command_line_ceiling(real_url)
+        assert (cli.decode_ceiling_tok_s, cli.line, cli.kv_bytes_per_token) == (
+            screen.decode_ceiling_tok_s, screen.cpu_ceiling, screen._served.kv_bytes_per_token)
 
 
 async def test_a_simulator_phasetop_started_keeps_its_own_ceiling(sim_url, monkeypatch):

@@ -1,7 +1,7 @@
 import pytest
 
 from tui.core.models import MODELS, find_served_model
-from tui.core.server_ceiling import server_ceiling, simulator_ceiling
+from tui.core.server_ceiling import ceiling_for, server_ceiling, simulator_ceiling
 from tui.core.telemetry import GpuReading
 
 H100 = GpuReading(index="0", name="NVIDIA H100 80GB HBM3")
@@ -116,3 +116,19 @@ def test_a_simulators_flags_give_its_simulated_ceiling_slowed_by_its_time_scale(
     assert "simulated NVIDIA H100 SXM; Llama-3.1-8B at 8 bit; 20× slower" in result.line
     assert simulator_ceiling({**flags, "gpu": "TPU v9"}) is None
     assert simulator_ceiling({"model": "Llama-3.1-8B"}) is None
+
+
+SIM_FLAGS = {"gpu": "NVIDIA H100 SXM", "model": "Llama-3.1-8B", "bits": "16", "time_scale": "1.0"}
+
+
+def test_ceiling_for_a_simulator_is_its_own_whatever_this_host_has():
+    for devices in (None, [], [GpuReading(index="0", name="NVIDIA H200")]):
+        result = ceiling_for(SIM_FLAGS, LLAMA_8B, devices, server_is_local=True, bandwidth_gbs=60)
+        assert result == simulator_ceiling(SIM_FLAGS) and result.mem_bandwidth_gbs == 3350
+
+
+def test_ceiling_for_a_real_server_waits_for_the_devices_then_takes_them():
+    assert ceiling_for(None, LLAMA_8B, None, server_is_local=True) is None
+    assert ceiling_for(None, LLAMA_8B, [H100], server_is_local=True) == server_ceiling(LLAMA_8B, [H100], True)
+    unknown_sim = {**SIM_FLAGS, "gpu": "TPU v9"}  # flags naming nothing phasetop knows: read as a real server
+    assert ceiling_for(unknown_sim, LLAMA_8B, [], True, bandwidth_gbs=60).decode_ceiling_tok_s == pytest.approx(60e9 / 16e9)

@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from tui.cli.common import add_json_option
+from tui.cli.common import add_json_option, base_url, check_url, redacted, settings_from
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json
-from tui.core.devices import DEVICES, UnknownDeviceError, find_device, seed_table_devices
+from tui.config import Settings
+from tui.core.devices import DEVICES, Device, UnknownDeviceError, find_device, seed_table_devices
 from tui.core.models import MODELS, ModelLayout, find_model
-from tui.core.roofline import Ceiling, ceiling
+from tui.core.roofline import Ceiling, bytes_per_decode_token, ceiling, decode_ceiling_tok_s
+from tui.core.server_ceiling import ServerCeiling
+from tui.sources.ceiling import server_decode_ceiling
 from tui.sources.detect import ServerInfo, describe_server, detect_api
 from tui.sources.errors import SourceError
 from tui.sources.http import make_client
@@ -29,8 +32,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     what.add_argument("--params", type=float, metavar="P", help="parameter count (8e9, or 8 for 8 billion)")
     what.add_argument("--config", dest="model_config", metavar="config.json", help="a model's config.json")
     what.add_argument("--model", metavar="NAME", help=f"model preset ({', '.join(MODELS)})")
-    what.add_argument("--url", metavar="URL", help="a running server that reports its model's size (llama.cpp): the weights it "
-                      "really reads per token (e.g. a GGUF's mixed quantization); its KV cache is not counted")
+    what.add_argument("--url", metavar="URL", help="a running server: the ceiling the UI shows for it (a phasetop simulator's "
+                      "own device; else the served model on this host's GPUs or the CPU row, the weights from the model "
+                      "id or the size llama.cpp reports; for any server but a simulator, --gpu or --bandwidth-gbs name its "
+                      "device instead). Exit 0 "
+                      "whenever the server answers; an unknown model or device gives a null ceiling and a line saying why")
     parser.add_argument("--bits", type=int, choices=(16, 8, 4), default=16, help="weight bit width (default 16)")
     parser.add_argument("--context", type=int, default=0, metavar="N", help="tokens of KV cache read per step (default 0)")
     parser.add_argument("--prompt-tokens", type=int, default=2000, metavar="N", help="prompt length for the prefill floor (default 2000)")
@@ -44,21 +50,18 @@ def run(args: argparse.Namespace) -> int:
         return _list_devices(args.json)
     if args.context < 0 or args.prompt_tokens <= 0:
         raise CliError("--context must be ≥ 0 and --prompt-tokens > 0", EXIT_USAGE)
+    if args.bandwidth_gbs is not None and args.bandwidth_gbs <= 0:
+        raise CliError("--bandwidth-gbs must be > 0", EXIT_USAGE)
+    if args.url:
+        return _served(args)
     layout = _layout(args)
     params = _params(args.params) if args.params is not None else None
-    if args.url:
-        layout, params, args.bits = _served_model(args.url, args.context)
     if args.gpu is None and args.bandwidth_gbs is None:
         rows = [_row(d.name, d.mem_bandwidth_gbs, d.peak_bf16_tflops, layout, params, args) for d in seed_table_devices()]
     elif args.bandwidth_gbs is not None:
-        if args.bandwidth_gbs <= 0:
-            raise CliError("--bandwidth-gbs must be > 0", EXIT_USAGE)
         rows = [_row(f"{args.bandwidth_gbs:g} GB/s", args.bandwidth_gbs, None, layout, params, args)]
     else:
-        try:
-            device = find_device(args.gpu)
-        except UnknownDeviceError as error:
-            raise CliError(str(error), EXIT_USAGE) from None
+        device = _device(args.gpu)
         rows = [_row(device.name, device.mem_bandwidth_gbs, device.peak_bf16_tflops, layout, params, args)]
     if args.json:
         emit_json({"rows": [_row_json(r) for r in rows]})
@@ -76,21 +79,57 @@ def _layout(args: argparse.Namespace) -> ModelLayout:
         raise CliError(str(error), EXIT_USAGE) from None
 
 
-def _served_model(url: str, context: int) -> tuple[ModelLayout, float, float]:
-    """The served model's layout (no KV: the server gives no layer shapes), parameter count and bits per weight."""
-    if context:
-        raise CliError("--context needs the model's layout: with --url the KV cache is not counted", EXIT_USAGE)
-    info = asyncio.run(_server_info(url))
-    if not info.model_bytes or not info.n_params:
-        raise CliError(f"{info.url} reports no model size (llama.cpp's /v1/models meta); pass --params and --bits")
-    layout = ModelLayout(info.model, float(info.n_params), layers=0, hidden=0, heads=1, kv_heads=0, head_dim=0)
-    return layout, float(info.n_params), info.model_bytes * 8 / info.n_params
-
-
-async def _server_info(url: str) -> ServerInfo:
+def _device(name: str) -> Device:
     try:
-        async with make_client(url.rstrip("/").removesuffix("/v1")) as client:
-            return await describe_server(client, await detect_api(client), None)
+        return find_device(name)
+    except UnknownDeviceError as error:
+        raise CliError(str(error), EXIT_USAGE) from None
+
+
+def _served(args: argparse.Namespace) -> int:
+    """`--url`: the running server's ceiling, derived as the UI derives it (`tui.sources.ceiling`).
+
+    --context is counted where the model's layout is known (its KV bytes per token); where it is not,
+    asking for it is a usage error rather than a figure that leaves the KV cache out.
+    """
+    bandwidth_gbs = _device(args.gpu).mem_bandwidth_gbs if args.gpu else args.bandwidth_gbs
+    settings = settings_from(args, bandwidth_gbs=bandwidth_gbs)
+    check_url(settings.url)
+    info, served = asyncio.run(_server_ceiling(settings))
+    at_context = None
+    if args.context and served.decode_ceiling_tok_s is not None:
+        if served.kv_bytes_per_token is None:
+            raise CliError(f"--context needs the model's layout: none is known for {info.model!r}, so its KV cache "
+                           "cannot be counted (pass --params/--config and --bits instead of --url)", EXIT_USAGE)
+        at_context = decode_ceiling_tok_s(
+            served.mem_bandwidth_gbs, bytes_per_decode_token(served.weight_bytes, served.kv_bytes_per_token, args.context))
+    if args.json:
+        emit_json(redacted({
+            "server": {"url": info.url, "kind": info.kind, "model": info.model},
+            "line": served.line,
+            "decode_ceiling_tok_s": served.decode_ceiling_tok_s,
+            "mem_bandwidth_gb_s": served.mem_bandwidth_gbs,
+            "weight_bytes": served.weight_bytes,
+            "kv_bytes_per_token": served.kv_bytes_per_token,
+            "cpu_row": served.cpu_row,
+            "context": args.context,
+            "decode_ceiling_at_context_tok_s": at_context,
+        }, settings.api_key_text()))
+        return EXIT_OK
+    print(redacted(f"{info.url} serves {info.model!r}", settings.api_key_text()))
+    print(redacted(served.line, settings.api_key_text()))
+    if at_context is not None:
+        kv_gb = served.kv_bytes_per_token * args.context / 1e9
+        print(f"at {args.context:,} tokens of context (+{kv_gb:,.2f} GB of KV cache a step): {at_context:,.0f} tok/s")
+    return EXIT_OK
+
+
+async def _server_ceiling(settings: Settings) -> tuple[ServerInfo, ServerCeiling]:
+    try:
+        async with make_client(base_url(settings.url), settings.api_key, settings.timeout_s) as client:
+            kind = settings.api if settings.api != "auto" else await detect_api(client)
+            info = await describe_server(client, kind, settings.model)
+            return info, await server_decode_ceiling(client, info, settings.bandwidth_gbs)
     except SourceError as error:
         raise CliError(str(error)) from None
 

@@ -27,6 +27,8 @@ class ServerCeiling:
     kv_bytes_per_token: float | None = None
     """KV cache bytes each token of context adds to a step (16-bit cache); None when the layout is unknown."""
     weight_bytes: float | None = None
+    mem_bandwidth_gbs: float | None = None
+    """The bandwidth the ceiling divides (a slowed simulator's: its device's ÷ its time scale)."""
     cpu_row: bool = False
     """True when the ceiling is the CPU row's: this host shows no GPU, so the local server runs on its CPU."""
 
@@ -60,7 +62,24 @@ def server_ceiling(model_id: str | None, devices: Sequence[GpuReading], server_i
         layout, bits = served
         weights, what = weight_bytes(layout.params, bits), f"{layout.name} at {bits} bit"
     tok_s, line = served_ceiling(f"{device}; {what}", device_gbs, weights)
-    return ServerCeiling(line, tok_s, kv_token, weights, cpu_row=not devices and not bandwidth_gbs)
+    return ServerCeiling(line, tok_s, kv_token, weights, device_gbs, cpu_row=not devices and not bandwidth_gbs)
+
+
+def ceiling_for(simulator_flags: Mapping[str, str] | None, model_id: str | None, devices: Sequence[GpuReading] | None,
+                server_is_local: bool, model_bytes: float | None = None,
+                bandwidth_gbs: float | None = None) -> ServerCeiling | None:
+    """The ceiling of a server phasetop did not start, for the UI and the command line alike.
+
+    A phasetop simulator (its `/version` flags name a device and model phasetop knows) gets its simulated
+    device's ceiling, whatever this host has; any other server gets `server_ceiling` on this host's
+    devices. None when those devices are needed but not read yet (`devices` None).
+    """
+    simulated = simulator_ceiling(simulator_flags) if simulator_flags else None
+    if simulated is not None:
+        return simulated
+    if devices is None:
+        return None
+    return server_ceiling(model_id, devices, server_is_local, model_bytes, bandwidth_gbs)
 
 
 def simulator_ceiling(flags: Mapping[str, str]) -> ServerCeiling | None:
@@ -77,9 +96,9 @@ def simulator_ceiling(flags: Mapping[str, str]) -> ServerCeiling | None:
         return None
     weights = weight_bytes(layout.params, bits)
     slower = f"; {time_scale:g}× slower" if time_scale != 1 else ""
-    tok_s, line = served_ceiling(f"simulated {device.name}; {layout.name} at {bits} bit{slower}",
-                                 device.mem_bandwidth_gbs / time_scale, weights)
-    return ServerCeiling(line, tok_s, kv_bytes_per_token(layout), weights)
+    bandwidth_gbs = device.mem_bandwidth_gbs / time_scale
+    tok_s, line = served_ceiling(f"simulated {device.name}; {layout.name} at {bits} bit{slower}", bandwidth_gbs, weights)
+    return ServerCeiling(line, tok_s, kv_bytes_per_token(layout), weights, bandwidth_gbs)
 
 
 def _bandwidth(devices: Sequence[GpuReading]) -> tuple[str, float] | str:

@@ -1,4 +1,5 @@
-"""Who a server is and how it is configured, for a saved run: what `compare` diffs after a restart.
+"""Who a server is and how it is configured (for a saved run: what `compare` diffs after a restart),
+and whether it has served anything yet (a fresh server's first request pays its cold start).
 
 Everything past what `describe_server` already found is best effort: a server with no /version or
 no /metrics (Ollama, llama.cpp without --metrics) gives nulls, never an error.
@@ -11,6 +12,7 @@ import time
 import httpx
 
 from tui.core.metric_names import read_scrape
+from tui.core.telemetry import ServerReading
 from tui.sources.detect import ServerInfo
 
 IDENTITY_TIMEOUT_S = 5.0
@@ -19,8 +21,8 @@ IDENTITY_TIMEOUT_S = 5.0
 
 async def server_identity(client: httpx.AsyncClient, info: ServerInfo) -> dict:
     """The run file's `server` object: identity from `info`, config from /version and /metrics."""
-    simulator = _json_field(await _get(client, "/version"), "phasetop_sim")
-    engine_config, process_start = _config_of(await _get(client, "/metrics"))
+    simulator = await simulator_flags(client)
+    engine_config, process_start = _config_of(_reading_of(await _get(client, "/metrics")))
     return {
         "url": info.url,
         "kind": info.kind,
@@ -29,8 +31,30 @@ async def server_identity(client: httpx.AsyncClient, info: ServerInfo) -> dict:
         "max_model_len": info.max_model_len,
         "engine_config": engine_config,
         "process_start_time": process_start,
-        "simulator_flags": {str(k): str(v) for k, v in simulator.items()} if isinstance(simulator, dict) else None,
+        "simulator_flags": simulator,
     }
+
+
+async def simulator_flags(client: httpx.AsyncClient) -> dict[str, str] | None:
+    """A phasetop simulator's flags (`/version`'s `phasetop_sim`); None from any other server."""
+    flags = _json_field(await _get(client, "/version"), "phasetop_sim")
+    return {str(k): str(v) for k, v in flags.items()} if isinstance(flags, dict) else None
+
+
+async def server_is_fresh(client: httpx.AsyncClient) -> bool | None:
+    """True when the server has served no generation request since its process started, so the next one
+    pays its cold start (first CUDA graphs, allocator growth, caches); False when it has; None when its
+    /metrics does not say (none exposed, or no generation counter phasetop knows).
+
+    Read from its counters: generated and prompt tokens (vLLM's `vllm:generation_tokens_total`,
+    llama.cpp's `llamacpp:tokens_predicted_total`, SGLang's, TGI's) all 0, and nothing running or waiting.
+    """
+    reading = _reading_of(await _get(client, "/metrics"))
+    if reading is None or "generation_tokens_total" not in reading.counters:
+        return None
+    served = [reading.counters.get(name) for name in ("generation_tokens_total", "prompt_tokens_total")]
+    queued = [reading.gauges.get(name) for name in ("running", "waiting")]
+    return not any(served + queued)
 
 
 async def _get(client: httpx.AsyncClient, path: str) -> httpx.Response | None:
@@ -50,12 +74,18 @@ def _json_field(response: httpx.Response | None, key: str) -> object:
     return body.get(key) if isinstance(body, dict) else None
 
 
-def _config_of(response: httpx.Response | None) -> tuple[dict[str, str] | None, float | None]:
-    """Engine config (`vllm:cache_config_info` labels and friends) and process start time from one scrape."""
+def _reading_of(response: httpx.Response | None) -> ServerReading | None:
+    """One /metrics answer in canonical names; None when it is missing or not Prometheus text."""
     if response is None or response.headers.get("content-type", "").startswith(("application/json", "text/html")):
-        return None, None
+        return None
     try:
-        reading = read_scrape(response.text, time.monotonic(), time.time())
+        return read_scrape(response.text, time.monotonic(), time.time())
     except ValueError:
+        return None
+
+
+def _config_of(reading: ServerReading | None) -> tuple[dict[str, str] | None, float | None]:
+    """Engine config (`vllm:cache_config_info` labels and friends) and process start time from one scrape."""
+    if reading is None:
         return None, None
     return dict(reading.engine_config), reading.process_start_s

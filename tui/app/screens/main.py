@@ -34,7 +34,7 @@ from tui.app.widgets.timeline_pane import TimelinePane
 from tui.config import Settings
 from tui.core.diagnosis import LiveFigures, diagnose
 from tui.core.records import RequestTiming
-from tui.core.server_ceiling import ServerCeiling, server_ceiling, simulator_ceiling
+from tui.core.server_ceiling import ServerCeiling, ceiling_for
 from tui.core.telemetry import GpuSample, HostSample, MetricsSnapshot
 from tui.sources.host import local_port
 from tui.sources.http import make_client
@@ -291,15 +291,12 @@ class MainScreen(FeedsMixin, LabMixin):
         where there is none; the weights from the model id, or their real size (llama.cpp)."""
         if self._ceiling or self.model is None:
             return
-        simulated = simulator_ceiling(self.simulator_flags) if self.simulator_flags else None
-        if simulated is not None:
-            self._served = simulated
-        elif self.gpu is None:
+        served = ceiling_for(self.simulator_flags, self.model, self.gpu.devices if self.gpu else None,
+                             local_port(self.server_url) is not None, self._model_bytes, self.settings.bandwidth_gbs)
+        if served is None:
             return
-        else:
-            self._served = server_ceiling(self.model, self.gpu.devices, local_port(self.server_url) is not None,
-                                          self._model_bytes, self.settings.bandwidth_gbs)
-        self.decode_ceiling_tok_s, self.cpu_ceiling = self._served.decode_ceiling_tok_s, self._served.line
+        self._served = served
+        self.decode_ceiling_tok_s, self.cpu_ceiling = served.decode_ceiling_tok_s, served.line
 
     def _set_down(self, down: bool) -> None:
         for pane in self.query(".pane"):
