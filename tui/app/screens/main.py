@@ -128,7 +128,8 @@ class MainScreen(FeedsMixin, LabMixin):
             metrics.border_title = "Server metrics"
             yield metrics
             gpu = GpuPane(id="gpu-pane", classes="pane").data_bind(gpu=MainScreen.gpu, host=MainScreen.host,
-                                                                  cpu_ceiling=MainScreen.cpu_ceiling)
+                                                                  cpu_ceiling=MainScreen.cpu_ceiling,
+                                                                  metrics=MainScreen.metrics)
             gpu.border_title = "GPU / host"
             yield gpu
         yield LoadDialPane(id="load-dial").data_bind(state=LabMixin.dial)

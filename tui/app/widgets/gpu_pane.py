@@ -6,7 +6,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from tui.app.widgets.text import set_text
-from tui.core.telemetry import GpuReading, GpuSample, HostSample
+from tui.core.telemetry import GpuReading, GpuSample, HostSample, MetricsSnapshot
 
 GIB = 1024**3
 
@@ -24,14 +24,17 @@ class GpuPane(Static):
     """The latest psutil sample."""
     cpu_ceiling: reactive[str | None] = reactive(None, repaint=False)
     """How the decode ceiling of a server phasetop did not start was derived (its GPU, or the CPU row), or why it has none."""
+    metrics: reactive[MetricsSnapshot | None] = reactive(None, always_update=True, repaint=False)
+    """The latest /metrics snapshot: for vLLM's own estimate of the bytes it reads, beside NVML's measurement."""
 
     def __init__(self, **kwargs) -> None:
         super().__init__("waiting for the first sample…", markup=False, **kwargs)
 
     def _refresh_text(self) -> None:
-        set_text(self, "\n".join(gpu_lines(self.gpu) + host_lines(self.host, self.cpu_ceiling)))
+        lines = gpu_lines(self.gpu) + estimate_lines(self.metrics) + host_lines(self.host, self.cpu_ceiling)
+        set_text(self, "\n".join(lines))
 
-    watch_gpu = watch_host = watch_cpu_ceiling = _refresh_text
+    watch_gpu = watch_host = watch_cpu_ceiling = watch_metrics = _refresh_text
 
 
 def gpu_lines(sample: GpuSample | None) -> list[str]:
@@ -59,6 +62,15 @@ def _device_lines(d: GpuReading) -> list[str]:
     if d.reason:
         lines.append(f"  ({d.reason})")
     return lines
+
+
+def estimate_lines(snapshot: MetricsSnapshot | None) -> list[str]:
+    """vLLM's model-based read rate (`--enable-mfu-metrics`), apart from the measured GB/s above it: an estimate."""
+    if snapshot is None or snapshot.est_read_gbs is None:
+        return []
+    gbs = snapshot.est_read_gbs
+    shown = f"{gbs:,.1f}" if gbs < 100 else f"{gbs:,.0f}"
+    return [f"  vLLM estimate: {shown} GB/s read per GPU (from the model's shape, not measured)"]
 
 
 def host_lines(sample: HostSample | None, cpu_ceiling: str | None) -> list[str]:

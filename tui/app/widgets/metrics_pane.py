@@ -10,7 +10,7 @@ from textual.reactive import reactive
 from textual.widgets import Label, Sparkline, Static
 
 from tui.app.widgets.text import set_text
-from tui.core.telemetry import HistogramQuantiles, MetricsSnapshot
+from tui.core.telemetry import HistogramQuantiles, MetricsSnapshot, saturation_text
 
 HISTORY = 60
 """Scrapes kept for each sparkline (a minute at the default interval)."""
@@ -71,21 +71,16 @@ class MetricsPane(Vertical):
             "ttft": _quantiles(snapshot.histograms.get("ttft_s")),
             "itl": _quantiles(snapshot.histograms.get("itl_s")),
             "running": _count(snapshot.running),
-            "waiting": _count(snapshot.waiting),
-            "kv": f"{snapshot.kv_cache_usage:.0%}" if snapshot.kv_cache_usage is not None else "–",
+            "waiting": _waiting(snapshot),
+            "kv": _kv(snapshot),
         }
         for key, _ in ROWS:
             self._history[key].append(IDLE if values[key] is None else values[key])
             set_text(self.query_one(f"#value-{key}", Static), texts[key])
             self.query_one(f"#spark-{key}", Sparkline).data = list(self._history[key])
         set_text(self.query_one("#metrics-extra", Static), _extra(snapshot))
-        saturated = snapshot.saturated
-        self.set_class(saturated, "-saturated")
-        set_text(
-            self.query_one("#metrics-saturation", Static),
-            f"SATURATED: {snapshot.waiting:.0f} waiting while the KV pool is {snapshot.kv_cache_usage:.0%} full"
-            if saturated else ""
-        )
+        self.set_class(snapshot.saturated, "-saturated")
+        set_text(self.query_one("#metrics-saturation", Static), saturation_text(snapshot))
 
 
 def _p(quantiles: HistogramQuantiles | None, name: str) -> float | None:
@@ -109,6 +104,29 @@ def _quantiles(quantiles: HistogramQuantiles | None) -> str:
     p50 = _ms(quantiles.p50, quantiles.edges.get("p50"), quantiles)
     p99 = _ms(quantiles.p99, quantiles.edges.get("p99"), quantiles)
     return f"{p50} / {p99} ms  (n={quantiles.n:.0f})"
+
+
+def _kv(snapshot: MetricsSnapshot) -> str:
+    """"38%", or "38% · 12.5k of 32.8k tok" where the server gives its pool's size in tokens (fits the value column)."""
+    if snapshot.kv_cache_usage is None:
+        return "–"
+    if snapshot.kv_cache_used_tokens is None or snapshot.kv_cache_size_tokens is None:
+        return f"{snapshot.kv_cache_usage:.0%}"
+    return f"{snapshot.kv_cache_usage:.0%} · {_tokens(snapshot.kv_cache_used_tokens)} of {_tokens(snapshot.kv_cache_size_tokens)} tok"
+
+
+def _tokens(n: float) -> str:
+    if n < 10_000:
+        return f"{n:,.0f}"
+    return f"{n / 1e3:.1f}k" if n < 1e6 else f"{n / 1e6:.2f}M"
+
+
+def _waiting(snapshot: MetricsSnapshot) -> str:
+    """The count, and how many of them are only deferred (not waiting for room); the call-out below has the split."""
+    if snapshot.waiting is None:
+        return "–"
+    deferred = f" ({snapshot.waiting_deferred:.0f} deferred)" if snapshot.waiting_deferred else ""
+    return f"{snapshot.waiting:.0f}{deferred}"
 
 
 def _count(value: float | None) -> str:
