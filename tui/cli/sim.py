@@ -48,6 +48,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--api", choices=("openai", "ollama"), default="openai", help="wire API to serve (default openai, i.e. vLLM)")
     parser.add_argument("--time-scale", type=float, metavar="X", help="multiply every simulated duration (2 = twice as slow; default 1)")
     parser.add_argument("--enable-prompt-tokens-details", action="store_true", help="add prompt_tokens_details.cached_tokens to usage")
+    parser.add_argument("--enable-per-request-metrics", action="store_true",
+                        help="per-request `metrics` (TTFT, generation time, queue time, mean ITL) on the last chunk, as vLLM's flag")
+    parser.add_argument("--enable-mfu-metrics", action="store_true",
+                        help="fill vllm:estimated_{flops,read_bytes,write_bytes}_per_gpu_total (0 without, as vLLM)")
+    parser.add_argument("--eos-probability", type=float, default=0.0, metavar="P",
+                        help="chance each token is end-of-sequence, seeded per prompt, as a model that can stop "
+                        "(default 0: answers run to max_tokens; ignore_eos/min_tokens override it)")
     parser.add_argument("--stop-on-stdin-close", action="store_true", help=argparse.SUPPRESS)
     add_json_option(parser)
     parser.set_defaults(handler=run)
@@ -82,6 +89,8 @@ def build_options(args: argparse.Namespace) -> SimOptions:
     if budget is None:
         budget = DEFAULT_MAX_NUM_BATCHED_TOKENS if args.enable_chunked_prefill else max(config.model_len, 2048)
     config = _replace(config, max_num_batched_tokens=budget)
+    if not 0 <= args.eos_probability < 1:
+        raise CliError("--eos-probability must be in [0, 1)", EXIT_USAGE)
     try:
         config.validate()
     except ConfigError as error:
@@ -93,6 +102,9 @@ def build_options(args: argparse.Namespace) -> SimOptions:
         api_key=args.api_key or os.environ.get("VLLM_API_KEY") or None,
         time_scale=settings.sim.time_scale,
         enable_prompt_tokens_details=args.enable_prompt_tokens_details,
+        enable_per_request_metrics=args.enable_per_request_metrics,
+        enable_mfu_metrics=args.enable_mfu_metrics,
+        eos_probability=args.eos_probability,
     )
 
 

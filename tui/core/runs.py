@@ -80,8 +80,9 @@ def run_header(run: dict) -> dict:
 
 
 def request_figures(requests: list[dict]) -> dict[str, dict]:
-    """Mean/p50/p90/p99/n of each request figure over the requests that finished; ITL pools every gap."""
-    done = [r for r in requests if r.get("ok")]
+    """Mean/p50/p90/p99/n of each request figure over the requests that finished and were timed as generation
+    (a request flagged `burst` timed its delivery: tui.core.delivery); ITL pools every gap."""
+    done = [r for r in requests if r.get("ok") and not r.get("burst")]
     out = {name: summarize(r.get(name) for r in done).to_json() for name in ("ttft_s", "tpot_s", "e2e_s", "decode_tok_s", "prefill_tok_s")}
     out["itl_s"] = summarize(gap for r in done for gap in r.get("itl_s") or ()).to_json()
     return out
@@ -105,6 +106,8 @@ def compare_runs(a: dict, b: dict) -> dict:
         "config_diff": config_diff(server_a, server_b),
         "params_diff": _diff(a.get("params") or {}, b.get("params") or {}, "params"),
         "restarted": None if start_a is None or start_b is None else start_a != start_b,
+        "bursts_excluded": {side: sum(1 for r in run.get("requests") or [] if r.get("ok") and r.get("burst"))
+                            for side, run in (("before", a), ("after", b))},
     }
 
 
