@@ -143,7 +143,7 @@ def test_down_for_longer_than_the_timeout_prints_what_was_measured_then_fails():
     bodies = [base, bump(base, {"llamacpp:tokens_predicted_total": 10}), bump(base, {"llamacpp:tokens_predicted_total": 20})]
     with MetricsServer(bodies) as server:
         cli = metrics_cli("--url", server.url, "--count", "100", "--interval", "0.1", "--json", "--down-timeout", "1")
-        wait_until(lambda: server.metrics_requests >= 3)
+        wait_until(lambda: server.metrics_requests >= 4)  # the first three answered: a baseline and two snapshots
     out, err = cli.communicate(timeout=60)
     assert cli.returncode == 1
     doc = json.loads(out)
