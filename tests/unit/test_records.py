@@ -82,6 +82,14 @@ def test_a_first_request_a_few_ms_slower_is_warm_up_not_a_model_load():
     assert not mark_cold(runs)[0].cold
 
 
+@pytest.mark.parametrize(("server_fresh", "cold"), [(True, True), (False, False), (None, False)])
+def test_the_first_request_to_a_fresh_server_is_cold_whatever_its_ttft(server_fresh, cold):
+    runs = [timing([0.0206, 0.03]), timing([0.0074, 0.01]), timing([0.0075, 0.01])]  # the simulator's 20 ms against 7
+    marked = mark_cold(runs, server_fresh=server_fresh)
+    assert [r.cold for r in marked] == [cold, False, False]
+    assert mark_cold(runs[:1], server_fresh=server_fresh)[0].cold == cold  # alone: no others to compare with
+
+
 def test_every_token_in_the_first_chunk_is_tpot_zero_as_vllm_counts_it():
     timing = RequestTiming(ok=True, t_sent_unix=0.0, token_offsets_s=(0.05,), output_tokens=3)
     assert timing.tpot_s == 0.0

@@ -26,10 +26,12 @@ from tui.app.messages import (
     ServerWentDown,
     TokensArrived,
 )
+from tui.core.records import mark_cold
 from tui.sources.detect import WARM_UP_PATHS, describe_server, detect_api
 from tui.sources.errors import SourceError
 from tui.sources.gpu import GpuSampler
 from tui.sources.host import HostSampler, local_port
+from tui.sources.identity import server_is_fresh
 from tui.sources.prompts import prompt_of
 from tui.sources.scrape import MetricsNotExposed, MetricsScraper
 from tui.sources.http import make_client
@@ -80,6 +82,7 @@ class FeedsMixin:
     client: httpx.AsyncClient
     api: str | None
     model: str | None
+    server_fresh: bool | None
 
     @work(exclusive=True, group="server", exit_on_error=False)
     async def find_server(self) -> None:
@@ -94,7 +97,8 @@ class FeedsMixin:
                 await asyncio.sleep(backoff(attempt))
                 attempt += 1
                 continue
-            self.post_message(ServerCameUp(api, info.model, info.max_model_len, info.version, info.model_bytes))
+            fresh = await server_is_fresh(self.client)
+            self.post_message(ServerCameUp(api, info.model, info.max_model_len, info.version, info.model_bytes, fresh))
             return
 
     @work(group="requests", thread=True, exit_on_error=False)
@@ -105,21 +109,26 @@ class FeedsMixin:
         The UI's loop renders; if the reading loop shared it, a repaint would sit between a chunk's
         arrival and its timestamp. Here nothing does.
         """
-        api, model = self.api, self.model
+        api, model, fresh = self.api, self.model, self.server_fresh
         if api is None or model is None:
             self.app.call_from_thread(self.notify, "the server is not known yet: wait for the header to say it is up",
                                       severity="warning")
             return
-        asyncio.run(self._send_all(api, model, first_id, label, text, prompt_tokens, concurrency, max_tokens, shared_prefix))
+        asyncio.run(self._send_all(api, model, first_id, label, text, prompt_tokens, concurrency, max_tokens, shared_prefix,
+                                   bool(fresh)))
 
     async def _send_all(self, api: str, model: str, first_id: int, label: str, text: str | None,
-                        prompt_tokens: int | None, concurrency: int, max_tokens: int, shared_prefix: str | None) -> None:
+                        prompt_tokens: int | None, concurrency: int, max_tokens: int, shared_prefix: str | None,
+                        fresh: bool) -> None:
         async with make_client(self.server_url, self.settings.api_key, self.settings.timeout_s) as client:
             try:
                 connect_s = await warm_up(client, WARM_UP_PATHS[api], concurrency)
             except SourceError as error:
                 self.app.call_from_thread(self.notify, str(error), title="not sent", severity="error", markup=False)
                 return
+            # Fresh when it came up; confirmed now (after the warm-up has timed the connect), since the load
+            # dial or another client may have used it since.
+            cold_id = first_id if fresh and await server_is_fresh(client) else None
             jobs = []
             batches = TokenBatches(self.post_message)
             for n in range(concurrency):
@@ -134,7 +143,7 @@ class FeedsMixin:
                                         prompt_tokens=tokens, prompt_tokens_estimated=estimated,
                                         exact_length=self.settings.exact_length)
                 lane = label if concurrency == 1 else f"{label} {n + 1}"
-                jobs.append(self._stream_one(client, batches, first_id + n, lane, request, connect_s))
+                jobs.append(self._stream_one(client, batches, first_id + n, lane, request, connect_s, first_id + n == cold_id))
             poster = asyncio.create_task(batches.post_every(TOKEN_BATCH_S))
             try:
                 await asyncio.gather(*jobs)
@@ -142,14 +151,16 @@ class FeedsMixin:
                 poster.cancel()
 
     async def _stream_one(self, client: httpx.AsyncClient, batches: TokenBatches, request_id: int, label: str,
-                          request: StreamRequest, connect_s: float | None) -> None:
+                          request: StreamRequest, connect_s: float | None, first_to_fresh: bool = False) -> None:
+        """Stream one request; `first_to_fresh`: it is the first a fresh server serves, so it is marked cold."""
         self.post_message(RequestStarted(request_id, label, time.time(), request.prompt_tokens))
         async for event in stream(client, request, connect_s):
             if isinstance(event, ChunkArrived):
                 batches.add(request_id, event.offset_s, event.text)
             elif isinstance(event, RequestFinished):
                 batches.post(request_id)  # its last chunks before its completion
-                self.post_message(RequestCompleted(request_id, event.timing))
+                timing = mark_cold([event.timing], server_fresh=True)[0] if first_to_fresh else event.timing
+                self.post_message(RequestCompleted(request_id, timing))
 
     @work(exclusive=True, group="metrics", exit_on_error=False)
     async def poll_metrics(self) -> None:

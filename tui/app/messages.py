@@ -100,7 +100,7 @@ class ServerCameUp(Fact):
     """The server answers (again); what it is."""
 
     def __init__(self, kind: str, model: str | None, max_model_len: int | None, version: str | None,
-                 model_bytes: int | None = None) -> None:
+                 model_bytes: int | None = None, fresh: bool | None = None) -> None:
         super().__init__()
         self.kind = kind
         self.model = model
@@ -108,3 +108,6 @@ class ServerCameUp(Fact):
         self.version = version
         self.model_bytes = model_bytes
         """The weights' real size, where the server reports it (llama.cpp)."""
+        self.fresh = fresh
+        """True when it had served no generation request since it started (its /metrics counters all 0), so
+        the next request pays its cold start; None when its /metrics cannot say."""

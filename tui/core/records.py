@@ -184,11 +184,20 @@ The absolute excess keeps a first request that merely warmed a connection or a c
 milliseconds) from being called a model load (seconds)."""
 
 
-def mark_cold(requests: list[RequestTiming]) -> list[RequestTiming]:
-    """Mark the first request `cold` when it paid a model load: the server said so, or its TTFT stands far above the rest."""
+def mark_cold(requests: list[RequestTiming], server_fresh: bool | None = None) -> list[RequestTiming]:
+    """Mark the first request `cold` when it paid a start-up cost, not the prompt's: a model load (the server
+    said so, or its TTFT stands far above the rest), or the server's cold start.
+
+    `server_fresh` is whether the server had served no generation request before the first of these
+    (`tui.sources.identity.server_is_fresh`, read just before it was sent; None when unknown). A fresh
+    server's first request pays its warm-up (about 3× the warm TTFT on the simulator, 20 ms against 7),
+    far under a model load's threshold, so it is marked whatever its TTFT.
+    """
     if not requests:
         return requests
     first, rest = requests[0], requests[1:]
+    if server_fresh:
+        return [replace(first, cold=True), *rest]
     loaded = bool(first.server_split and first.server_split.load_s and first.server_split.load_s > 0.05)
     rest_ttfts = [r.ttft_s for r in rest if r.ok and r.ttft_s is not None]
     typical = summarize(rest_ttfts).p50

@@ -101,6 +101,9 @@ class MainScreen(FeedsMixin, LabMixin):
         self.api: str | None = None
         self.model: str | None = None
         self._model_bytes: int | None = None
+        self.server_fresh: bool | None = None
+        """True while the server has served nothing since it came up (its /metrics said so then): the next
+        request sent pays its cold start and is marked cold."""
         self.simulator_flags: dict[str, str] | None = None
         """A phasetop simulator's flags, when the server turns out to be one (its identity says so)."""
         self._served: ServerCeiling | None = None
@@ -188,6 +191,7 @@ class MainScreen(FeedsMixin, LabMixin):
 
     @on(RequestStarted)
     def _started(self, event: RequestStarted) -> None:
+        self.server_fresh = False  # whichever request this is, the server has now been sent one
         self._records[event.request_id] = RequestTiming(ok=True, t_sent_unix=event.t_sent_unix, prompt_tokens=event.prompt_tokens)
         self._labels[event.request_id] = event.label
         self._publish_soon()
@@ -212,7 +216,7 @@ class MainScreen(FeedsMixin, LabMixin):
 
     @on(ServerCameUp)
     def _up(self, event: ServerCameUp) -> None:
-        self.api, self.model, self._model_bytes = event.kind, event.model, event.model_bytes
+        self.api, self.model, self._model_bytes, self.server_fresh = event.kind, event.model, event.model_bytes, event.fresh
         self.server = replace(self.server, kind=event.kind, model=event.model, max_model_len=event.max_model_len,
                               down_since=None, down_reason=None)
         self._set_down(False)

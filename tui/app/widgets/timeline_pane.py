@@ -112,12 +112,17 @@ class TimelinePane(Vertical):
 
 
 def figures_line(timings: list[RequestTiming], ceiling_tok_s: float | None) -> str:
-    """The figures of the latest request with a first token, and ITL percentiles over the shown ones."""
+    """The figures of the latest request with a first token, and ITL percentiles over the shown ones.
+
+    A request marked cold (a model load, or a fresh server's first) keeps its place in the percentiles,
+    as in probe's summary, but its prefill rate is labelled "cold start"."""
     latest = next((t for t in reversed(timings) if t.ttft_s is not None), None)
     if latest is None:
         return "TTFT –   prefill –   decode –   ITL p50 – p99 –"
     itl = summarize(gap for t in timings[-KEEP_LANES:] for gap in t.itl_s)
-    prefill = f"{latest.prefill_tok_s:,.0f} tok/s ({latest.prefill_source})" if latest.prefill_tok_s else "–"
+    # A cold request's TTFT holds the server's start-up, so its prefill rate is not the prompt's: say so.
+    source = f"{latest.prefill_source}, cold start" if latest.cold else latest.prefill_source
+    prefill = f"{latest.prefill_tok_s:,.0f} tok/s ({source})" if latest.prefill_tok_s else "–"
     decode = f"{latest.decode_tok_s:,.1f} tok/s" if latest.decode_tok_s else "–"
     share = ""
     if latest.decode_tok_s and ceiling_tok_s:
