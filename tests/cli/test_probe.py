@@ -196,3 +196,23 @@ def test_subprocess_success(server, tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert "TTFT ms" in result.stdout
+
+
+def test_cached_tokens_come_from_the_servers_counters_when_usage_has_none(capsys, tmp_path, monkeypatch):
+    # The simulator, as vLLM, puts cached_tokens in usage only with --enable-prompt-tokens-details.
+    from tui.sim.launcher import SimulatorProcess
+
+    monkeypatch.chdir(tmp_path)
+    prompt = " ".join(["shared words of a long prompt"] * 60)
+    with SimulatorProcess.start() as sim:
+        code, out, _ = probe(capsys, "--url", sim.url, "--prompt", prompt, "--max-tokens", "4", "--repeat", "2", "--json", "--no-save")
+        assert code == 0
+        first, second = (r["server_split"] for r in json.loads(out)["requests"])
+        assert first["cached_tokens"] == 0 and first["cached_from_metrics"]
+        assert second["cached_tokens"] > 200 and second["cached_from_metrics"]  # the same prompt again: its blocks hit
+        code, out, _ = probe(capsys, "--url", sim.url, "--prompt", prompt, "--max-tokens", "4", "--no-save")
+        assert "* cached tokens: the growth of the server's cache-hit counter" in out
+    with SimulatorProcess.start(["--enable-prompt-tokens-details"]) as sim:
+        code, out, _ = probe(capsys, "--url", sim.url, "--prompt", prompt, "--max-tokens", "4", "--repeat", "2", "--json", "--no-save")
+        second = json.loads(out)["requests"][1]["server_split"]
+        assert second["cached_tokens"] > 200 and not second["cached_from_metrics"]  # usage's own count wins

@@ -12,7 +12,8 @@ from tui.cli.runs_common import add_runs_options, save_run_from_cli
 from tui.config import Settings
 from tui.core.delivery import DELIVERY_NOT_GENERATION, burst_line, flag_bursts
 from tui.core.reconcile import reconcile
-from tui.core.records import RequestTiming, mark_cold, summarize_requests
+from tui.core.promstats import cached_prompt_tokens
+from tui.core.records import RequestTiming, mark_cold, summarize_requests, with_cached_from_metrics
 from tui.core.runs import new_run
 from tui.core.stats import summarize
 from tui.sources.detect import WARM_UP_PATHS, ServerInfo, describe_server, detect_api
@@ -20,6 +21,7 @@ from tui.sources.errors import SourceError
 from tui.sources.http import make_client
 from tui.sources.identity import server_identity
 from tui.sources.prompts import estimate_tokens, prompt_of
+from tui.sources.scrape import MetricsScraper
 from tui.sources.stream import StreamRequest, measure, warm_up
 
 DEFAULT_PROMPT_TOKENS = 200
@@ -93,20 +95,45 @@ async def _probe(settings: Settings, args: argparse.Namespace) -> tuple[ServerIn
     except SourceError as error:
         raise CliError(str(error)) from None
     timings: list[RequestTiming] = []
-    for index in range(args.repeat):
-        # A fresh client per request: its connection is opened (and timed) by the warm-up, not inside TTFT.
-        async with make_client(base, settings.api_key, settings.timeout_s) as client:
-            try:
-                connect_s = await warm_up(client, WARM_UP_PATHS[server.kind])
-                request = await _request(client, server, args, settings.exact_length)
-            except SourceError as error:
-                return server, timings, f"request {index + 1} of {args.repeat}: {error}"
-            _note_inexact_length(request, args, index)
-            timing = await measure(client, request, connect_s)
-        timings.append(timing)
-        if not timing.ok:
-            return server, timings, f"request {index + 1} of {args.repeat} failed: {timing.error}"
+    async with make_client(base, settings.api_key, settings.timeout_s) as metrics_client:
+        counters = CacheCounters(metrics_client) if server.kind != "ollama" else None
+        for index in range(args.repeat):
+            # A fresh client per request: its connection is opened (and timed) by the warm-up, not inside TTFT.
+            async with make_client(base, settings.api_key, settings.timeout_s) as client:
+                try:
+                    connect_s = await warm_up(client, WARM_UP_PATHS[server.kind])
+                    request = await _request(client, server, args, settings.exact_length)
+                except SourceError as error:
+                    return server, timings, f"request {index + 1} of {args.repeat}: {error}"
+                _note_inexact_length(request, args, index)
+                before = await counters.reading() if counters else None
+                timing = await measure(client, request, connect_s)
+            if before is not None:
+                timing = with_cached_from_metrics(timing, await counters.cached_since(before))
+            timings.append(timing)
+            if not timing.ok:
+                return server, timings, f"request {index + 1} of {args.repeat} failed: {timing.error}"
     return server, timings, None
+
+
+class CacheCounters:
+    """The server's cache-hit counters read around one request: its cached prompt tokens where the reply has
+    no count of its own (vLLM without --enable-prompt-tokens-details). Requests run one at a time, so the
+    growth is this request's; a server with no /metrics gives None."""
+
+    def __init__(self, client) -> None:
+        self._scraper = MetricsScraper(client)
+
+    async def reading(self):
+        try:
+            await self._scraper.read()
+        except SourceError:
+            return None
+        return self._scraper.last_reading
+
+    async def cached_since(self, before) -> int | None:
+        after = await self.reading()
+        return cached_prompt_tokens(before, after) if after is not None else None
 
 
 async def _identity(settings: Settings, server: ServerInfo) -> dict:
@@ -148,7 +175,8 @@ async def _request(client, server: ServerInfo, args: argparse.Namespace, exact_l
 def _table(server: ServerInfo, requests: list[RequestTiming]) -> str:
     version = f" {server.version}" if server.version else ""
     lines = [f"{server.kind}{version} at {server.url}, model {server.model}", ""]
-    header = f"{'#':>3}  {'TTFT ms':>9}  {'prefill tok/s':>19}  {'decode tok/s':>12}  {'ITL p50 ms':>10}  {'ITL p99 ms':>10}  {'tokens in/out':>13}"
+    header = (f"{'#':>3}  {'TTFT ms':>9}  {'prefill tok/s':>19}  {'decode tok/s':>12}  {'ITL p50 ms':>10}  {'ITL p99 ms':>10}  "
+              f"{'tokens in/out':>13}  {'cached':>6}")
     lines.append(header)
     for number, r in enumerate(requests, 1):
         if not r.ok:
@@ -162,7 +190,7 @@ def _table(server: ServerInfo, requests: list[RequestTiming]) -> str:
         burst = f"  {DELIVERY_NOT_GENERATION}" if r.burst else ""
         lines.append(
             f"{number:>3}  {_num(_ms(r.ttft_s), 1):>9}  {prefill:>19}  {_num(r.decode_tok_s, 1):>12}  "
-            f"{_num(_ms(itl.p50), 2):>10}  {_num(_ms(itl.p99), 2):>10}  {tokens:>13}{cold}{burst}"
+            f"{_num(_ms(itl.p50), 2):>10}  {_num(_ms(itl.p99), 2):>10}  {tokens:>13}  {_cached(r):>6}{cold}{burst}"
         )
     done = [r for r in requests if r.ok and not r.burst]
     if len(done) > 1:
@@ -173,9 +201,19 @@ def _table(server: ServerInfo, requests: list[RequestTiming]) -> str:
     if line := burst_line(requests):
         lines += ["", line]
     lines += _reconciled_lines(requests)
+    if any(r.server_split and r.server_split.cached_from_metrics for r in requests):
+        lines.append("* cached tokens: the growth of the server's cache-hit counter around the request (vLLM puts its own "
+                     "count in usage with --enable-prompt-tokens-details)")
     if any(r.tokens_estimated for r in done):
         lines.append("~ token counts estimated by the client (the server gave no usage)")
     return "\n".join(lines)
+
+
+def _cached(timing: RequestTiming) -> str:
+    split = timing.server_split
+    if split is None or split.cached_tokens is None:
+        return "-"
+    return f"{split.cached_tokens}{'*' if split.cached_from_metrics else ''}"
 
 
 def _ms(seconds: float | None) -> float | None:

@@ -22,6 +22,9 @@ class ServerSplit:
     output_tokens: int | None = None
     load_s: float | None = None
     cached_tokens: int | None = None
+    cached_from_metrics: bool = False
+    """True when `cached_tokens` is the growth of the server's cache-hit counter around this request (vLLM's
+    `prompt_tokens_cached_total`; usage carries its own count only with --enable-prompt-tokens-details)."""
     queue_s: float | None = None
     """Time the request waited to be scheduled (vLLM's queue_time_ms); None where the server does not say."""
     prefill_includes_first_step: bool = False
@@ -47,6 +50,14 @@ class ServerSplit:
 
     def to_json(self) -> dict:
         return asdict(self)
+
+
+def with_cached_from_metrics(timing: "RequestTiming", cached_tokens: int | None) -> "RequestTiming":
+    """The timing with the cached-token count of the server's counters, where its reply carried none."""
+    split = timing.server_split or ServerSplit()
+    if cached_tokens is None or split.cached_tokens is not None:
+        return timing
+    return replace(timing, server_split=replace(split, cached_tokens=cached_tokens, cached_from_metrics=True))
 
 
 @dataclass(frozen=True, slots=True)

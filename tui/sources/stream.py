@@ -16,7 +16,7 @@ from time import perf_counter_ns
 
 import httpx
 
-from tui.core.records import RequestTiming
+from tui.core.records import RequestTiming, ServerSplit
 from tui.core.sse import SSE_DONE, LineSplitter, one_line, sse_field
 from tui.sources.chunks import Tally, read_llamacpp, read_ollama, read_openai
 from tui.sources.errors import ProtocolError, SourceError, from_httpx, rejected
@@ -308,7 +308,7 @@ def _timing(
         output_tokens=output_tokens,
         tokens_estimated=estimated,
         token_positions=tuple(positions) if tally.output_tokens and tally.token_events == tally.output_tokens else None,
-        server_split=tally.split,
+        server_split=tally.split or (ServerSplit(cached_tokens=tally.cached_tokens) if tally.cached_tokens is not None else None),
         error=error,
         text="".join(texts),
     )
