@@ -36,14 +36,17 @@ def trusted(document: dict) -> list[dict]:
 
 def test_prompts_are_exactly_n_tokens_and_ttft_grows_with_them_while_decode_stays(capsys, vllm):
     probe(capsys, vllm, 16, 1)  # the fresh server's first request pays warm-up: off the record
-    short, long = probe(capsys, vllm, 200, 4), probe(capsys, vllm, 2000, 4)
-    for document, n in ((short, 200), (long, 2000)):
-        for request in document["requests"]:
+    # Short and long in turn, so whatever else loads the machine meanwhile weighs on both alike.
+    rounds = [(probe(capsys, vllm, 200, 1), probe(capsys, vllm, 2000, 1)) for _ in range(4)]
+    for pair in rounds:
+        for document, n in zip(pair, (200, 2000)):
+            [request] = document["requests"]
             # The server's usage: what it really read, and ignore_eos made every answer max_tokens long.
             assert request["prompt_tokens"] == n and not request["tokens_estimated"], request
             assert request["output_tokens"] == MAX_TOKENS
-    short_ok, long_ok = trusted(short), trusted(long)
-    assert len(short_ok) >= 2 and len(long_ok) >= 2, [r["burst"] for r in short["requests"] + long["requests"]]
+    short_ok = [r for pair in rounds for r in trusted(pair[0])]
+    long_ok = [r for pair in rounds for r in trusted(pair[1])]
+    assert len(short_ok) >= 2 and len(long_ok) >= 2, [d["requests"][0]["burst"] for pair in rounds for d in pair]
     ttft_short = statistics.median(r["ttft_s"] for r in short_ok)
     ttft_long = statistics.median(r["ttft_s"] for r in long_ok)
     assert ttft_long >= 2 * ttft_short, (ttft_short, ttft_long)
@@ -78,7 +81,8 @@ def test_every_canonical_metric_field_is_read_from_real_vllm(capsys, vllm):
                   "generation_tokens_total", "prefix_cache_hit_rate", "ttft_s", "itl_s", "e2e_s", "queue_s",
                   "prefill_s", "decode_s", "waiting_capacity", "waiting_deferred", "kv_cache_size_tokens"):
         assert names.get(field, "").startswith("vllm:"), (field, names.get(field))
-        assert document.get(field) is not None, field
+        # Windowed rates are None in a window with no prompt; the lifetime hit rate stands for it.
+        assert document.get(field if field != "prefix_cache_hit_rate" else "prefix_cache_hit_rate_total") is not None, field
     assert document["generation_tokens_total"] >= MAX_TOKENS
     assert document["kv_cache_size_tokens"] > 0
     assert document["engine_config"]["block_size"]

@@ -244,7 +244,8 @@ class LabMixin(LabFeedsMixin, Screen):
         self._load_stop = threading.Event()
         self.load_running = True
         self.dial = DialState(running=True, rate=rate, concurrency=concurrency)
-        workload = Workload(LOAD_PROMPT_TOKENS, LOAD_MAX_TOKENS, backlog=LOAD_BACKLOG)
+        workload = Workload(LOAD_PROMPT_TOKENS, LOAD_MAX_TOKENS, backlog=LOAD_BACKLOG,
+                            exact_length=self.settings.exact_length)
         self.run_load(info, self._load_dial, workload, self._load_stop)
 
     def action_turn_rate(self, factor: float) -> None:
