@@ -244,3 +244,18 @@ def test_values_given_that_fit_are_kept_exactly_and_an_unknown_length_fits_nothi
     assert make_plan("interference", [3967], max_model_len=4096).values == (3967,)
     assert make_plan("context", max_model_len=None) == make_plan("context")
     assert fit_margin(4096) == 128 and fit_margin(512) == 32 and fit_margin(131072) == 4096
+
+
+def test_requests_timed_in_bursts_are_left_out_of_rows_and_the_finding_says_so():
+    def timing(ttft, burst=None):
+        return RequestTiming(ok=True, t_sent_unix=0.0, token_offsets_s=(ttft, ttft + 0.01, ttft + 0.02),
+                             prompt_tokens=200, output_tokens=3, burst=burst)
+
+    clumped = timing(0.9, burst="63 of 63 gaps under 0.2 ms: the client read in clumps")
+    short = prompt_length_row(200, [timing(0.010), clumped])
+    long = prompt_length_row(2000, [timing(0.080)])
+    assert short["ttft_s"] == 0.010 and short["n"] == 1 and short["bursts"] == 1  # not the clumped 0.9 s
+    line = finding("prompt-tokens", [short, long], bursts=1)
+    assert line.startswith("TTFT ×8.0 from 200 to 2,000 tokens")
+    assert line.endswith("(1 request timed delivery, not generation, left out)")
+    assert "left out" not in finding("prompt-tokens", [short, long])

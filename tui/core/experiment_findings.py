@@ -12,9 +12,13 @@ PREFIX_HIT_RATIO = 0.5
 """A second TTFT below this share of the first reads as a prefix-cache hit."""
 
 
-def finding(vary: str, rows: Sequence[dict]) -> str:
-    """The experiment's result in one line, from its rows."""
-    return FINDINGS[vary](list(rows))
+def finding(vary: str, rows: Sequence[dict], bursts: int = 0) -> str:
+    """The experiment's result in one line, from its rows; `bursts` requests timed as delivery were left out
+    of the rows (tui.core.delivery), and the line says so."""
+    line = FINDINGS[vary](list(rows))
+    if bursts:
+        line += f" ({bursts} request{'s' if bursts != 1 else ''} timed delivery, not generation, left out)"
+    return line
 
 
 def _prompt_finding(rows: list[dict]) -> str:

@@ -178,7 +178,13 @@ def _listed(values: Sequence[int]) -> str:
 
 
 def _ok(timings: Sequence[RequestTiming]) -> list[RequestTiming]:
-    return [t for t in timings if t.ok]
+    """The requests a row is built from: finished, and timed as generation (not flagged `burst`: delivery)."""
+    return [t for t in timings if t.ok and not t.burst]
+
+
+def _bursts(timings) -> int:
+    """How many finished requests a row leaves out because they were timed in bursts."""
+    return sum(1 for t in timings if t.ok and t.burst)
 
 
 def _p50(values) -> float | None:
@@ -198,6 +204,7 @@ def prompt_length_row(prompt_tokens: int, timings: Sequence[RequestTiming]) -> d
         "prefill_tok_s": _p50(t.prefill_tok_s for t in done),
         "itl_p50_s": _p50(gap for t in done for gap in t.itl_s),
         "n": len(done),
+        "bursts": _bursts(timings),
     }
 
 
@@ -219,12 +226,16 @@ def prefix_row(
         "second_vs_first": second_ttft / first_ttft if first_ttft and second_ttft is not None else None,
         "cached_tokens": _p50(cached),
         "n": len(_ok(second)),
+        "bursts": _bursts([*unique, *first, *second]),
     }
 
 
 def aggregate_tok_s(timings: Sequence[RequestTiming]) -> float | None:
-    """Output tokens of all the requests over the span from the first send to the last token."""
-    done = [t for t in _ok(timings) if t.e2e_s is not None and t.output_tokens]
+    """Output tokens of all the requests over the span from the first send to the last token.
+
+    Every finished request counts, bursts too: tokens read late only stretch the span, so a client that
+    falls behind makes this a lower bound, never an overstatement."""
+    done = [t for t in timings if t.ok and t.e2e_s is not None and t.output_tokens]
     if not done:
         return None
     start = min(t.t_sent_unix for t in done)
@@ -246,6 +257,7 @@ def concurrency_row(streams: int, rounds: Sequence[Sequence[RequestTiming]]) -> 
         "ttft_p50_s": ttft.p50,
         "ttft_p99_s": ttft.p99,
         "n": len(done),
+        "bursts": _bursts([t for batch in rounds for t in batch]),
     }
 
 
@@ -322,6 +334,7 @@ def interference_row(prompt_tokens: int, rounds: Sequence[tuple[Sequence[Request
         "spike": during_worst / before if before and during_worst is not None else None,
         "gaps_during": len(phases["during"]),
         "n": len(rounds),
+        "bursts": _bursts([t for background, _ in rounds for t in background]),
     }
 
 
@@ -340,7 +353,8 @@ def context_rows(positions: Sequence[int], generations: Sequence[RequestTiming],
         lo, hi = position - CONTEXT_WINDOW - prompt_tokens + 1, position - prompt_tokens
         window = [gap for i, gap in steps if lo <= i <= hi]
         summary = summarize(window)
-        rows.append({"position": position, "itl_p50_s": summary.p50, "itl_mean_s": summary.mean, "n": summary.n})
+        rows.append({"position": position, "itl_p50_s": summary.p50, "itl_mean_s": summary.mean, "n": summary.n,
+                     "bursts": _bursts(generations)})
     return rows
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from tui.core.delivery import flag_bursts
 from tui.core.experiment_findings import finding
 from tui.core.experiments import (
     BACKGROUND_PROMPT_TOKENS,
@@ -91,6 +92,7 @@ async def run_experiment(
     plan: Plan,
     on_progress: ProgressCallback | None = None,
     should_stop: Callable[[], bool] | None = None,
+    ceiling_tok_s: float | None = None,
 ) -> ExperimentResult:
     """Run `plan` against the server behind `client` (see `tui.core.experiments.make_plan`).
 
@@ -98,9 +100,10 @@ async def run_experiment(
     as the plan runs streams at once (`http.make_client` pools 256). Raises `ExperimentFailed` when
     a request fails, and `SourceError` when the server cannot be reached at all. When `should_stop()`
     turns true (a first Ctrl-C), the experiment ends after the row under way with `ExperimentFailed`
-    ("interrupted") holding every row finished.
+    ("interrupted") holding every row finished. Requests timed in bursts (faster than the server, or than
+    `ceiling_tok_s`, or clumped: `tui.core.delivery`) are kept, flagged, and left out of the rows.
     """
-    run = _Run(client, server, plan, on_progress, should_stop)
+    run = _Run(client, server, plan, on_progress, should_stop, ceiling_tok_s)
     try:
         await run.warm()
         rows = await DRIVERS[plan.vary](run)
@@ -117,8 +120,9 @@ class _Run:
     """One experiment in progress: the client, the timings so far, the rows so far, and progress."""
 
     def __init__(self, client: httpx.AsyncClient, server: ServerInfo, plan: Plan, on_progress: ProgressCallback | None,
-                 should_stop: Callable[[], bool] | None = None) -> None:
+                 should_stop: Callable[[], bool] | None = None, ceiling_tok_s: float | None = None) -> None:
         self.client = client
+        self.ceiling_tok_s = ceiling_tok_s
         self.server = server
         self.plan = plan
         self.on_progress = on_progress
@@ -141,16 +145,18 @@ class _Run:
     def request(self, prompt: Prompt, max_tokens: int) -> StreamRequest:
         return StreamRequest(self.server.kind, self.server.model, prompt.text, max_tokens, False, prompt.tokens, prompt.estimated)
 
-    def record(self, timings: Sequence[RequestTiming], what: str) -> None:
-        """Keep the timings; the first failure ends the experiment."""
-        self.requests.extend(timings)
-        for timing in timings:
+    def record(self, timings: Sequence[RequestTiming], what: str) -> list[RequestTiming]:
+        """Keep the timings, those that came in bursts flagged (rows leave them out); the first failure ends
+        the experiment."""
+        flagged = flag_bursts(list(timings), self.ceiling_tok_s)
+        self.requests.extend(flagged)
+        for timing in flagged:
             if not timing.ok:
                 raise _CutShort(f"{what} failed: {timing.error}")
+        return flagged
 
     async def measure(self, prompt: Prompt, max_tokens: int, what: str) -> RequestTiming:
-        timing = await measure(self.client, self.request(prompt, max_tokens))
-        self.record([timing], what)
+        [timing] = self.record([await measure(self.client, self.request(prompt, max_tokens))], what)
         return timing
 
     def step(self, message: str, units: int = 1) -> None:
@@ -164,7 +170,8 @@ class _Run:
             raise _CutShort("interrupted")
 
     def result(self, rows: Sequence[dict]) -> ExperimentResult:
-        return ExperimentResult(self.plan, tuple(rows), finding(self.plan.vary, rows), tuple(self.requests))
+        bursts = sum(1 for t in self.requests if t.burst)
+        return ExperimentResult(self.plan, tuple(rows), finding(self.plan.vary, rows, bursts), tuple(self.requests))
 
     def _emit(self, message: str, row: dict | None) -> None:
         if self.on_progress is not None:
@@ -227,7 +234,7 @@ async def _concurrency(run: _Run) -> list[dict]:
             prompts = await asyncio.gather(*(run.prompt(BACKGROUND_PROMPT_TOKENS) for _ in range(streams)))
             batch = await asyncio.gather(*(measure(run.client, run.request(p, plan.max_tokens)) for p in prompts))
             what = f"{streams} stream{'s' if streams != 1 else ''}, round {index + 1} of {plan.repeat}"
-            run.record(batch, what)
+            batch = run.record(batch, what)
             rounds.append(batch)
             run.step(f"{what} done")
         run.add_row(concurrency_row(streams, rounds))
@@ -276,7 +283,7 @@ async def _interference(run: _Run) -> list[dict]:
             finally:  # cancelled (the UI stopped the experiment): stop the streams too
                 for task in running:
                     task.cancel()
-            run.record([*background, intruder], what)
+            *background, intruder = run.record([*background, intruder], what)
             rounds.append((background, intruder))
             run.step(f"{what}: its TTFT {_ms(intruder.ttft_s)}")
         run.add_row(interference_row(tokens, rounds))
@@ -302,7 +309,7 @@ async def _context(run: _Run) -> list[dict]:
             else:
                 timing = event.timing
         assert timing is not None
-        run.record([timing], what)
+        [timing] = run.record([timing], what)
         generations.append(timing)
         prompt_tokens = timing.prompt_tokens or prompt.tokens
     run.done = run.total
