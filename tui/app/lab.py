@@ -261,7 +261,8 @@ class LabMixin(LabFeedsMixin, Screen):
     @on(LoadProgressed)
     def _load_progressed(self, event: LoadProgressed) -> None:
         if self.dial is not None and self.load_running:
-            self.dial = replace(self.dial, progress=event.progress, ttft_p50_s=event.ttft_p50_s, itl_p50_s=event.itl_p50_s)
+            self.dial = replace(self.dial, progress=event.progress, ttft_p50_s=event.ttft_p50_s, itl_p50_s=event.itl_p50_s,
+                                bursts=event.bursts)
 
     @on(LoadStopped)
     def _load_stopped(self, event: LoadStopped) -> None:

@@ -20,6 +20,7 @@ from textual.worker import get_current_worker
 from tui.app.lab_messages import LoadProgressed, LoadStopped, RunSaved, SessionIdentified
 from tui.config import Settings
 from tui.core.bench import bench_figures
+from tui.core.delivery import flag_bursts
 from tui.core.records import RequestTiming
 from tui.core.runs import new_run
 from tui.core.stats import summarize
@@ -93,9 +94,10 @@ class LabFeedsMixin:
                     task.cancel()
                 elif stop.is_set():
                     runner.stop()  # requests in flight finish, so their timings count
-                done = [r for r in recent if r.ok]
+                flagged = flag_bursts([r for r in recent if r.ok])
+                done = [r for r in flagged if not r.burst]
                 self.post_message(LoadProgressed(runner.progress(), summarize(r.ttft_s for r in done).p50,
-                                                 summarize(g for r in done for g in r.itl_s).p50))
+                                                 summarize(g for r in done for g in r.itl_s).p50, len(flagged) - len(done)))
             try:
                 result = task.result()
             except asyncio.CancelledError:

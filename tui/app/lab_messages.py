@@ -34,12 +34,14 @@ class RunSaved(Fact):
 class LoadProgressed(LatestFact):
     """Where the load stands; latest wins."""
 
-    def __init__(self, progress: LoadProgress, ttft_p50_s: float | None, itl_p50_s: float | None) -> None:
+    def __init__(self, progress: LoadProgress, ttft_p50_s: float | None, itl_p50_s: float | None, bursts: int = 0) -> None:
         super().__init__()
         self.progress = progress
         self.ttft_p50_s = ttft_p50_s
-        """Median TTFT of the last requests the load finished."""
+        """Median TTFT of the last requests the load finished (those timed as generation)."""
         self.itl_p50_s = itl_p50_s
+        self.bursts = bursts
+        """Of the last requests, those timed in bursts (delivery, not generation) and left out of the medians."""
 
 
 class LoadStopped(Fact):

@@ -32,6 +32,7 @@ from tui.app.widgets.prompt_pane import PRESETS, Preset, PromptPane
 from tui.app.widgets.status_line import ServerState, StatusLine
 from tui.app.widgets.timeline_pane import TimelinePane
 from tui.config import Settings
+from tui.core.delivery import flag_bursts
 from tui.core.diagnosis import LiveFigures, diagnose
 from tui.core.records import RequestTiming
 from tui.core.server_ceiling import ServerCeiling, ceiling_for
@@ -209,7 +210,8 @@ class MainScreen(FeedsMixin, LabMixin):
     @on(RequestCompleted)
     def _completed(self, event: RequestCompleted) -> None:
         if event.request_id in self._records:  # not when it was dropped as one too many to keep
-            self._records[event.request_id] = event.timing
+            # Clumped arrivals time the delivery, not the generation: flagged, shown as such, kept out of the diagnosis.
+            [self._records[event.request_id]] = flag_bursts([event.timing], self.decode_ceiling_tok_s)
         if not event.timing.ok:
             self.notify(event.timing.error or "request failed", title="request failed", severity="error", markup=False)
         self._publish_soon()
@@ -272,7 +274,7 @@ class MainScreen(FeedsMixin, LabMixin):
         self._diagnose()
 
     def _diagnose(self) -> None:
-        latest = next((t for t in reversed(self.timings) if t.decode_tok_s), None)
+        latest = next((t for t in reversed(self.timings) if t.decode_tok_s and not t.burst), None)
         snapshot = self.metrics
         kv_per_token = self._ceiling[1] if self._ceiling else self._served.kv_bytes_per_token if self._served else None
         figures = LiveFigures(

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from textual.reactive import reactive
 from textual.widgets import Static
 
+from tui.core.delivery import DELIVERY_NOT_GENERATION
 from tui.sources.load import LoadProgress
 
 
@@ -26,6 +27,8 @@ class DialState:
     progress: LoadProgress | None = None
     ttft_p50_s: float | None = None
     itl_p50_s: float | None = None
+    bursts: int = 0
+    """Recent requests timed in bursts, left out of the medians."""
     note: str | None = None
     """A last word once stopped: the run's throughput, or why it could not run."""
 
@@ -62,6 +65,8 @@ def describe(state: DialState) -> str:
         figures.append(f"TTFT p50 {state.ttft_p50_s * 1e3:,.1f} ms")
     if state.itl_p50_s is not None:
         figures.append(f"ITL p50 {state.itl_p50_s * 1e3:,.2f} ms")
+    if state.bursts:
+        figures.append(f"{state.bursts} timed {DELIVERY_NOT_GENERATION}, left out")
     if state.note:
         figures.append(state.note)
     return f"{knobs}\n{' · '.join(figures)}"

@@ -9,6 +9,7 @@ from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
 from tui.app.widgets.text import set_text
+from tui.core.delivery import DELIVERY_NOT_GENERATION
 from tui.core.records import RequestTiming
 from tui.core.stats import summarize
 from tui.core.timeline import Lane, lanes, refit
@@ -119,7 +120,7 @@ def figures_line(timings: list[RequestTiming], ceiling_tok_s: float | None) -> s
     latest = next((t for t in reversed(timings) if t.ttft_s is not None), None)
     if latest is None:
         return "TTFT –   prefill –   decode –   ITL p50 – p99 –"
-    itl = summarize(gap for t in timings[-KEEP_LANES:] for gap in t.itl_s)
+    itl = summarize(gap for t in timings[-KEEP_LANES:] if not t.burst for gap in t.itl_s)
     # A cold request's TTFT holds the server's start-up, so its prefill rate is not the prompt's: say so.
     source = f"{latest.prefill_source}, cold start" if latest.cold else latest.prefill_source
     prefill = f"{latest.prefill_tok_s:,.0f} tok/s ({source})" if latest.prefill_tok_s else "–"
@@ -129,4 +130,7 @@ def figures_line(timings: list[RequestTiming], ceiling_tok_s: float | None) -> s
         share = f" = {latest.decode_tok_s / ceiling_tok_s:.0%} of the {ceiling_tok_s:,.0f} tok/s ceiling"
     p50 = f"{itl.p50 * 1e3:.1f} ms" if itl.p50 is not None else "–"
     p99 = f"{itl.p99 * 1e3:.1f} ms" if itl.p99 is not None else "–"
-    return f"TTFT {latest.ttft_s * 1e3:,.1f} ms   prefill {prefill}   decode {decode}{share}   ITL p50 {p50} p99 {p99}"
+    line = f"TTFT {latest.ttft_s * 1e3:,.1f} ms   prefill {prefill}   decode {decode}{share}   ITL p50 {p50} p99 {p99}"
+    if latest.burst:
+        line += f"\n{DELIVERY_NOT_GENERATION}: {latest.burst}"
+    return line

@@ -1,0 +1,31 @@
+"""The UI marks a request timed in bursts as delivery, not generation, and keeps it out of its figures."""
+
+from __future__ import annotations
+
+from tui.app.widgets.load_dial import DialState, describe
+from tui.app.widgets.timeline_pane import figures_line
+from tui.core.delivery import flag_bursts
+from tui.core.records import RequestTiming
+from tui.sources.load import LoadProgress
+
+
+def timing(offsets) -> RequestTiming:
+    return RequestTiming(ok=True, t_sent_unix=0.0, token_offsets_s=tuple(offsets), prompt_tokens=200,
+                         output_tokens=len(offsets))
+
+
+def test_the_figures_line_says_delivery_and_its_itl_leaves_the_clumped_request_out():
+    steady = timing([0.02 + 0.005 * i for i in range(64)])
+    clumped = timing([0.5 + 30e-6 * i for i in range(64)])  # a whole answer read at once
+    shown = flag_bursts([steady, clumped])
+    line = figures_line(shown, None)
+    assert "\ndelivery, not generation: 63 of 63 gaps under 0.2 ms" in line
+    assert "ITL p50 5.0 ms" in line  # the steady request's gaps only, not the clumped 0.03 ms
+    assert "delivery" not in figures_line(shown[:1], None)
+
+
+def test_the_load_dial_counts_requests_left_out_as_delivery():
+    progress = LoadProgress(planned=None, sent=10, finished=9, failed=0, in_flight=1, waiting=0, elapsed_s=5.0, recent_rps=2.0)
+    text = describe(DialState(running=True, rate=2.0, concurrency=4, progress=progress, itl_p50_s=0.005, bursts=3))
+    assert "3 timed delivery, not generation, left out" in text
+    assert "left out" not in describe(DialState(running=True, rate=2.0, concurrency=4, progress=progress))
