@@ -16,13 +16,15 @@ import subprocess
 from pathlib import Path
 from statistics import median
 
+from real_common import itl_p50, ms
+from real_common import fresh as fresh_prompts
+from real_common import send as send_prompts
+
 from tui.core.experiments import aggregate_tok_s
 from tui.core.reconcile import reconcile
 from tui.core.records import RequestTiming
-from tui.sources.http import make_client
 from tui.sources.llamacpp_server import LlamaServerProcess
-from tui.sources.prompts import Prompt, prompt_of
-from tui.sources.stream import StreamRequest, measure, warm_up
+from tui.sources.prompts import Prompt
 
 REPO = Path(__file__).resolve().parent.parent
 MAX_TOKENS = 64
@@ -30,24 +32,11 @@ REPEATS = 3
 
 
 async def send(url: str, prompts: list[Prompt], max_tokens: int = MAX_TOKENS) -> list[RequestTiming]:
-    """The prompts sent together, each on a warmed connection."""
-    async with make_client(url, timeout_s=300) as client:
-        connect_s = await warm_up(client, "/health", len(prompts))
-        requests = [StreamRequest("llamacpp", "m", p.text, max_tokens, prompt_tokens=p.tokens) for p in prompts]
-        timings = list(await asyncio.gather(*(measure(client, r, connect_s) for r in requests)))
-    failed = [t.error for t in timings if not t.ok]
-    if failed:
-        raise SystemExit(f"a request failed: {failed[0]}")
-    return timings
+    return await send_prompts(url, "llamacpp", "m", prompts, max_tokens)
 
 
 async def fresh(url: str, n_tokens: int, count: int = 1) -> list[Prompt]:
-    async with make_client(url) as client:
-        return [await prompt_of(client, "llamacpp", "m", n_tokens) for _ in range(count)]
-
-
-def ms(seconds: float) -> str:
-    return f"{seconds * 1000:,.0f} ms"
+    return await fresh_prompts(url, "llamacpp", "m", n_tokens, count)
 
 
 async def measure_all(url: str) -> list[str]:
@@ -71,11 +60,10 @@ async def measure_all(url: str) -> list[str]:
                 f"{second.server_split.cached_tokens} of {second.prompt_tokens} tokens from the cache |")
     singles = [(await send(url, await fresh(url, 100)))[0] for _ in range(REPEATS)]
     batches = [await send(url, await fresh(url, 100, 4)) for _ in range(REPEATS)]
-    itl = lambda timings: median(g for t in timings for g in t.itl_s)  # noqa: E731
     rows.append(f"| 1 stream (100-token prompts) | {median(aggregate_tok_s([t]) for t in singles):.1f} tok/s, "
-                f"ITL p50 {ms(itl(singles))}, TTFT {ms(median(t.ttft_s for t in singles))} | |")
+                f"ITL p50 {ms(itl_p50(singles))}, TTFT {ms(median(t.ttft_s for t in singles))} | |")
     rows.append(f"| 4 streams at once | {median(aggregate_tok_s(b) for b in batches):.1f} tok/s in all, "
-                f"ITL p50 {ms(itl([t for b in batches for t in b]))}, TTFT {ms(median(t.ttft_s for b in batches for t in b))} | |")
+                f"ITL p50 {ms(itl_p50([t for b in batches for t in b]))}, TTFT {ms(median(t.ttft_s for b in batches for t in b))} | |")
     return rows
 
 
