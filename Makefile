@@ -54,5 +54,10 @@ test-real-vllm: real-vllm
 demo-vllm: real-vllm
 	$(BIN)/phasetop serve-vllm --renice --ui -- --enable-per-request-metrics
 
+# The README's real-vLLM table: two vLLM starts (the second after a restart with new flags), about 3 minutes.
+.PHONY: bench-real-vllm
+bench-real-vllm: real-vllm
+	$(BIN)/python bench/real_vllm.py
+
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
