@@ -145,7 +145,7 @@ def test_a_role_only_chat_chunk_is_not_the_first_token(capsys):
 
 def test_server_dying_mid_run_keeps_what_finished(capsys, tmp_path):
     sim = SimulatorProcess.start()
-    killer = threading.Timer(1.5, sim.stop)
+    killer = threading.Timer(3.0, sim.stop)  # after the prompts are fitted, a few seconds into the 10 s of sends
     killer.start()
     try:
         code, out, err = bench(capsys, "--url", sim.url, "--num-prompts", "100", "--request-rate", "10",

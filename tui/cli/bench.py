@@ -11,10 +11,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from tui.cli.common import (
+    Guard,
     add_json_option,
     add_server_options,
     base_url,
     check_url,
+    guard_for,
     redacted,
     settings_from,
     stop_on_first_interrupt,
@@ -24,6 +26,7 @@ from tui.cli.runs_common import add_runs_options, save_run_from_cli
 from tui.config import Settings
 from tui.core.bench import bench_figures
 from tui.core.delivery import burst_line, flag_bursts
+from tui.core.records import mark_cold
 from tui.core.runs import new_run
 from tui.runs_store import write_atomic
 from tui.sources.detect import ServerInfo, describe_server, detect_api
@@ -78,9 +81,9 @@ def run(args: argparse.Namespace) -> int:
     _check(args, settings)
     key = settings.api_key_text()
     started = datetime.now(UTC)
-    server, identity, result = asyncio.run(_bench(settings, args))
+    server, identity, guard, result = asyncio.run(_bench(settings, args))
     finished = datetime.now(UTC)
-    requests = flag_bursts(result.requests)
+    requests = flag_bursts(mark_cold(result.requests, server_fresh=guard.fresh), guard.ceiling_tok_s)
     figures = bench_figures(requests, result.duration_s, _seconds(args.slo_ttft_ms), _seconds(args.slo_tpot_ms))
     # vLLM's figures stay as vLLM counts them, so they compare; the requests behind them are marked.
     delivery = burst_line(requests, consequence="included in the figures above, marked in requests[].burst")
@@ -132,7 +135,7 @@ def _check(args: argparse.Namespace, settings: Settings) -> None:
             raise CliError(f"{flag} must be above 0", EXIT_USAGE)
 
 
-async def _bench(settings: Settings, args: argparse.Namespace) -> tuple[ServerInfo, dict, LoadResult]:
+async def _bench(settings: Settings, args: argparse.Namespace) -> tuple[ServerInfo, dict, Guard, LoadResult]:
     """Detect the server, note its identity, run the load with a progress line on stderr."""
     in_flight = min(args.max_concurrency or MAX_IN_FLIGHT, args.num_prompts)
     async with make_client(base_url(settings.url), settings.api_key, settings.timeout_s, in_flight) as client:
@@ -140,6 +143,7 @@ async def _bench(settings: Settings, args: argparse.Namespace) -> tuple[ServerIn
             kind = settings.api if settings.api != "auto" else await detect_api(client)
             server = await describe_server(client, kind, settings.model)
             identity = await server_identity(client, server)
+            guard = await guard_for(client, server, settings)
             workload = Workload(args.prompt_tokens, args.max_tokens, args.num_prompts, args.burstiness, args.chat,
                                 settings.exact_length, args.seed)
             runner = LoadRunner(client, server, workload, LoadDial(args.request_rate, in_flight))
@@ -152,7 +156,7 @@ async def _bench(settings: Settings, args: argparse.Namespace) -> tuple[ServerIn
         except SourceError as error:
             raise CliError(str(error)) from None
     _progress_done(runner.progress())
-    return server, identity, result
+    return server, identity, guard, result
 
 
 def _interrupt(runner: LoadRunner) -> None:

@@ -7,12 +7,15 @@ import asyncio
 import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
 from tui.cli.output import EXIT_USAGE, CliError
 from tui.config import Settings, load_settings
+from tui.sources.ceiling import server_decode_ceiling
+from tui.sources.identity import server_is_fresh
 
 
 def add_json_option(parser: argparse.ArgumentParser) -> None:
@@ -56,6 +59,21 @@ def stop_on_first_interrupt(stop: Callable[[], None]) -> Iterator[None]:
         yield
     finally:
         loop.remove_signal_handler(signal.SIGINT)
+
+
+@dataclass(frozen=True, slots=True)
+class Guard:
+    """What the measurement guard knows of a server before the first request: whether it was fresh (its
+    first request pays its cold start) and its single-stream decode ceiling (no stream decodes faster)."""
+
+    fresh: bool | None
+    ceiling_tok_s: float | None
+
+
+async def guard_for(client, server, settings: Settings) -> Guard:
+    """Read both from the server (its /metrics counters; its identity on this host's devices)."""
+    ceiling = await server_decode_ceiling(client, server, settings.bandwidth_gbs)
+    return Guard(await server_is_fresh(client), ceiling.decode_ceiling_tok_s)
 
 
 def check_url(url: str) -> None:

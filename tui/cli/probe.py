@@ -6,7 +6,7 @@ import argparse
 import asyncio
 from datetime import UTC, datetime
 
-from tui.cli.common import add_json_option, add_server_options, base_url, check_url, redacted, settings_from
+from tui.cli.common import Guard, add_json_option, add_server_options, base_url, check_url, guard_for, redacted, settings_from
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note
 from tui.cli.runs_common import add_runs_options, save_run_from_cli
 from tui.config import Settings
@@ -54,9 +54,9 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     _check(args, settings)
     started = datetime.now(UTC)
-    server, requests, failure = asyncio.run(_probe(settings, args))
+    server, guard, requests, failure = asyncio.run(_probe(settings, args))
     finished = datetime.now(UTC)
-    requests = flag_bursts(mark_cold(requests))
+    requests = flag_bursts(mark_cold(requests, server_fresh=guard.fresh), guard.ceiling_tok_s)
     key = settings.api_key_text()
     if args.json:
         emit_json(redacted({
@@ -85,13 +85,14 @@ def _check(args: argparse.Namespace, settings: Settings) -> None:
         raise CliError("--max-tokens and --repeat must be at least 1", EXIT_USAGE)
 
 
-async def _probe(settings: Settings, args: argparse.Namespace) -> tuple[ServerInfo, list[RequestTiming], str | None]:
+async def _probe(settings: Settings, args: argparse.Namespace) -> tuple[ServerInfo, Guard, list[RequestTiming], str | None]:
     """Detect, then run the requests; stops at the first failure and returns it as one line."""
     base = base_url(settings.url)
     try:
         async with make_client(base, settings.api_key, settings.timeout_s) as client:
             kind = settings.api if settings.api != "auto" else await detect_api(client)
             server = await describe_server(client, kind, settings.model)
+            guard = await guard_for(client, server, settings)
     except SourceError as error:
         raise CliError(str(error)) from None
     timings: list[RequestTiming] = []
@@ -104,7 +105,7 @@ async def _probe(settings: Settings, args: argparse.Namespace) -> tuple[ServerIn
                     connect_s = await warm_up(client, WARM_UP_PATHS[server.kind])
                     request = await _request(client, server, args, settings.exact_length)
                 except SourceError as error:
-                    return server, timings, f"request {index + 1} of {args.repeat}: {error}"
+                    return server, guard, timings, f"request {index + 1} of {args.repeat}: {error}"
                 _note_inexact_length(request, args, index)
                 before = await counters.reading() if counters else None
                 timing = await measure(client, request, connect_s)
@@ -112,8 +113,8 @@ async def _probe(settings: Settings, args: argparse.Namespace) -> tuple[ServerIn
                 timing = with_cached_from_metrics(timing, await counters.cached_since(before))
             timings.append(timing)
             if not timing.ok:
-                return server, timings, f"request {index + 1} of {args.repeat} failed: {timing.error}"
-    return server, timings, None
+                return server, guard, timings, f"request {index + 1} of {args.repeat} failed: {timing.error}"
+    return server, guard, timings, None
 
 
 class CacheCounters:
@@ -186,7 +187,7 @@ def _table(server: ServerInfo, requests: list[RequestTiming]) -> str:
         prefill = f"{_num(r.prefill_tok_s, 0)} ({r.prefill_source})" if r.prefill_source else "-"
         mark = "~" if r.tokens_estimated else ""
         tokens = f"{mark}{r.prompt_tokens or '-'}/{r.output_tokens or '-'}"
-        cold = "  cold (model load)" if r.cold else ""
+        cold = "  cold (start-up paid)" if r.cold else ""
         burst = f"  {DELIVERY_NOT_GENERATION}" if r.burst else ""
         lines.append(
             f"{number:>3}  {_num(_ms(r.ttft_s), 1):>9}  {prefill:>19}  {_num(r.decode_tok_s, 1):>12}  "

@@ -11,6 +11,7 @@ from tui.cli.common import (
     add_server_options,
     base_url,
     check_url,
+    guard_for,
     redacted,
     settings_from,
     stop_on_first_interrupt,
@@ -106,6 +107,7 @@ async def _sweep(settings: Settings, args: argparse.Namespace, values: list[int]
         try:
             kind = settings.api if settings.api != "auto" else await detect_api(client)
             server = await describe_server(client, kind, settings.model)
+            guard = await guard_for(client, server, settings)
         except SourceError as error:
             raise CliError(str(error)) from None
         plan = _plan(args, values, server.max_model_len)
@@ -121,7 +123,7 @@ async def _sweep(settings: Settings, args: argparse.Namespace, values: list[int]
 
         try:
             with stop_on_first_interrupt(stop):
-                result = await run_experiment(client, server, plan, _print_progress, lambda: stopping)
+                result = await run_experiment(client, server, plan, _print_progress, lambda: stopping, guard.ceiling_tok_s)
         except ExperimentFailed as error:
             result, failure = error.partial, str(error)
         except SourceError as error:
