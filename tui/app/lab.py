@@ -225,7 +225,8 @@ class LabMixin(LabFeedsMixin, Screen):
         except ValueError as error:
             self.notify(str(error), title=f"{EXPERIMENT_NAMES[vary]} cannot run here", severity="error", markup=False)
             return
-        self.app.push_screen(ExperimentScreen(plan, self.settings, self.server_url, info, self._saving))
+        self.app.push_screen(ExperimentScreen(plan, self.settings, self.server_url, info, self._saving,
+                                             self.decode_ceiling_tok_s))
 
     def action_toggle_load(self) -> None:
         if self.load_running:

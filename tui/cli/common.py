@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
-from tui.cli.output import EXIT_USAGE, CliError
+from tui.cli.output import EXIT_USAGE, CliError, note
 from tui.config import Settings, load_settings
 from tui.sources.ceiling import server_decode_ceiling
 from tui.sources.identity import server_is_fresh
@@ -71,7 +71,11 @@ class Guard:
 
 
 async def guard_for(client, server, settings: Settings) -> Guard:
-    """Read both from the server (its /metrics counters; its identity on this host's devices)."""
+    """Read both from the server (its /metrics counters; its identity on this host's devices), and say once
+    when answers may come back short: Ollama has no option to ignore end-of-sequence."""
+    if server.kind == "ollama" and settings.exact_length:
+        note("phasetop: Ollama cannot be asked to ignore end-of-sequence: an answer may stop before --max-tokens "
+             "(token counts are the server's own)")
     ceiling = await server_decode_ceiling(client, server, settings.bandwidth_gbs)
     return Guard(await server_is_fresh(client), ceiling.decode_ceiling_tok_s)
 

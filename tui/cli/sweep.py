@@ -123,7 +123,8 @@ async def _sweep(settings: Settings, args: argparse.Namespace, values: list[int]
 
         try:
             with stop_on_first_interrupt(stop):
-                result = await run_experiment(client, server, plan, _print_progress, lambda: stopping, guard.ceiling_tok_s)
+                result = await run_experiment(client, server, plan, _print_progress, lambda: stopping, guard.ceiling_tok_s,
+                                              settings.exact_length)
         except ExperimentFailed as error:
             result, failure = error.partial, str(error)
         except SourceError as error:

@@ -93,6 +93,7 @@ async def run_experiment(
     on_progress: ProgressCallback | None = None,
     should_stop: Callable[[], bool] | None = None,
     ceiling_tok_s: float | None = None,
+    exact_length: bool = True,
 ) -> ExperimentResult:
     """Run `plan` against the server behind `client` (see `tui.core.experiments.make_plan`).
 
@@ -103,7 +104,7 @@ async def run_experiment(
     ("interrupted") holding every row finished. Requests timed in bursts (faster than the server, or than
     `ceiling_tok_s`, or clumped: `tui.core.delivery`) are kept, flagged, and left out of the rows.
     """
-    run = _Run(client, server, plan, on_progress, should_stop, ceiling_tok_s)
+    run = _Run(client, server, plan, on_progress, should_stop, ceiling_tok_s, exact_length)
     try:
         await run.warm()
         rows = await DRIVERS[plan.vary](run)
@@ -120,9 +121,11 @@ class _Run:
     """One experiment in progress: the client, the timings so far, the rows so far, and progress."""
 
     def __init__(self, client: httpx.AsyncClient, server: ServerInfo, plan: Plan, on_progress: ProgressCallback | None,
-                 should_stop: Callable[[], bool] | None = None, ceiling_tok_s: float | None = None) -> None:
+                 should_stop: Callable[[], bool] | None = None, ceiling_tok_s: float | None = None,
+                 exact_length: bool = True) -> None:
         self.client = client
         self.ceiling_tok_s = ceiling_tok_s
+        self.exact_length = exact_length
         self.server = server
         self.plan = plan
         self.on_progress = on_progress
@@ -143,7 +146,8 @@ class _Run:
         return await prompt_of(self.client, self.server.kind, self.server.model, tokens)
 
     def request(self, prompt: Prompt, max_tokens: int) -> StreamRequest:
-        return StreamRequest(self.server.kind, self.server.model, prompt.text, max_tokens, False, prompt.tokens, prompt.estimated)
+        return StreamRequest(self.server.kind, self.server.model, prompt.text, max_tokens, False, prompt.tokens, prompt.estimated,
+                             self.exact_length)
 
     def record(self, timings: Sequence[RequestTiming], what: str) -> list[RequestTiming]:
         """Keep the timings, those that came in bursts flagged (rows leave them out); the first failure ends

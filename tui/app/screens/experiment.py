@@ -134,8 +134,11 @@ class ExperimentScreen(Screen[None]):
     finding: reactive[str] = reactive("")
     """The one-line finding, once the experiment ended."""
 
-    def __init__(self, plan: Plan, settings: Settings, server_url: str, info: ServerInfo, save_runs: bool) -> None:
+    def __init__(self, plan: Plan, settings: Settings, server_url: str, info: ServerInfo, save_runs: bool,
+                 ceiling_tok_s: float | None = None) -> None:
         super().__init__()
+        self.ceiling_tok_s = ceiling_tok_s
+        """The server's decode ceiling: no stream decodes faster, so a request that seems to is flagged."""
         self.plan = plan
         self.settings = settings
         self.server_url = server_url
@@ -168,7 +171,9 @@ class ExperimentScreen(Screen[None]):
         started = datetime.now(UTC)
         async with make_client(self.server_url, self.settings.api_key, self.settings.timeout_s) as client:
             task = asyncio.create_task(run_experiment(client, self.info, self.plan,
-                                                      lambda p: self.post_message(ExperimentProgressed(p))))
+                                                      lambda p: self.post_message(ExperimentProgressed(p)),
+                                                      ceiling_tok_s=self.ceiling_tok_s,
+                                                      exact_length=self.settings.exact_length))
             while not task.done():
                 await asyncio.wait({task}, timeout=CANCEL_POLL_S)
                 if cancelled.is_set():
