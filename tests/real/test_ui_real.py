@@ -11,13 +11,12 @@ import shlex
 import shutil
 import subprocess
 import sys
-import time
 
 import psutil
 import pytest
 
 from tests.real.conftest import model_path
-from tests.terminal.test_tmux import HEIGHT, TTFT, WIDTH, tmux, wait_for
+from tests.terminal.test_tmux import TTFT, exit_line, run_sized, tmux, wait_for
 
 pytestmark = pytest.mark.real_engine
 
@@ -31,12 +30,8 @@ def test_send_on_llama_server_shows_the_figures_and_q_stops_ui_and_server(tmp_pa
     socket, exit_file = tmp_path / "tmux.sock", tmp_path / "exit"
     command = (f"XDG_CONFIG_HOME={shlex.quote(str(tmp_path))} {shlex.quote(sys.executable)} -m tui serve-llamacpp "
                f"--model {shlex.quote(str(model_path()))} --ui; echo EXIT=$? > {shlex.quote(str(exit_file))}")
-    # Sized first, then the command respawned into it (as tests/terminal does): never tmux's 80x24 default.
-    tmux(socket, "new-session", "-d", "-s", "ui", "-x", str(WIDTH), "-y", str(HEIGHT), "-c", str(tmp_path), "cat")
     try:
-        tmux(socket, "set-option", "-g", "window-size", "manual", ";",
-             "resize-window", "-t", "ui", "-x", str(WIDTH), "-y", str(HEIGHT))
-        tmux(socket, "respawn-pane", "-k", "-t", "ui", "-c", str(tmp_path), "sh", "-c", command)
+        run_sized(socket, tmp_path, command)
         header = wait_for(socket, lambda s: "· up" in s and "llamacpp" in s, "header saying llamacpp is up", 120)
         assert not TTFT.search(header), "a TTFT figure before anything was sent"
         screen = wait_for(socket, lambda s: SERVER_PROCESS.search(s), "the server process in the host pane", 60)
@@ -45,11 +40,7 @@ def test_send_on_llama_server_shows_the_figures_and_q_stops_ui_and_server(tmp_pa
         wait_for(socket, lambda s: TTFT.search(s) and SHARE_OF_CEILING.search(s),
                  "TTFT, and decode as a share of the CPU ceiling, after pressing s", 120)
         tmux(socket, "send-keys", "-t", "ui", "q")
-        deadline = time.monotonic() + 60
-        while not exit_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert exit_file.exists(), "phasetop did not exit within 60 s of q"
-        assert exit_file.read_text().strip() == "EXIT=0"
+        assert exit_line(exit_file, 60) == "EXIT=0"
         assert not psutil.pid_exists(pid), "quitting the UI stops the server"
     finally:
         subprocess.run(["tmux", "-S", str(socket), "kill-server"], capture_output=True)

@@ -7,12 +7,11 @@ per-request metrics on. It takes 20–70 s to start. Missing pieces fail, never 
 
 from __future__ import annotations
 
-import json
 import sys
 
 import pytest
 
-from tui.cli.main import main
+from tests.real.conftest import phasetop_json, quiet_environment  # noqa: F401  (the same clean environment)
 from tui.sources.vllm_server import INSTALL_HINT, VllmServerProcess, default_model, default_python
 
 CLIENT_TIMEOUT_S = "120"
@@ -35,19 +34,3 @@ def _progress(elapsed_s: float, last_line: str) -> None:
 def vllm():
     with start_vllm() as server:
         yield server
-
-
-@pytest.fixture(autouse=True)
-def quiet_environment(monkeypatch, tmp_path):
-    """No user config, .env or API key changes what phasetop does; saved runs stay in the test's dir."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
-    monkeypatch.setenv("PHASETOP_RUNS_DIR", str(tmp_path / "runs"))
-    monkeypatch.delenv("PHASETOP_API_KEY", raising=False)
-
-
-def phasetop_json(capsys, *argv: str) -> tuple[int, dict, str]:
-    """Run one subcommand in this process with --json: exit code, its JSON document, its stderr."""
-    code = main([*argv, "--json"])
-    out, err = capsys.readouterr()
-    return code, json.loads(out), err

@@ -10,12 +10,11 @@ import shlex
 import shutil
 import subprocess
 import sys
-import time
 
 import psutil
 import pytest
 
-from tests.terminal.test_tmux import HEIGHT, TTFT, WIDTH, tmux, wait_for
+from tests.terminal.test_tmux import TTFT, exit_line, run_sized, tmux, wait_for
 
 pytestmark = pytest.mark.real_vllm
 
@@ -27,11 +26,8 @@ def test_send_on_real_vllm_shows_the_figures_and_q_stops_the_ui_and_every_vllm_p
     command = (f"XDG_CONFIG_HOME={shlex.quote(str(tmp_path))} PHASETOP_RUNS_DIR={shlex.quote(str(tmp_path / 'runs'))} "
                f"{shlex.quote(sys.executable)} -m tui serve-vllm --renice --ui -- --enable-per-request-metrics; "
                f"echo EXIT=$? > {shlex.quote(str(exit_file))}")
-    tmux(socket, "new-session", "-d", "-s", "ui", "-x", str(WIDTH), "-y", str(HEIGHT), "-c", str(tmp_path), "cat")
     try:
-        tmux(socket, "set-option", "-g", "window-size", "manual", ";",
-             "resize-window", "-t", "ui", "-x", str(WIDTH), "-y", str(HEIGHT))
-        tmux(socket, "respawn-pane", "-k", "-t", "ui", "-c", str(tmp_path), "sh", "-c", command)
+        run_sized(socket, tmp_path, command)
         header = wait_for(socket, lambda s: "· up" in s and "openai" in s and "tiny" in s, "header saying vLLM is up", 240)
         assert not TTFT.search(header), "a TTFT figure before anything was sent"
         engine = _vllm_processes()
@@ -40,11 +36,7 @@ def test_send_on_real_vllm_shows_the_figures_and_q_stops_the_ui_and_every_vllm_p
         screen = wait_for(socket, lambda s: TTFT.search(s) and "tok/s" in s, "TTFT and a decode rate after pressing s", 120)
         assert "enable_prefix_caching=True" in screen  # vLLM's own cache_config_info, in the header
         tmux(socket, "send-keys", "-t", "ui", "q")
-        deadline = time.monotonic() + 90
-        while not exit_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert exit_file.exists(), "phasetop did not exit within 90 s of q"
-        assert exit_file.read_text().strip() == "EXIT=0"
+        assert exit_line(exit_file, 90) == "EXIT=0"
         assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in engine), \
             "quitting the UI stops every vLLM process"
     finally:

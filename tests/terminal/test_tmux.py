@@ -41,6 +41,13 @@ def wait_for(socket, condition, what: str, timeout_s: float) -> str:
     raise AssertionError(f"no {what} within {timeout_s:.0f} s; the pane shows:\n{screen}")
 
 
+def run_sized(socket, cwd, command: str) -> None:
+    """Run `command` (sh) in a detached pane sized WIDTH×HEIGHT before it starts: never tmux's 80x24 default."""
+    tmux(socket, "new-session", "-d", "-s", "ui", "-x", str(WIDTH), "-y", str(HEIGHT), "-c", str(cwd), "cat")
+    tmux(socket, "set-option", "-g", "window-size", "manual", ";", "resize-window", "-t", "ui", "-x", str(WIDTH), "-y", str(HEIGHT))
+    tmux(socket, "respawn-pane", "-k", "-t", "ui", "-c", str(cwd), "sh", "-c", command)
+
+
 def exit_line(exit_file, timeout_s: float) -> str:
     """What the pane's `echo EXIT=$? > file` wrote once the command ended."""
     deadline = time.monotonic() + timeout_s

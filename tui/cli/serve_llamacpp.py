@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 from tui.cli.common import add_json_option
-from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note
+from tui.cli.output import EXIT_USAGE, CliError, note
+from tui.cli.serving import serve_until_stopped
 from tui.sources.llamacpp_server import DEFAULT_CTX_SIZE, DEFAULT_PARALLEL, DEFAULT_THREADS, LlamaServerProcess
 from tui.sources.managed_server import ServerStartError
 
@@ -50,27 +47,6 @@ def run(args: argparse.Namespace) -> int:
                                           ctx_size=args.ctx_size, threads=args.threads, alias=args.alias)
     except ServerStartError as error:
         raise CliError(str(error)) from None
-    signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        if args.json:
-            emit_json({"url": server.url, "pid": server.pid, "model": args.model, "parallel": args.parallel,
-                       "ctx_size": args.ctx_size, "threads": args.threads})
-        else:
-            print(f"{READY_PREFIX}{server.url}", flush=True)
-        note(f"phasetop serve-llamacpp: pid {server.pid}, {args.parallel} slots sharing {args.ctx_size} tokens, "
-             f"{args.threads} thread(s); measure it with `phasetop --url {server.url}`; Ctrl-C stops")
-        if args.ui:
-            subprocess.run([sys.executable, "-m", "tui", "--url", server.url], check=False)
-            return EXIT_OK
-        while server.running:
-            time.sleep(0.5)
-        raise CliError(f"llama-server exited by itself (status {server.process.returncode}): {server.log_tail(1)}")
-    except KeyboardInterrupt:
-        return EXIT_OK
-    finally:
-        server.stop()
-
-
-def _interrupt(signum, frame) -> None:
-    """SIGTERM stops the server the same way Ctrl-C does."""
-    raise KeyboardInterrupt
+    described = {"model": args.model, "parallel": args.parallel, "ctx_size": args.ctx_size, "threads": args.threads}
+    detail = f", {args.parallel} slots sharing {args.ctx_size} tokens, {args.threads} thread(s)"
+    return serve_until_stopped(server, "serve-llamacpp", READY_PREFIX, described, detail, args.json, args.ui)

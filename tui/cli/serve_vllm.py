@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import signal
-import subprocess
-import sys
-import time
 
 from tui.cli.common import add_json_option
-from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note
+from tui.cli.output import EXIT_USAGE, CliError, note
+from tui.cli.serving import serve_until_stopped
 from tui.sources.managed_server import ServerStartError
 from tui.sources.vllm_server import DEFAULT_MAX_MODEL_LEN, VllmServerProcess, default_model, default_python
 
@@ -50,23 +47,8 @@ def run(args: argparse.Namespace) -> int:
                                          renice=args.renice, on_wait=_progress)
     except ServerStartError as error:
         raise CliError(str(error)) from None
-    signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        if args.json:
-            emit_json({"url": server.url, "pid": server.pid, "flags": flags, "reniced": args.renice})
-        else:
-            print(f"{READY_PREFIX}{server.url}", flush=True)
-        note(f"phasetop serve-vllm: pid {server.pid}; measure it with `phasetop --url {server.url}`; Ctrl-C stops")
-        if args.ui:
-            subprocess.run([sys.executable, "-m", "tui", "--url", server.url], check=False)
-            return EXIT_OK
-        while server.running:
-            time.sleep(0.5)
-        raise CliError(f"vLLM exited by itself (status {server.process.returncode}): {server.log_tail(1)}")
-    except KeyboardInterrupt:
-        return EXIT_OK
-    finally:
-        server.stop()
+    described = {"flags": flags, "reniced": args.renice}
+    return serve_until_stopped(server, "serve-vllm", READY_PREFIX, described, "", args.json, args.ui)
 
 
 def _progress(elapsed_s: float, last_line: str) -> None:
@@ -75,7 +57,3 @@ def _progress(elapsed_s: float, last_line: str) -> None:
         said = " ".join(last_line.split())[-100:]
         note(f"phasetop serve-vllm: {elapsed_s:.0f} s, waiting for /health … {said}")
 
-
-def _interrupt(signum, frame) -> None:
-    """SIGTERM stops the server the same way Ctrl-C does."""
-    raise KeyboardInterrupt
