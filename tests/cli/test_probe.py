@@ -216,3 +216,14 @@ def test_cached_tokens_come_from_the_servers_counters_when_usage_has_none(capsys
         code, out, _ = probe(capsys, "--url", sim.url, "--prompt", prompt, "--max-tokens", "4", "--repeat", "2", "--json", "--no-save")
         second = json.loads(out)["requests"][1]["server_split"]
         assert second["cached_tokens"] > 200 and not second["cached_from_metrics"]  # usage's own count wins
+
+
+def test_on_ollama_short_answers_are_said_since_it_cannot_ignore_eos(server, capsys):
+    server.script = Script(kind="ollama")  # 8 tokens, then done: as a model that stops
+    code, _, err = probe(capsys, "--url", server.url, "--max-tokens", "64", "--repeat", "2", "--json", "--no-save")
+    assert code == 0
+    assert "phasetop probe: 2 of 2 answers ended before 64 tokens (Ollama cannot be asked to ignore end-of-sequence)" in err
+    server.script = Script(kind="openai")
+    code, _, err = probe(capsys, "--url", server.url, "--max-tokens", "64", "--json", "--no-save")
+    assert code == 0 and "ended before" not in err  # asked for exactly 64 (ignore_eos): not Ollama's limit
+    assert server.log[-1].body["ignore_eos"] is True and server.log[-1].body["min_tokens"] == 64

@@ -69,6 +69,12 @@ def serve_sim():
 
     yield start
     for _url, thread, loops in started.values():
-        for task in asyncio.all_tasks(loops[0]):
-            loops[0].call_soon_threadsafe(task.cancel)
+        with contextlib.suppress(RuntimeError):  # its loop already ended and closed
+            loops[0].call_soon_threadsafe(_cancel_all, loops[0])
         thread.join(5)
+
+
+def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:
+    """On the simulator's own loop (tasks are not thread-safe to list from another thread): cancel them all."""
+    for task in asyncio.all_tasks(loop):
+        task.cancel()

@@ -17,6 +17,7 @@ from tui.cli.common import (
     base_url,
     check_url,
     guard_for,
+    note_short_answers,
     redacted,
     settings_from,
     stop_on_first_interrupt,
@@ -115,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(f"cannot write {args.save}: {error.strerror or error}", EXIT_FAILED) from None
     if error:
         raise CliError(error)
+    note_short_answers("bench", server.kind, requests, args.max_tokens)
     return EXIT_OK
 
 

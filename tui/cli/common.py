@@ -71,13 +71,18 @@ class Guard:
 
 
 async def guard_for(client, server, settings: Settings) -> Guard:
-    """Read both from the server (its /metrics counters; its identity on this host's devices), and say once
-    when answers may come back short: Ollama has no option to ignore end-of-sequence."""
-    if server.kind == "ollama" and settings.exact_length:
-        note("phasetop: Ollama cannot be asked to ignore end-of-sequence: an answer may stop before --max-tokens "
-             "(token counts are the server's own)")
+    """Read both from the server (its /metrics counters; its identity on this host's devices)."""
     ceiling = await server_decode_ceiling(client, server, settings.bandwidth_gbs)
     return Guard(await server_is_fresh(client), ceiling.decode_ceiling_tok_s)
+
+
+def note_short_answers(command: str, server_kind: str, timings, max_tokens: int) -> None:
+    """On Ollama, which offers no ignore_eos, say once when answers stopped before max_tokens: every figure
+    over "K tokens back" then has fewer (the other APIs are asked for exactly K)."""
+    short = [t for t in timings if t.ok and t.output_tokens is not None and t.output_tokens < max_tokens]
+    if server_kind == "ollama" and short:
+        note(f"phasetop {command}: {len(short)} of {len(timings)} answers ended before {max_tokens} tokens "
+             "(Ollama cannot be asked to ignore end-of-sequence)")
 
 
 def check_url(url: str) -> None:

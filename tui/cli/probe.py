@@ -6,7 +6,17 @@ import argparse
 import asyncio
 from datetime import UTC, datetime
 
-from tui.cli.common import Guard, add_json_option, add_server_options, base_url, check_url, guard_for, redacted, settings_from
+from tui.cli.common import (
+    Guard,
+    add_json_option,
+    add_server_options,
+    base_url,
+    check_url,
+    guard_for,
+    note_short_answers,
+    redacted,
+    settings_from,
+)
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note
 from tui.cli.runs_common import add_runs_options, save_run_from_cli
 from tui.config import Settings
@@ -72,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
         save_run_from_cli(args, settings, run_record)
     if failure:
         raise CliError(redacted(failure, key))
+    note_short_answers("probe", server.kind, requests, args.max_tokens)
     return EXIT_OK
 
 
