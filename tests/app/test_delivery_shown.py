@@ -5,7 +5,7 @@ from __future__ import annotations
 from tui.app.widgets.load_dial import DialState, describe
 from tui.app.widgets.timeline_pane import figures_line
 from tui.core.delivery import flag_bursts
-from tui.core.records import RequestTiming
+from tui.core.records import RequestTiming, ServerSplit
 from tui.sources.load import LoadProgress
 
 
@@ -29,3 +29,12 @@ def test_the_load_dial_counts_requests_left_out_as_delivery():
     text = describe(DialState(running=True, rate=2.0, concurrency=4, progress=progress, itl_p50_s=0.005, bursts=3))
     assert "3 timed delivery, not generation, left out" in text
     assert "left out" not in describe(DialState(running=True, rate=2.0, concurrency=4, progress=progress))
+
+
+def test_the_figures_line_splits_ttft_into_the_servers_parts_where_vllm_gives_them():
+    split = ServerSplit(prefill_s=0.0500, decode_s=0.315, output_tokens=64, queue_s=0.0031, prefill_includes_first_step=True)
+    with_parts = RequestTiming(ok=True, t_sent_unix=0.0, token_offsets_s=tuple(0.0600 + 0.005 * i for i in range(64)),
+                               prompt_tokens=200, output_tokens=64, server_split=split)
+    line = figures_line([with_parts], None)
+    assert "\nTTFT = network 6.9 + queue 3.1 + prefill and first step 50.0 ms (the server's clock)" in line
+    assert "network" not in figures_line([timing([0.06 + 0.005 * i for i in range(64)])], None)

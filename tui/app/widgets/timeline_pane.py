@@ -10,6 +10,7 @@ from textual_plotext import PlotextPlot
 
 from tui.app.widgets.text import set_text
 from tui.core.delivery import DELIVERY_NOT_GENERATION
+from tui.core.reconcile import reconcile
 from tui.core.records import RequestTiming
 from tui.core.stats import summarize
 from tui.core.timeline import Lane, lanes, refit
@@ -131,6 +132,10 @@ def figures_line(timings: list[RequestTiming], ceiling_tok_s: float | None) -> s
     p50 = f"{itl.p50 * 1e3:.1f} ms" if itl.p50 is not None else "–"
     p99 = f"{itl.p99 * 1e3:.1f} ms" if itl.p99 is not None else "–"
     line = f"TTFT {latest.ttft_s * 1e3:,.1f} ms   prefill {prefill}   decode {decode}{share}   ITL p50 {p50} p99 {p99}"
+    both = reconcile(latest)
+    if both is not None and both.network_s is not None:  # vLLM's own queue and TTFT: the parts of the client's
+        line += (f"\nTTFT = network {both.network_s * 1e3:,.1f} + queue {both.server_queue_s * 1e3:,.1f} "
+                 f"+ prefill and first step {both.server_prompt_s * 1e3:,.1f} ms (the server's clock)")
     if latest.burst:
         line += f"\n{DELIVERY_NOT_GENERATION}: {latest.burst}"
     return line
