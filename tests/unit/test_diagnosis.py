@@ -26,6 +26,14 @@ def test_long_prompt_without_prefix_hits_says_shorten_or_cache():
     assert "--enable-prefix-caching" in finding.action and "3,000" in finding.seen
 
 
+def test_with_prefix_caching_already_on_it_is_not_advised_again():
+    # Real vLLM's header said enable_prefix_caching=True while the advice said to enable it.
+    [finding] = diagnose(LiveFigures(ttft_s=0.9, prompt_tokens=3000, waiting=0, prefix_cache_hit_rate=0.0,
+                                     prefix_caching_on=True, engine="vllm"))
+    assert "--enable-prefix-caching" not in finding.action
+    assert "keep its start identical across requests (prefix caching is on)" in finding.action
+
+
 def test_long_prompt_with_prefix_hits_falls_to_batched_tokens():
     [finding] = diagnose(LiveFigures(ttft_s=0.9, prompt_tokens=3000, waiting=0, prefix_cache_hit_rate=0.8, engine="vllm"))
     assert finding.action == "raise --max-num-batched-tokens so more prefill lands in each step"

@@ -32,6 +32,8 @@ class LiveFigures:
     waiting: float | None = None
     kv_cache_usage: float | None = None
     prefix_cache_hit_rate: float | None = None
+    prefix_caching_on: bool | None = None
+    """The server says its prefix cache is on (vLLM's cache_config_info); None when it does not say."""
     kv_bytes_per_token: float | None = None
     engine: str | None = None
     """Who serves: "vllm", "sglang", "llamacpp", "ollama" (the /metrics engine, else the API kind;
@@ -169,7 +171,9 @@ def diagnose(f: LiveFigures) -> list[Finding]:
             findings.append(Finding(
                 "prefill",
                 f"TTFT {f.ttft_s:.2f} s on a {f.prompt_tokens:,}-token prompt with no prefix-cache hits",
-                f"shorten the prompt or {k.prefix_cache}; raising {k.prefill_batch} fits more prefill per step",
+                f"shorten the prompt or "
+                f"{'keep its start identical across requests (prefix caching is on)' if f.prefix_caching_on else k.prefix_cache}"
+                f"; raising {k.prefill_batch} fits more prefill per step",
             ))
         else:
             findings.append(Finding(

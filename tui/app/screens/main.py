@@ -286,6 +286,7 @@ class MainScreen(FeedsMixin, LabMixin):
             waiting=snapshot.waiting if snapshot else None,
             kv_cache_usage=snapshot.kv_cache_usage if snapshot else None,
             prefix_cache_hit_rate=snapshot.prefix_cache_hit_rate if snapshot else None,
+            prefix_caching_on=_said_on(snapshot.engine_config.get("enable_prefix_caching")) if snapshot else None,
             kv_bytes_per_token=kv_per_token,
             engine=(snapshot.engine if snapshot else None) or self.api,
             on_cpu=bool(self._served and self._served.cpu_row),
@@ -308,6 +309,11 @@ class MainScreen(FeedsMixin, LabMixin):
     def _set_down(self, down: bool) -> None:
         for pane in self.query(".pane"):
             pane.set_class(down, "-down")
+
+
+def _said_on(value: str | None) -> bool | None:
+    """A config label's boolean ("True"/"False", as vLLM writes them); None when absent or anything else."""
+    return {"true": True, "false": False}.get((value or "").lower())
 
 
 def _config_line(config: dict[str, str]) -> str | None:
