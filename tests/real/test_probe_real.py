@@ -67,12 +67,13 @@ def test_ttft_grows_with_the_prompt_while_decode_holds(llama, capsys):
     # The server's own decode rate: free of the client's scheduling on a busy machine.
     decode = [(_server_decode(s), _server_decode(lg)) for s, lg in zip(short, long)]
     assert abs(median(lg / s for s, lg in decode) - 1) < 0.25, decode
-    # Prefill is batched matrix work, decode one token a step: the server reads prompts far faster.
+    # Prefill is batched matrix work, decode one token a step: the server reads prompts far faster. On one
+    # CPU thread the gap is narrower than on a GPU: 167–195 against 25–37 tok/s on the machines measured.
     for r in long:
         split = r["server_split"]
         prefill_rate = split["prompt_tokens"] / split["prefill_s"]
         decode_rate = split["output_tokens"] / split["decode_s"]
-        assert prefill_rate > 5 * decode_rate, (prefill_rate, decode_rate)
+        assert prefill_rate > 3 * decode_rate, (prefill_rate, decode_rate)
     # Client TTFT holds the server's prompt time plus the network, the queue and the first token.
     for r in short + long:
         reconciled = r["reconcile"]
