@@ -114,3 +114,12 @@ def test_requests_timed_in_bursts_stay_out_of_the_compare():
     assert figure(comparison, "ttft_s", "p50")["before"] == pytest.approx(0.100)  # not the clumped 0.9 s
     assert figure(comparison, "itl_s", "p50")["before"] == pytest.approx(0.010)
     assert comparison["bursts_excluded"] == {"before": 1, "after": 0}
+
+
+def test_a_flag_only_the_command_line_shows_is_named_from_it():
+    # Real vLLM publishes no scheduler setting in /metrics; a local server's argv does.
+    before = run(srv={**server(), "command_flags": {"max_num_batched_tokens": "2048", "enforce_eager": "True"}})
+    after = run(srv={**server(start=200.0), "command_flags": {"max_num_batched_tokens": "512", "enforce_eager": "True"}})
+    assert compare_runs(before, after)["config_diff"] == [
+        {"key": "max_num_batched_tokens", "before": "2048", "after": "512", "source": "command_line"},
+    ]

@@ -123,7 +123,8 @@ def result_figure_rows(a: dict, b: dict, names: tuple[tuple[str, str, str], ...]
 
 
 def config_diff(server_a: dict, server_b: dict) -> list[dict]:
-    """What changed in the server: model, context length, version, engine config and simulator flags.
+    """What changed in the server: model, context length, version, engine config, simulator flags and, for a
+    server on this host, its command line's flags (vLLM's scheduler settings are in no metric).
 
     A key that changed the same way in two sources (the simulator's flags and vLLM's cache config
     both carry `enable_prefix_caching`) is listed once.
@@ -136,6 +137,7 @@ def config_diff(server_a: dict, server_b: dict) -> list[dict]:
         ("server", identity_a, identity_b),
         ("simulator_flags", server_a.get("simulator_flags") or {}, server_b.get("simulator_flags") or {}),
         ("engine_config", server_a.get("engine_config") or {}, server_b.get("engine_config") or {}),
+        ("command_line", server_a.get("command_flags") or {}, server_b.get("command_flags") or {}),
     ):
         for row in _diff(x, y, source):
             if (row["key"], row["before"], row["after"]) not in seen:

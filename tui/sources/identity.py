@@ -10,10 +10,13 @@ from __future__ import annotations
 import time
 
 import httpx
+import psutil
 
+from tui.core.command_flags import command_flags
 from tui.core.metric_names import read_scrape
 from tui.core.telemetry import ServerReading
 from tui.sources.detect import ServerInfo
+from tui.sources.host import find_listening_process, local_port
 
 IDENTITY_TIMEOUT_S = 5.0
 """Each identity GET waits at most this long: a slow /metrics must not hold up a finished run."""
@@ -32,7 +35,21 @@ async def server_identity(client: httpx.AsyncClient, info: ServerInfo) -> dict:
         "engine_config": engine_config,
         "process_start_time": process_start,
         "simulator_flags": simulator,
+        "command_flags": local_command_flags(info.url),
     }
+
+
+def local_command_flags(url: str) -> dict[str, str] | None:
+    """The flags on the command line of the process serving `url` on this host (no credentials: see
+    `tui.core.command_flags`); None for a remote server or one whose process cannot be seen."""
+    port = local_port(url)
+    if port is None:
+        return None
+    process, _why = find_listening_process(port)
+    try:
+        return command_flags(process.cmdline()) if process is not None else None
+    except psutil.Error:
+        return None
 
 
 async def simulator_flags(client: httpx.AsyncClient) -> dict[str, str] | None:
