@@ -92,4 +92,5 @@ async def test_a_restart_with_new_flags_is_seen_by_metrics_the_ui_and_compare(ca
     assert comparison["restarted"] is True
     diff = {row["key"]: (row["before"], row["after"]) for row in comparison["config_diff"]}
     assert diff["enable_prefix_caching"] == ("True", "False"), diff
+    assert diff["max_num_batched_tokens"][1] == "512", diff  # from the server's command line: in no metric
     assert before["requests"][0]["prompt_tokens"] == after["requests"][0]["prompt_tokens"] == 200

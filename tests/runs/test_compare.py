@@ -118,8 +118,11 @@ def test_requests_timed_in_bursts_stay_out_of_the_compare():
 
 def test_a_flag_only_the_command_line_shows_is_named_from_it():
     # Real vLLM publishes no scheduler setting in /metrics; a local server's argv does.
-    before = run(srv={**server(), "command_flags": {"max_num_batched_tokens": "2048", "enforce_eager": "True"}})
-    after = run(srv={**server(start=200.0), "command_flags": {"max_num_batched_tokens": "512", "enforce_eager": "True"}})
-    assert compare_runs(before, after)["config_diff"] == [
+    before = run(srv={**server(config={"enable_prefix_caching": "True"}),
+                      "command_flags": {"max_num_batched_tokens": "2048", "enforce_eager": "True"}})
+    after = run(srv={**server(config={"enable_prefix_caching": "False"}, start=200.0),
+                     "command_flags": {"max_num_batched_tokens": "512", "enforce_eager": "True", "enable_prefix_caching": "False"}})
+    assert compare_runs(before, after)["config_diff"] == [  # the server's own word on prefix caching, once
+        {"key": "enable_prefix_caching", "before": "True", "after": "False", "source": "engine_config"},
         {"key": "max_num_batched_tokens", "before": "2048", "after": "512", "source": "command_line"},
     ]

@@ -140,9 +140,12 @@ def config_diff(server_a: dict, server_b: dict) -> list[dict]:
         ("command_line", server_a.get("command_flags") or {}, server_b.get("command_flags") or {}),
     ):
         for row in _diff(x, y, source):
-            if (row["key"], row["before"], row["after"]) not in seen:
-                seen.add((row["key"], row["before"], row["after"]))
-                rows.append(row)
+            if (row["key"], row["before"], row["after"]) in seen:
+                continue
+            if source == "command_line" and any(key == row["key"] for key, _, _ in seen):
+                continue  # what was typed, where the server's own word on the value is already listed
+            seen.add((row["key"], row["before"], row["after"]))
+            rows.append(row)
     return rows
 
 
