@@ -37,7 +37,7 @@ def trusted(document: dict) -> list[dict]:
 def test_prompts_are_exactly_n_tokens_and_ttft_grows_with_them_while_decode_stays(capsys, vllm):
     probe(capsys, vllm, 16, 1)  # the fresh server's first request pays warm-up: off the record
     # Short and long in turn, so whatever else loads the machine meanwhile weighs on both alike.
-    rounds = [(probe(capsys, vllm, 200, 1), probe(capsys, vllm, 2000, 1)) for _ in range(4)]
+    rounds = [(probe(capsys, vllm, 200, 1), probe(capsys, vllm, 2000, 1)) for _ in range(5)]
     for pair in rounds:
         for document, n in zip(pair, (200, 2000)):
             [request] = document["requests"]
@@ -50,9 +50,10 @@ def test_prompts_are_exactly_n_tokens_and_ttft_grows_with_them_while_decode_stay
     ttft_short = statistics.median(r["ttft_s"] for r in short_ok)
     ttft_long = statistics.median(r["ttft_s"] for r in long_ok)
     assert ttft_long >= 2 * ttft_short, (ttft_short, ttft_long)
-    decode_short = statistics.median(r["decode_tok_s"] for r in short_ok)
-    decode_long = statistics.median(r["decode_tok_s"] for r in long_ok)
-    assert abs(decode_long / decode_short - 1) < 0.25, (decode_short, decode_long)
+    # Decode by the server's own clock (free of the client's scheduling), as the median of each round's
+    # long ÷ short, so a spell of load elsewhere lands on both sides of a ratio.
+    ratios = [_server_decode(lg) / _server_decode(sh) for sh, lg in ((p[0]["requests"][0], p[1]["requests"][0]) for p in rounds)]
+    assert abs(statistics.median(ratios) - 1) < 0.25, ratios
 
 
 def test_client_and_server_decode_agree_and_ttft_splits_into_the_servers_parts(capsys, vllm):
@@ -136,6 +137,10 @@ def test_every_sweep_runs_to_the_end_with_default_values_on_a_4096_token_server(
         assert code == 0, (vary, err)
         assert document["rows"] and document["finding"], vary
     assert DEFAULT_MAX_MODEL_LEN == 4096
+
+
+def _server_decode(request: dict) -> float:
+    return request["reconcile"]["server_decode_tok_s"]
 
 
 def _ttft_histogram(url: str) -> tuple[float, float]:
