@@ -118,10 +118,11 @@ async def _probe(settings: Settings, args: argparse.Namespace) -> tuple[ServerIn
                 except SourceError as error:
                     return server, guard, timings, f"request {index + 1} of {args.repeat}: {error}"
                 _note_inexact_length(request, args, index)
-                before = await counters.reading() if counters else None
+                if counters:
+                    await counters.before_request()
                 timing = await measure(client, request, connect_s)
-            if before is not None:
-                timing = with_cached_from_metrics(timing, await counters.cached_since(before))
+            if counters:
+                timing = with_cached_from_metrics(timing, await counters.cached_by_last_request())
             timings.append(timing)
             if not timing.ok:
                 return server, guard, timings, f"request {index + 1} of {args.repeat} failed: {timing.error}"
@@ -129,23 +130,29 @@ async def _probe(settings: Settings, args: argparse.Namespace) -> tuple[ServerIn
 
 
 class CacheCounters:
-    """The server's cache-hit counters read around one request: its cached prompt tokens where the reply has
+    """The server's cache-hit counters read around each request: its cached prompt tokens where the reply has
     no count of its own (vLLM without --enable-prompt-tokens-details). Requests run one at a time, so the
-    growth is this request's; a server with no /metrics gives None."""
+    growth is that request's, and the reading after one is the reading before the next (one scrape a
+    request); a server with no /metrics gives None."""
 
     def __init__(self, client) -> None:
         self._scraper = MetricsScraper(client)
+        self._last = None
 
-    async def reading(self):
+    async def before_request(self) -> None:
+        if self._last is None:
+            self._last = await self._reading()
+
+    async def cached_by_last_request(self) -> int | None:
+        before, self._last = self._last, await self._reading()
+        return cached_prompt_tokens(before, self._last) if before is not None and self._last is not None else None
+
+    async def _reading(self):
         try:
             await self._scraper.read()
         except SourceError:
             return None
         return self._scraper.last_reading
-
-    async def cached_since(self, before) -> int | None:
-        after = await self.reading()
-        return cached_prompt_tokens(before, after) if after is not None else None
 
 
 async def _identity(settings: Settings, server: ServerInfo) -> dict:
