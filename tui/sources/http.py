@@ -1,4 +1,7 @@
-"""The one place an httpx client is made: base URL, bearer key, timeouts, and a pool that survives stale connections."""
+"""The one place a server's client is made: base URL, bearer key, timeouts, and pools that survive stale connections.
+
+httpx for the JSON calls; token streams go over the aiohttp session it carries (token_wire.py).
+"""
 
 from __future__ import annotations
 
@@ -6,10 +9,48 @@ import httpx
 from pydantic import SecretStr
 
 from tui import __version__
+from tui.sources.token_wire import TokenSession
 
 STALE_CONNECTION_ERRORS = (httpx.RemoteProtocolError, httpx.ReadError)
 """How a request written into a connection the server had already closed fails: the server's FIN
 ("Server disconnected without sending a response") or its reset, before any response."""
+
+
+class ServerClient(httpx.AsyncClient):
+    """An httpx client for one server that also carries the aiohttp session its token streams use.
+
+    The session is made on first use, inside the event loop that streams (aiohttp binds to it), and
+    closed with the client.
+    """
+
+    def __init__(self, base_url: str, headers: dict[str, str], timeout_s: float, max_connections: int) -> None:
+        super().__init__(
+            base_url=base_url,
+            headers=headers,
+            timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)),
+            transport=ResendOnStaleConnection(max_connections),
+        )
+        self._session_args = (base_url, headers, timeout_s, max_connections)
+        self._tokens: TokenSession | None = None
+
+    def tokens(self) -> TokenSession:
+        if self._tokens is None:
+            self._tokens = TokenSession(*self._session_args)
+        return self._tokens
+
+    async def aclose(self) -> None:
+        await self._close_tokens()
+        await super().aclose()
+
+    async def __aexit__(self, *exc_info) -> None:
+        # httpx's __aexit__ closes its transport without calling aclose().
+        await self._close_tokens()
+        await super().__aexit__(*exc_info)
+
+    async def _close_tokens(self) -> None:
+        if self._tokens is not None:
+            await self._tokens.aclose()
+            self._tokens = None
 
 
 def make_client(
@@ -17,19 +58,17 @@ def make_client(
     api_key: SecretStr | None = None,
     timeout_s: float = 30.0,
     max_connections: int = 256,
-) -> httpx.AsyncClient:
-    """An AsyncClient for one server. The key goes into a header and nowhere else.
+) -> ServerClient:
+    """A client for one server. The key goes into a header and nowhere else.
 
     It connects directly: HTTP(S)_PROXY in the environment is not used (a proxy would sit inside every
-    TTFT; an explicit transport is also what turns httpx's environment proxies off).
+    TTFT; an explicit transport is also what turns httpx's environment proxies off, and aiohttp reads
+    them only when asked).
     """
     headers = {"User-Agent": f"phasetop/{__version__}"}
     if api_key is not None and api_key.get_secret_value():
         headers["Authorization"] = f"Bearer {api_key.get_secret_value()}"
-    timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0))
-    return httpx.AsyncClient(
-        base_url=base_url.rstrip("/"), headers=headers, timeout=timeout, transport=ResendOnStaleConnection(max_connections)
-    )
+    return ServerClient(base_url.rstrip("/"), headers, timeout_s, max_connections)
 
 
 class ResendOnStaleConnection(httpx.AsyncBaseTransport):
@@ -40,8 +79,7 @@ class ResendOnStaleConnection(httpx.AsyncBaseTransport):
     before the close arrives fails without a response: the server never read it. Only that case is
     sent again, once, on a connection of its own (another pooled one may be just as stale). A
     failure on a new connection, or anything after the response head arrived (a server dying
-    mid-answer), is never resent. The caller's `trace` sees the resend too, so a wire clock
-    restarts when its body goes out and times its connect.
+    mid-answer), is never resent. token_wire.TokenSession does the same for token streams.
 
     Env proxies are not read (an explicit transport turns them off in httpx): phasetop talks to the
     server directly, so timings are the server's.

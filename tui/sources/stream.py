@@ -2,7 +2,7 @@
 
 Two layers: `stream()` yields each content chunk as it arrives, then the finished
 `RequestTiming`; `measure()` keeps only the timing. The clock starts when the request body was on
-the wire (httpx's `trace` extension), so connection set-up and write queueing stay out of TTFT.
+the wire (aiohttp's request trace, token_wire.py), so connection set-up and write queueing stay out of TTFT.
 """
 
 from __future__ import annotations
@@ -14,12 +14,15 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from time import perf_counter_ns
 
-import httpx
+import aiohttp
+import orjson
 
 from tui.core.records import RequestTiming, ServerSplit
 from tui.core.sse import SSE_DONE, LineSplitter, one_line, sse_field
 from tui.sources.chunks import Tally, read_llamacpp, read_ollama, read_openai
-from tui.sources.errors import ProtocolError, SourceError, from_httpx, rejected
+from tui.sources.errors import ProtocolError, SourceError, rejected
+from tui.sources.http import ServerClient
+from tui.sources.token_wire import WireClock, from_aiohttp
 
 ApiName = str
 """One of "openai", "ollama", "llamacpp"."""
@@ -99,66 +102,29 @@ def route_for(request: StreamRequest) -> _Route:
     return _Route("/v1/completions", body | {"prompt": request.prompt}, True, read_openai)
 
 
-class _WireClock:
-    """The `trace` callback: stamps when the body goes on the wire, and times any connection made for it.
-
-    A request resent on a new connection (`http.ResendOnStaleConnection`) stamps both again: its clock restarts.
-    """
-
-    __slots__ = ("sent_ns", "sent_unix", "connect_started_ns", "connect_done_ns")
-
-    def __init__(self) -> None:
-        self.sent_ns: int | None = None
-        self.sent_unix: float | None = None
-        self.connect_started_ns: int | None = None
-        self.connect_done_ns: int | None = None
-
-    async def __call__(self, event: str, info: dict) -> None:
-        # `.started`, not `.complete`: nothing yields to the event loop between this callback and the
-        # body's transport.write, while anyio yields once after the write, so under concurrency a
-        # `.complete` stamp lands late by however long other streams hold the loop.
-        if event == "http11.send_request_body.started" or event == "http2.send_request_body.started":
-            self.sent_ns = perf_counter_ns()
-            self.sent_unix = time.time()
-        elif event == "connection.connect_tcp.started":
-            self.connect_started_ns = perf_counter_ns()
-        elif event in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
-            self.connect_done_ns = perf_counter_ns()
-
-    @property
-    def connect_s(self) -> float | None:
-        if self.connect_started_ns is None or self.connect_done_ns is None:
-            return None
-        return (self.connect_done_ns - self.connect_started_ns) / 1e9
-
-
-async def warm_up(client: httpx.AsyncClient, path: str, connections: int = 1) -> float | None:
-    """Open `connections` pooled connections with cheap GETs; the connect time of one, in seconds.
+async def warm_up(client: ServerClient, path: str, connections: int = 1) -> float | None:
+    """Open `connections` pooled stream connections with cheap GETs; the connect time of one, in seconds.
 
     Done before timing, so the timed request reuses a live connection.
     """
-    clocks = [_WireClock() for _ in range(connections)]
-
-    async def one(clock: _WireClock) -> None:
-        response = await client.get(path, extensions={"trace": clock})
-        await response.aclose()
-
+    clocks = [WireClock() for _ in range(connections)]
+    tokens = client.tokens()
     try:
-        await asyncio.gather(*(one(c) for c in clocks))
-    except httpx.HTTPError as error:
-        raise from_httpx(error, str(client.base_url)) from None
+        await asyncio.gather(*(tokens.get(path, clock) for clock in clocks))
+    except (aiohttp.ClientError, TimeoutError) as error:
+        raise from_aiohttp(error, tokens.base_url + path, answered=False) from None
     times = [c.connect_s for c in clocks if c.connect_s is not None]
     return max(times) if times else None
 
 
-async def stream(client: httpx.AsyncClient, request: StreamRequest, connect_s: float | None = None) -> AsyncIterator[StreamEvent]:
+async def stream(client: ServerClient, request: StreamRequest, connect_s: float | None = None) -> AsyncIterator[StreamEvent]:
     """Send `request`; yield each content chunk as it arrives, then one `RequestFinished`.
 
     A failure ends the stream with `RequestFinished(ok=False)` holding every offset that arrived.
     `connect_s` is the warm-up's connect time, used when this request opened no connection itself.
     """
     route = route_for(request)
-    clock = _WireClock()
+    clock = WireClock()
     tally = Tally()
     offsets: list[float] = []
     texts: list[str] = []
@@ -166,16 +132,19 @@ async def stream(client: httpx.AsyncClient, request: StreamRequest, connect_s: f
     start_ns = perf_counter_ns()
     start_unix = time.time()
     error: str | None = None
-    url = str(client.base_url).rstrip("/") + route.path
+    tokens = client.tokens()
+    url = tokens.base_url + route.path
+    answered = False
     try:
-        async with client.stream("POST", route.path, json=route.body, extensions={"trace": clock}) as response:
+        async with await tokens.post(route.path, orjson.dumps(route.body), clock) as response:
+            answered = True
             sent_ns = clock.sent_ns or start_ns
-            if response.status_code >= 400:
-                raise rejected(response.status_code, url, _error_message(await response.aread()))
-            _check_framing(response, route.sse, url)
+            if response.status >= 400:
+                raise rejected(response.status, url, _error_message(await response.read()))
+            _check_framing(response.headers.get("content-type", ""), route.sse, url)
             splitter = LineSplitter()
             payloads_of = _sse_payloads if route.sse else _ndjson_payloads
-            async for data in response.aiter_raw():
+            async for data in response.content.iter_any():
                 # perf_counter_ns right after the read: nothing slower between read and stamp.
                 offset_s = (perf_counter_ns() - sent_ns) / 1e9
                 for text, events in _texts(payloads_of(splitter.feed(data), tally), route, tally, url):
@@ -193,8 +162,8 @@ async def stream(client: httpx.AsyncClient, request: StreamRequest, connect_s: f
                 raise ProtocolError(f"{url}: the stream ended before the answer was complete")
     except SourceError as failure:
         error = str(failure)
-    except httpx.HTTPError as failure:
-        error = str(from_httpx(failure, url))
+    except (aiohttp.ClientError, TimeoutError) as failure:
+        error = str(from_aiohttp(failure, url, answered))
     sent_unix = clock.sent_unix or start_unix
     yield RequestFinished(_timing(request, tally, offsets, texts, positions, sent_unix, clock.connect_s or connect_s, error))
 
@@ -214,7 +183,7 @@ def _texts(payloads: list[bytes], route: _Route, tally: Tally, url: str) -> list
     return texts
 
 
-async def measure(client: httpx.AsyncClient, request: StreamRequest, connect_s: float | None = None) -> RequestTiming:
+async def measure(client: ServerClient, request: StreamRequest, connect_s: float | None = None) -> RequestTiming:
     """Send `request` and return its timing (ok=False with what arrived, on failure)."""
     async for event in stream(client, request, connect_s):
         if isinstance(event, RequestFinished):
@@ -245,7 +214,7 @@ def _ndjson_payloads(lines: list[bytes], tally: Tally) -> list[bytes]:
 
 def _parse(payload: bytes | str, url: str) -> dict:
     try:
-        chunk = json.loads(payload)
+        chunk = orjson.loads(payload)
     except ValueError:
         raise ProtocolError(f"{url}: malformed chunk, not JSON: {one_line(_text(payload), 80)!r}") from None
     if not isinstance(chunk, dict):
@@ -253,8 +222,8 @@ def _parse(payload: bytes | str, url: str) -> dict:
     return chunk
 
 
-def _check_framing(response: httpx.Response, sse: bool, url: str) -> None:
-    content_type = response.headers.get("content-type", "").lower()
+def _check_framing(content_type: str, sse: bool, url: str) -> None:
+    content_type = content_type.lower()
     if sse and "event-stream" not in content_type:
         raise ProtocolError(f"{url}: expected an SSE stream, got {content_type or 'no content type'}")
     if not sse and "json" not in content_type:

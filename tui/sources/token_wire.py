@@ -1,0 +1,153 @@
+"""The token hot path: streamed generation requests over aiohttp, clocked on the wire.
+
+Why not httpx here (figures in README.md, "Client timing fidelity"): at 128 streams httpcore's pool
+spends most of the run in `_assign_requests_to_connections`, quadratic in its idle connections
+(encode/httpcore#1035), and blocks the loop while tokens wait to be stamped; sharding the pool leaves
+h11's per-chunk cost. aiohttp parses HTTP in C and costs about a quarter of the CPU per token.
+Everything that is not a token stream (JSON calls, /metrics, /tokenize) stays on httpx.
+
+A request the server never read, written into a pooled keep-alive connection it had already closed
+(llama-server closes each one after a streamed answer while announcing keep-alive), fails before any
+response; only that case is sent again, once, on a connection of its own. A failure on a new
+connection, or anything after the response head arrived (a server dying mid-answer), is never resent.
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import time
+from collections.abc import Mapping
+from time import perf_counter_ns
+from types import SimpleNamespace
+
+import aiohttp
+
+from tui.sources.errors import ProtocolError, ServerTimeout, ServerUnavailable, SourceError
+
+STALE_CONNECTION_ERRORS = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)
+"""How a request written into a connection the server had already closed fails: its FIN or its reset,
+before any response. ClientConnectorError is a ClientOSError too: that one opened a connection, so the
+`opened` check keeps it from being resent."""
+
+
+class WireClock:
+    """Per request (aiohttp's `trace_request_ctx`): when the body went on the wire, and any connection made for it.
+
+    A resend stamps both again: its clock restarts.
+    """
+
+    __slots__ = ("sent_ns", "sent_unix", "connect_started_ns", "connect_done_ns", "opened")
+
+    def __init__(self) -> None:
+        self.sent_ns: int | None = None
+        self.sent_unix: float | None = None
+        self.connect_started_ns: int | None = None
+        self.connect_done_ns: int | None = None
+        self.opened = False
+
+    @property
+    def connect_s(self) -> float | None:
+        if self.connect_started_ns is None or self.connect_done_ns is None:
+            return None
+        return (self.connect_done_ns - self.connect_started_ns) / 1e9
+
+
+async def _body_going_out(session, context: SimpleNamespace, params) -> None:
+    # Called just before the body's transport.write, with no yield to the loop in between.
+    clock = context.trace_request_ctx
+    clock.sent_ns = perf_counter_ns()
+    clock.sent_unix = time.time()
+
+
+async def _connect_started(session, context: SimpleNamespace, params) -> None:
+    context.trace_request_ctx.connect_started_ns = perf_counter_ns()
+    context.trace_request_ctx.opened = True
+
+
+async def _connect_done(session, context: SimpleNamespace, params) -> None:
+    context.trace_request_ctx.connect_done_ns = perf_counter_ns()
+
+
+def _wire_trace() -> aiohttp.TraceConfig:
+    trace = aiohttp.TraceConfig()
+    trace.on_request_chunk_sent.append(_body_going_out)
+    trace.on_connection_create_start.append(_connect_started)
+    trace.on_connection_create_end.append(_connect_done)
+    return trace
+
+
+class TokenSession:
+    """aiohttp sessions for one server: a keep-alive pool, and a no-reuse one for a resend. Made inside the
+    event loop that uses it (aiohttp binds to it)."""
+
+    def __init__(self, base_url: str, headers: Mapping[str, str], timeout_s: float, max_connections: int) -> None:
+        self.base_url = base_url
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=min(timeout_s, 10.0), sock_read=timeout_s)
+        common = {"headers": dict(headers), "timeout": timeout, "trace_configs": [_wire_trace()],
+                  "auto_decompress": False, "skip_auto_headers": ("Accept-Encoding",)}
+        # trust_env stays False: HTTP(S)_PROXY is not used, a proxy would sit inside every TTFT.
+        self._pooled = aiohttp.ClientSession(connector=_connector(max_connections), **common)
+        self._fresh = aiohttp.ClientSession(connector=_connector(max_connections, force_close=True), **common)
+
+    async def post(self, path: str, body: bytes, clock: WireClock) -> aiohttp.ClientResponse:
+        """The response (head read, body not yet), resent once if a stale pooled connection swallowed it."""
+        url = self.base_url + path
+        headers = {"Content-Type": "application/json"}
+        try:
+            return await self._pooled.post(url, data=body, headers=headers, trace_request_ctx=clock)
+        except STALE_CONNECTION_ERRORS:
+            if clock.opened:
+                raise
+        return await self._fresh.post(url, data=body, headers=headers, trace_request_ctx=clock)
+
+    async def get(self, path: str, clock: WireClock) -> None:
+        """A cheap GET whose answer is read and dropped (warming a connection); an error status is fine."""
+        async with self._pooled.get(self.base_url + path, trace_request_ctx=clock) as response:
+            await response.read()
+
+    async def aclose(self) -> None:
+        await self._pooled.close()
+        await self._fresh.close()
+
+
+def _connector(limit: int, force_close: bool = False) -> aiohttp.TCPConnector:
+    # limit_per_host=0: the one host gets the whole limit.
+    return aiohttp.TCPConnector(limit=limit, limit_per_host=0, force_close=force_close)
+
+
+def from_aiohttp(error: Exception, url: str, answered: bool) -> SourceError:
+    """Translate an aiohttp failure into a SourceError worded like its httpx twin; `answered`: the response
+    head had arrived (a failure then is the server dying mid-answer)."""
+    if isinstance(error, aiohttp.InvalidURL | aiohttp.NonHttpUrlClientError):
+        return ServerUnavailable(f"bad URL {url!r}: {error}")
+    if isinstance(error, aiohttp.ConnectionTimeoutError):
+        return ServerUnavailable(f"cannot connect to {url}: timed out")
+    if isinstance(error, aiohttp.ClientConnectorError):
+        return ServerUnavailable(f"cannot connect to {url}: {_connect_reason(error)}")
+    if isinstance(error, TimeoutError):  # SocketTimeoutError is one: silence past sock_read
+        return ServerTimeout(f"{url}: no answer within the timeout")
+    if isinstance(error, aiohttp.ClientPayloadError | aiohttp.ServerDisconnectedError | aiohttp.ClientOSError):
+        if answered:
+            return ProtocolError(f"{url}: connection closed mid-answer ({_reason(error)})")
+        return ProtocolError(f"{url}: the server closed the connection without sending a response")
+    if isinstance(error, aiohttp.ClientResponseError):
+        return ProtocolError(f"{url}: not an HTTP answer ({error.message})")
+    return SourceError(f"{url}: {type(error).__name__}: {_reason(error)}")
+
+
+def _connect_reason(error: aiohttp.ClientConnectorError) -> str:
+    os_error = error.os_error
+    if isinstance(error, aiohttp.ClientConnectorSSLError | aiohttp.ClientConnectorCertificateError) or isinstance(
+        os_error, ssl.SSLError
+    ):
+        return f"TLS error: {getattr(os_error, 'reason', None) or os_error}"
+    if isinstance(os_error, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(error, aiohttp.ClientConnectorDNSError) or isinstance(os_error, socket.gaierror):
+        return "DNS lookup failed"
+    return os_error.strerror or str(os_error)
+
+
+def _reason(error: Exception) -> str:
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
