@@ -25,6 +25,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[bench]'
 	$(BIN)/python bench/fidelity.py
 
 bench-ui: $(STAMP)

@@ -23,11 +23,12 @@ def test_splitter_keeps_a_partial_line_for_the_next_read():
 @pytest.mark.parametrize(
     ("line", "field"),
     [
-        (b"data: {}", ("data", "{}")),
-        (b"data:{}", ("data", "{}")),
+        (b"data: {}", (b"data", b"{}")),
+        (b"data:{}", (b"data", b"{}")),
         (b': keep-alive', None),
         (b"", None),
-        (b'error: {"code":500}', ("error", '{"code":500}')),
+        (b"retry", (b"retry", b"")),
+        (b'error: {"code":500}', (b"error", b'{"code":500}')),
     ],
 )
 def test_sse_field(line, field):

@@ -35,6 +35,7 @@ from tui.sources.errors import SourceError
 from tui.sources.http import make_client
 from tui.sources.identity import server_identity
 from tui.sources.load import LoadDial, LoadProgress, LoadResult, LoadRunner, Workload
+from tui.sources import loop
 
 DEFAULT_PROMPT_TOKENS = 1024
 DEFAULT_MAX_TOKENS = 128
@@ -82,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     _check(args, settings)
     key = settings.api_key_text()
     started = datetime.now(UTC)
-    server, identity, guard, result = asyncio.run(_bench(settings, args))
+    server, identity, guard, result = loop.run(_bench(settings, args))
     finished = datetime.now(UTC)
     requests = flag_bursts(mark_cold(result.requests, server_fresh=guard.fresh), guard.ceiling_tok_s)
     figures = bench_figures(requests, result.duration_s, _seconds(args.slo_ttft_ms), _seconds(args.slo_tpot_ms))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 
 from tui.cli.common import add_json_option, base_url, check_url, redacted, settings_from
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json
@@ -16,6 +15,7 @@ from tui.sources.ceiling import server_decode_ceiling
 from tui.sources.detect import ServerInfo, describe_server, detect_api
 from tui.sources.errors import SourceError
 from tui.sources.http import make_client
+from tui.sources import loop
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -95,7 +95,7 @@ def _served(args: argparse.Namespace) -> int:
     bandwidth_gbs = _device(args.gpu).mem_bandwidth_gbs if args.gpu else args.bandwidth_gbs
     settings = settings_from(args, bandwidth_gbs=bandwidth_gbs)
     check_url(settings.url)
-    info, served = asyncio.run(_server_ceiling(settings))
+    info, served = loop.run(_server_ceiling(settings))
     at_context = None
     if args.context and served.decode_ceiling_tok_s is not None:
         if served.kv_bytes_per_token is None:

@@ -17,6 +17,7 @@ from tui.sources.errors import ServerRejected, SourceError
 from tui.sources.http import make_client
 from tui.sources.scrape import MetricsNotExposed, MetricsScraper
 from tui.sources.slots import fetch_slots
+from tui.sources import loop
 
 DOWN_TIMEOUT_S = 300.0
 """How long the server may stay down before `metrics` gives up: a vLLM restart with a large model takes minutes."""
@@ -70,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     key = settings.api_key_text()
     watch = Watch(count, key)
-    failure = asyncio.run(_watch(settings, args.interval, args.down_timeout_s, args.json, watch))
+    failure = loop.run(_watch(settings, args.interval, args.down_timeout_s, args.json, watch))
     if args.json and watch.answered:
         emit_json(redacted(watch.to_json(settings.url, failure), key))
     if failure is not None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 from datetime import UTC, datetime
 
 from tui.cli.common import (
@@ -33,6 +32,7 @@ from tui.sources.identity import server_identity
 from tui.sources.prompts import estimate_tokens, prompt_of
 from tui.sources.scrape import MetricsScraper
 from tui.sources.stream import StreamRequest, measure, warm_up
+from tui.sources import loop
 
 DEFAULT_PROMPT_TOKENS = 200
 DEFAULT_MAX_TOKENS = 64
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     _check(args, settings)
     started = datetime.now(UTC)
-    server, guard, requests, failure = asyncio.run(_probe(settings, args))
+    server, guard, requests, failure = loop.run(_probe(settings, args))
     finished = datetime.now(UTC)
     requests = flag_bursts(mark_cold(requests, server_fresh=guard.fresh), guard.ceiling_tok_s)
     key = settings.api_key_text()
@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(redacted(_table(server, requests), key))
     if not failure and not args.no_save:
-        identity = asyncio.run(_identity(settings, server))
+        identity = loop.run(_identity(settings, server))
         run_record = new_run("probe", _params(args), identity, [r.to_json() for r in requests], summarize_requests(requests), started, finished)
         save_run_from_cli(args, settings, run_record)
     if failure:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 from datetime import UTC, datetime
 
 from tui.cli.common import (
@@ -26,6 +25,7 @@ from tui.sources.errors import SourceError
 from tui.sources.experiments import ExperimentFailed, ExperimentResult, Progress, run_experiment
 from tui.sources.http import make_client
 from tui.sources.identity import server_identity
+from tui.sources import loop
 
 VALUES_HELP = "; ".join(f"{name}: {','.join(str(v) for v in values)}" for name, values in DEFAULT_VALUES.items())
 
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     values = _values(args.values)
     _plan(args, values, None)  # bad flags fail before any request
     started = datetime.now(UTC)
-    server, identity, result, failure = asyncio.run(_sweep(settings, args, values))
+    server, identity, result, failure = loop.run(_sweep(settings, args, values))
     document = {"server": server.to_json(), **result.to_json()}
     if args.json:
         emit_json(redacted(document, key))

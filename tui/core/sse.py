@@ -5,7 +5,7 @@ Pure, so the reading loop stays lean and these rules are tested without a socket
 
 from __future__ import annotations
 
-SSE_DONE = "[DONE]"
+SSE_DONE = b"[DONE]"
 """The payload that ends an OpenAI-compatible stream."""
 
 
@@ -31,19 +31,18 @@ class LineSplitter:
         return self._tail
 
 
-def sse_field(line: bytes) -> tuple[str, str] | None:
-    """(field, value) of one SSE line, or None for a blank line or a `:` comment.
+def sse_field(line: bytes) -> tuple[bytes, bytes] | None:
+    """(field, value) of one SSE line, as bytes (a JSON parser reads them as they are), or None for a blank
+    line or a `:` comment.
 
     Only `data` and `error` matter here: llama.cpp b4747 sends mid-stream errors as `error: {...}`.
     """
     if not line or line[0] == 0x3A:  # b":" comment, e.g. keep-alive pings
         return None
     name, sep, value = line.partition(b":")
-    if not sep:
-        return name.decode("utf-8", "replace"), ""
     if value[:1] == b" ":
         value = value[1:]
-    return name.decode("utf-8", "replace"), value.decode("utf-8", "replace")
+    return name, value
 
 
 def one_line(text: str, limit: int = 200) -> str:

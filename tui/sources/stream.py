@@ -198,13 +198,13 @@ def _sse_payloads(lines: list[bytes], tally: Tally) -> list[bytes]:
         if field is None:
             continue
         name, value = field
-        if name == "data":
+        if name == b"data":
             if value == SSE_DONE:
                 tally.done = True
             else:
-                payloads.append(value.encode())
-        elif name == "error":
-            tally.error = one_line(value)
+                payloads.append(value)
+        elif name == b"error":
+            tally.error = one_line(value.decode("utf-8", "replace"))
     return payloads
 
 

@@ -69,11 +69,12 @@ async def _connect_done(session, context: SimpleNamespace, params) -> None:
     context.trace_request_ctx.connect_done_ns = perf_counter_ns()
 
 
-def _wire_trace() -> aiohttp.TraceConfig:
+def _wire_trace(on_connected) -> aiohttp.TraceConfig:
     trace = aiohttp.TraceConfig()
     trace.on_request_chunk_sent.append(_body_going_out)
     trace.on_connection_create_start.append(_connect_started)
     trace.on_connection_create_end.append(_connect_done)
+    trace.on_connection_create_end.append(on_connected)
     return trace
 
 
@@ -83,8 +84,10 @@ class TokenSession:
 
     def __init__(self, base_url: str, headers: Mapping[str, str], timeout_s: float, max_connections: int) -> None:
         self.base_url = base_url
+        self.connections_opened = 0
+        """Connections opened so far, by both sessions: a warm-up for N streams should open N, and the streams none."""
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=min(timeout_s, 10.0), sock_read=timeout_s)
-        common = {"headers": dict(headers), "timeout": timeout, "trace_configs": [_wire_trace()],
+        common = {"headers": dict(headers), "timeout": timeout, "trace_configs": [_wire_trace(self._connected)],
                   "auto_decompress": False, "skip_auto_headers": ("Accept-Encoding",)}
         # trust_env stays False: HTTP(S)_PROXY is not used, a proxy would sit inside every TTFT.
         self._pooled = aiohttp.ClientSession(connector=_connector(max_connections), **common)
@@ -105,6 +108,9 @@ class TokenSession:
         """A cheap GET whose answer is read and dropped (warming a connection); an error status is fine."""
         async with self._pooled.get(self.base_url + path, trace_request_ctx=clock) as response:
             await response.read()
+
+    async def _connected(self, session, context: SimpleNamespace, params) -> None:
+        self.connections_opened += 1
 
     async def aclose(self) -> None:
         await self._pooled.close()
