@@ -42,6 +42,28 @@ def token_buckets(max_model_len: int) -> tuple[float, ...]:
         exponent += 1
 
 
+def observe_many(histogram, amount: float, count: int) -> None:
+    """`count` observations of `amount` in one go, as `count` calls of `histogram.observe(amount)` would make.
+
+    prometheus_client has no bulk observe, and one call costs about 2 µs: at 256 streams that is half a
+    millisecond of every step. This adds to the child's own bucket and sum values (`_upper_bounds`,
+    `_buckets`, `_sum`, as prometheus_client 0.21–0.26 keep them; `tests/sim/test_streaming.py` checks the
+    result against `observe`), and falls back to observing one by one where they are not there.
+    """
+    bounds = getattr(histogram, "_upper_bounds", None)
+    buckets = getattr(histogram, "_buckets", None)
+    total = getattr(histogram, "_sum", None)
+    if bounds is None or buckets is None or total is None or count == 1:
+        for _ in range(count):
+            histogram.observe(amount)
+        return
+    total.inc(amount * count)
+    for i, bound in enumerate(bounds):
+        if amount <= bound:
+            buckets[i].inc(count)
+            break
+
+
 class SimMetrics(Collector):
     """The registry behind `/metrics`, and the hook the engine driver calls after each step."""
 
@@ -87,21 +109,26 @@ class SimMetrics(Collector):
         Tokens per step are counted as vLLM's frontend counts them: the tokens sampled, plus the whole
         computed prompt of each request whose first token came out (chunks before it count nowhere).
         """
-        prefilled = sum(t.sequence.prompt_tokens - (t.sequence.cached_tokens or 0) for t in tokens if t.gap is None)
-        self.iteration.observe(prefilled + len(tokens))
         if self.enable_mfu_metrics:
             traffic = step_traffic(self.driver.config, [(item.new_tokens, item.context_before) for item in plan.items])
             self.flops += traffic.flops
             self.read_bytes += traffic.read_bytes
             self.write_bytes += traffic.write_bytes
+        prefilled = 0
+        gaps: dict[float, int] = {}  # a decode step's gaps are mostly one value: observed once, with a count
         for token in tokens:
             sequence = token.sequence
-            if token.gap is None:
+            gap = token.gap
+            if gap is None:
+                prefilled += sequence.prompt_tokens - (sequence.cached_tokens or 0)
                 self.ttft.observe(end - sequence.arrival)
             else:
-                self.itl.observe(token.gap)
+                gaps[gap] = gaps.get(gap, 0) + 1
             if token.finished:
                 self._observe_finished(sequence)
+        for gap, count in gaps.items():
+            observe_many(self.itl, gap, count)
+        self.iteration.observe(prefilled + len(tokens))
 
     def count_abort(self) -> None:
         self.finished["abort"] += 1

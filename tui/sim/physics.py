@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from tui.core.devices import Device
 from tui.core.models import ModelLayout
@@ -163,8 +164,9 @@ class Sequence:
         return self.prompt_tokens + self.output_tokens
 
 
-@dataclass(frozen=True, slots=True)
-class Scheduled:
+class Scheduled(NamedTuple):
+    """One sequence's share of a step (a named tuple: one is made per sequence per step)."""
+
     sequence: Sequence
     new_tokens: int
     context_before: int
@@ -184,9 +186,12 @@ class StepPlan:
         return sum(item.new_tokens for item in self.items)
 
 
-@dataclass(frozen=True, slots=True)
-class TokenOut:
-    """A sequence sampled a token at the end of a step; `index` counts from 0."""
+class TokenOut(NamedTuple):
+    """A sequence sampled a token at the end of a step; `index` counts from 0.
+
+    A named tuple, not a frozen dataclass: one is made per token, and a frozen dataclass's
+    `__init__` costs about three times as much (it sets each field through `object.__setattr__`).
+    """
 
     sequence: Sequence
     index: int
@@ -245,50 +250,57 @@ class Engine:
     def schedule(self, now: float) -> StepPlan:
         """Pick this step's work: one token per running decode, then prefill chunks, within the budget."""
         budget = self.config.max_num_batched_tokens
+        chunked = self.config.enable_chunked_prefill
+        running = self.running
         items: list[Scheduled] = []
         preempted: list[Sequence] = []
         index = 0
-        while index < len(self.running) and budget > 0:
-            sequence = self.running[index]
-            new = min(sequence.total_tokens - sequence.computed, budget)
-            if not self.config.enable_chunked_prefill and new < sequence.total_tokens - sequence.computed:
+        while index < len(running) and budget > 0:  # runs once per sequence per step: kept lean
+            sequence = running[index]
+            computed = sequence.computed
+            left = len(sequence.prompt_ids) + sequence.output_tokens - computed
+            new = left if left < budget else budget
+            if not chunked and new < left:
                 break
-            while not self._reserve(sequence, sequence.computed + new):
+            evicted = False
+            while computed + new > len(sequence.blocks) * BLOCK_SIZE and not self._reserve(sequence, computed + new):
                 victim = self.running.pop()
                 self._preempt(victim)
                 preempted.append(victim)
                 if victim is sequence:
+                    evicted = True  # it was the last one left to preempt: it waits now, not in the batch
                     break
-            if sequence.finished or sequence not in self.running:
+            if sequence.finished or evicted:
                 continue
-            items.append(Scheduled(sequence, new, sequence.computed))
+            items.append(Scheduled(sequence, new, computed))
             budget -= new
             index += 1
         if not preempted:
             budget = self._admit(now, budget, items)
-        duration = step_time_s(self.config, [(i.new_tokens, i.context_before) for i in items]) if items else 0.0
+        duration = step_time_s(self.config, [(item[1], item[2]) for item in items]) if items else 0.0
         return StepPlan(now, tuple(items), duration, tuple(preempted))
 
     def complete(self, plan: StepPlan, end: float) -> list[TokenOut]:
         """Apply a step at its end: advance the KV, sample tokens, finish and free what is done."""
         out: list[TokenOut] = []
-        for item in plan.items:
-            sequence = item.sequence
-            if sequence.finished or sequence.computed != item.context_before:
+        counters = self.counters
+        for sequence, new_tokens, context_before in plan.items:  # once per sequence per step: kept lean
+            if sequence.finished or sequence.computed != context_before:
                 continue  # aborted or preempted while the step ran
-            sequence.computed += item.new_tokens
-            self._register_full_blocks(sequence)
-            if sequence.computed < sequence.total_tokens:
-                continue  # a prefill chunk that does not end the prompt samples nothing
+            sequence.computed += new_tokens
+            if sequence.registered_blocks < len(sequence.hashes):
+                self._register_full_blocks(sequence)
             index = sequence.output_tokens
-            sequence.output_tokens += 1
-            self.counters.generation_tokens += 1
+            if sequence.computed < len(sequence.prompt_ids) + index:
+                continue  # a prefill chunk that does not end the prompt samples nothing
+            sequence.output_tokens = index + 1
+            counters.generation_tokens += 1
             gap = None if sequence.last_token_at is None else end - sequence.last_token_at
             if sequence.first_token_at is None:
                 sequence.first_token_at = end
-                self.counters.prompt_tokens += sequence.prompt_tokens
-                self.counters.prompt_tokens_cached += sequence.cached_tokens or 0
-                self.counters.prompt_tokens_computed += sequence.prompt_tokens - (sequence.cached_tokens or 0)
+                counters.prompt_tokens += sequence.prompt_tokens
+                counters.prompt_tokens_cached += sequence.cached_tokens or 0
+                counters.prompt_tokens_computed += sequence.prompt_tokens - (sequence.cached_tokens or 0)
             sequence.last_token_at = end
             done = sequence.output_tokens >= sequence.max_tokens
             if done:
