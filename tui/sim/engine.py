@@ -13,10 +13,12 @@ import asyncio
 import itertools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from tui.sim.physics import Engine, EngineConfig, Sequence, StepPlan, TokenOut
 
+LAG_SAMPLES_MAX = 200_000
+"""`lag_s` keeps at most this many samples; past it, the older half goes."""
 RESYNC_S = 0.1
 """A step that starts this late (loop seconds) starts from now rather than from its deadline."""
 TIMER_SLACK_S = 0.0015
@@ -34,8 +36,7 @@ async def _sleep_until(loop: asyncio.AbstractEventLoop, deadline: float) -> None
         time.sleep(rest)  # under 1.5 ms: blocks the loop only while it has nothing due before the deadline
 
 
-@dataclass(frozen=True, slots=True)
-class TokenEvent:
+class TokenEvent(NamedTuple):
     """One sampled token, due at `due` (loop clock); `finished` on the last one."""
 
     index: int
@@ -44,11 +45,55 @@ class TokenEvent:
 
 
 class Stream:
-    """A request's view of the engine: a queue of TokenEvents, and the sequence for its timings."""
+    """A request's view of the engine: the TokenEvents due and not yet taken, and the sequence for its timings.
+
+    The engine appends to `pending` at each step's deadline. A streamed answer sets `deliver`, which
+    the engine calls right then, so the chunk is written from the step loop with no task switch
+    (`streaming.TokenStreamResponse`); an answer collected whole awaits `take()`. Either way a stream
+    costs one hand-over per step however far behind it is: a plain list, not an `asyncio.Queue` per token.
+    """
+
+    __slots__ = ("sequence", "pending", "closed", "deliver", "_waiter", "_loop")
 
     def __init__(self, sequence: Sequence) -> None:
         self.sequence = sequence
-        self.queue: asyncio.Queue[TokenEvent] = asyncio.Queue()
+        self.pending: list[TokenEvent] = []
+        self.closed = False
+        """The client went away: its writer stops, and its request is aborted."""
+        self.deliver: Callable[[], None] | None = None
+        """Called as events are pushed (and on close), instead of waking a `take()`."""
+        self._waiter: asyncio.Future[None] | None = None
+        self._loop = asyncio.get_running_loop()
+
+    def push(self, event: TokenEvent) -> None:
+        self.pending.append(event)
+        deliver = self.deliver
+        if deliver is not None:
+            deliver()
+        else:
+            self._wake()
+
+    def close(self) -> None:
+        self.closed = True
+        self._wake()
+
+    async def take(self) -> list[TokenEvent]:
+        """Every event due and not yet taken, in order, waiting for the first; empty once closed."""
+        while not self.pending:
+            if self.closed:
+                return []
+            self._waiter = self._loop.create_future()
+            await self._waiter
+        events, self.pending = self.pending, []
+        return events
+
+    def _wake(self) -> None:
+        if self.deliver is not None:
+            self.deliver()
+            return
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
 
 class EngineDriver:
@@ -70,7 +115,7 @@ class EngineDriver:
         self._task: asyncio.Task | None = None
         self._ids = itertools.count()
         self.lag_s: list[float] = []
-        """Emission lag samples (written − due, seconds), filled by the writers via `record_lag`."""
+        """Emission lag samples (written − due, seconds), filled by the writers via `record_written`."""
 
     def start(self) -> None:
         if self._task is None:
@@ -86,7 +131,7 @@ class EngineDriver:
             self._task = None
 
     def submit(self, prompt_ids: list[int], max_tokens: int, finish_reason: str = "length") -> Stream:
-        """Queue a request; its tokens arrive on the returned stream's queue."""
+        """Queue a request; its tokens arrive on the returned stream (`await stream.take()`)."""
         loop = asyncio.get_running_loop()
         sequence = Sequence(
             f"{next(self._ids)}", tuple(prompt_ids), max_tokens, arrival=loop.time(), finish_reason=finish_reason
@@ -103,10 +148,12 @@ class EngineDriver:
         if not stream.sequence.finished:
             self.engine.abort(stream.sequence)
 
-    def record_lag(self, lag_s: float) -> None:
-        self.lag_s.append(lag_s)
-        if len(self.lag_s) > 200_000:
-            del self.lag_s[:100_000]
+    def record_written(self, written: float, events: list[TokenEvent]) -> None:
+        """Lag samples for events whose chunk was handed to the socket at `written` (loop clock)."""
+        lag_s = self.lag_s
+        lag_s.extend([written - event.due for event in events])
+        if len(lag_s) > LAG_SAMPLES_MAX:
+            del lag_s[: LAG_SAMPLES_MAX // 2]
 
     @property
     def running(self) -> int:
@@ -136,13 +183,14 @@ class EngineDriver:
             end = next_start + plan.duration_s * self.time_scale
             await _sleep_until(loop, end)
             tokens = self.engine.complete(plan, end)
+            streams = self._streams
             for token in tokens:
-                stream = self._streams.get(token.sequence)
+                stream = streams.get(token.sequence)
                 if stream is None:
                     continue
-                stream.queue.put_nowait(TokenEvent(token.index, end, token.finished))
+                stream.push(TokenEvent(token.index, end, token.finished))
                 if token.finished:
-                    del self._streams[token.sequence]
+                    del streams[token.sequence]
             if self.on_step is not None:
                 self.on_step(plan, tokens, end)
             next_start = end

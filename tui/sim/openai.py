@@ -5,16 +5,17 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from tui.sim import tokenizer
 from tui.sim.admission import Admitted, ApiError, admit, chat_prompt_ids, check_model, json_body, prompt_ids
+from tui.sim.engine import TokenEvent
 from tui.sim.physics import Sequence
 from tui.sim.state import SimState, state_of, tokens
+from tui.sim.streaming import TokenStreamResponse, json_text
 
 
 async def models(request: Request) -> Response:
@@ -74,8 +75,7 @@ async def _generate(request: Request, chat: bool) -> Response:
     if body.get("stream"):
         stream_options = body.get("stream_options") or {}
         include_usage = bool(stream_options.get("include_usage")) if isinstance(stream_options, dict) else False
-        chunks = _sse(state, admitted, request_id, chat, include_usage)
-        return StreamingResponse(chunks, media_type="text/event-stream")
+        return TokenStreamResponse(state, admitted, "text/event-stream", _SSE(state, admitted, request_id, chat, include_usage))
     return JSONResponse(await _whole(state, admitted, request_id, chat))
 
 
@@ -118,47 +118,61 @@ def _event(payload: dict) -> bytes:
     return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
 
 
-async def _sse(state: SimState, admitted: Admitted, request_id: str, chat: bool, include_usage: bool) -> AsyncIterator[bytes]:
-    """One SSE event per token, written as soon as it falls due; the role chunk rides with the first.
+class _SSE:
+    """One SSE event per token; the role chunk rides with the first, usage and [DONE] with the last.
 
     A token that `tokenizer.held_back` marks goes out with empty text, and its text rides with the next
     token's, as vLLM's detokenizer does for a token that ends inside a UTF-8 sequence.
 
-    The JSON around each token's text is serialised once per request: per-token work is one
-    `json.dumps` of the text, which keeps the writer cheap when many streams share a step.
+    The JSON around each token's text is serialised once per request, and the text's JSON comes from a
+    cache: a token's event is three byte strings appended to the step's write, nothing serialised.
     """
-    created = int(time.time())
-    head = {"id": request_id, "object": "chat.completion.chunk" if chat else "text_completion", "created": created,
-            "model": state.options.served_model_name}
-    if chat:
-        before, after = _split_template({**head, "choices": [{"index": 0, "delta": {"content": _MARK}, "logprobs": None,
-                                                              "finish_reason": None}]})
-        role = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
-        opening = _event({**head, "choices": [role]})
-    else:
-        before, after = _split_template({**head, "choices": [{"index": 0, "text": _MARK, "logprobs": None,
-                                                              "finish_reason": None, "stop_reason": None}]})
-        opening = b""
-    sent = 0
-    held = ""
-    sequence = None
-    async for stream, event in tokens(state, admitted):
-        sequence = stream.sequence
-        text = held + tokenizer.filler_token(admitted.seed, event.index)
-        held = ""
-        if event.finished:
-            data = _last_chunk(head, chat, text, sequence.finish_reason)
+
+    def __init__(self, state: SimState, admitted: Admitted, request_id: str, chat: bool, include_usage: bool) -> None:
+        self.state = state
+        self.admitted = admitted
+        self.chat = chat
+        self.include_usage = include_usage
+        self.seed = admitted.seed
+        self.head = head = {"id": request_id, "object": "chat.completion.chunk" if chat else "text_completion",
+                            "created": int(time.time()), "model": state.options.served_model_name}
+        if chat:
+            self.before, self.after = _split_template({**head, "choices": [{
+                "index": 0, "delta": {"content": _MARK}, "logprobs": None, "finish_reason": None}]})
+            role = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
+            self.opening = _event({**head, "choices": [role]})
         else:
-            if tokenizer.held_back(admitted.seed, event.index):
-                held, text = text, ""
-            data = before + json.dumps(text).encode() + after
-        sent += 1
-        yield opening + data if event.index == 0 else data
-    if include_usage:
-        cached = sequence.cached_tokens if sequence is not None else None
-        usage = {**head, "choices": [], "usage": _usage(state, admitted, sent, cached)}
-        yield _event(_with_metrics(state, usage, sequence))
-    yield b"data: [DONE]\n\n"
+            self.before, self.after = _split_template({**head, "choices": [{
+                "index": 0, "text": _MARK, "logprobs": None, "finish_reason": None, "stop_reason": None}]})
+            self.opening = b""
+        self.held = ""
+        self.finishing = ""
+        """The last token's text, written with its finish reason by `closing`."""
+        self.sent = 0
+
+    def frame(self, event: TokenEvent, parts: list[bytes]) -> None:
+        index = event.index
+        if index == 0 and self.opening:
+            parts.append(self.opening)
+        text = tokenizer.filler_token(self.seed, index)
+        if self.held:
+            text, self.held = self.held + text, ""
+        self.sent += 1
+        if event.finished:
+            self.finishing = text
+            return  # its event carries the finish reason: written by `closing`, with the sequence at hand
+        if tokenizer.held_back(self.seed, index):
+            self.held, text = text, ""
+        parts.append(self.before)
+        parts.append(json_text(text))
+        parts.append(self.after)
+
+    def closing(self, sequence: Sequence) -> bytes:
+        data = _last_chunk(self.head, self.chat, self.finishing, sequence.finish_reason)
+        if self.include_usage:
+            usage = {**self.head, "choices": [], "usage": _usage(self.state, self.admitted, self.sent, sequence.cached_tokens)}
+            data += _event(_with_metrics(self.state, usage, sequence))
+        return data + b"data: [DONE]\n\n"
 
 
 _MARK = "\u0000text\u0000"

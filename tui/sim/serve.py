@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import socket
 import sys
 import threading
@@ -46,13 +47,20 @@ async def serve(
 ) -> None:
     """Run until SIGINT/SIGTERM (or stdin closing, when asked); call `on_ready(url)` once listening."""
     config = uvicorn.Config(
-        build_app(options), log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=2,
-    )
+        build_app(options), http="httptools", log_level="warning", access_log=False, lifespan="on",
+        timeout_graceful_shutdown=2,
+    )  # httptools (a C parser and framing) rather than h11 (pure Python): the token path is per-chunk Python
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))
     while not server.started and not task.done():
         await asyncio.sleep(0.01)
     if server.started:
+        # Everything loaded so far lives as long as the process: keep it out of the collector's full
+        # passes (25 ms each, measured). And collect the young generation every 20,000 allocations, not
+        # 700: each streamed token allocates a few short-lived objects, and at 30k tokens/s the default
+        # ran hundreds of collections a second (about 4 % of the core).
+        gc.freeze()
+        gc.set_threshold(20_000, *gc.get_threshold()[1:])
         on_ready(url_of(sock))
         if stop_on_stdin_close:
             _watch_stdin(server)

@@ -19,6 +19,7 @@ from tui.sim.engine import EngineDriver
 from tui.sim.metrics import SimMetrics
 from tui.sim.options import VLLM_VERSION, SimOptions
 from tui.sim.state import SimState, state_of
+from tui.sim.streaming import RAW_SEND
 
 
 class ApiKeyGuard:
@@ -69,6 +70,18 @@ async def _api_error(request: Request, error: Exception) -> Response:
     return JSONResponse(error.body(), status_code=error.status)
 
 
+class SimApp(Starlette):
+    """Starlette, keeping the server's own `send` in the scope for the token streams' writes.
+
+    Starlette's middleware wraps `send` twice to watch for `http.response.start`; a stream sends its
+    start through those wrappers and its body chunks straight to the server (`streaming.RAW_SEND`).
+    """
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        scope[RAW_SEND] = send
+        await super().__call__(scope, receive, send)
+
+
 def build_app(options: SimOptions) -> Starlette:
     """The app for one simulator; the engine loop starts and stops with the app's lifespan."""
     common = [Route("/health", health, methods=["GET"]), Route("/sim/emission", emission, methods=["GET"])]
@@ -90,7 +103,7 @@ def build_app(options: SimOptions) -> Starlette:
         finally:
             await driver.stop()
 
-    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={ApiError: _api_error})
+    app = SimApp(routes=routes, lifespan=lifespan, exception_handlers={ApiError: _api_error})
     if options.api_key:
         app.add_middleware(ApiKeyGuard, api_key=options.api_key)
     return app

@@ -28,20 +28,26 @@ def state_of(request: Request) -> SimState:
 async def tokens(state: SimState, admitted: Admitted) -> AsyncIterator[tuple[Stream, TokenEvent]]:
     """Submit a request and yield its tokens as they fall due; leaving early aborts it and frees its KV.
 
-    Between two yields the caller writes the chunk, so the time this generator is resumed is the
-    moment the previous chunk was handed to the socket: that is where emission lag is measured.
+    For answers collected whole (the streamed ones write through `streaming.TokenStreamResponse`).
+    A token's lag is taken when the caller comes back for the next one, as a streamed one's is taken
+    when its chunk has been handed to the socket.
     """
     driver = state.driver
     stream = driver.submit(admitted.prompt_ids, admitted.max_tokens, admitted.finish_reason)
     loop = asyncio.get_running_loop()
     try:
-        while True:
-            event = await stream.queue.get()
-            yield stream, event
-            driver.record_lag(loop.time() - event.due)
-            if event.finished:
-                return
+        while events := await stream.take():
+            for event in events:
+                yield stream, event
+                driver.record_written(loop.time(), [event])
+                if event.finished:
+                    return
     finally:
-        if not stream.sequence.finished:
-            state.metrics.count_abort()
-        driver.abort(stream)
+        finish(state, stream)
+
+
+def finish(state: SimState, stream: Stream) -> None:
+    """A request's stream is done (or its client left): count an abort if it had not finished, free its KV."""
+    if not stream.sequence.finished:
+        state.metrics.count_abort()
+    state.driver.abort(stream)
