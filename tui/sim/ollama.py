@@ -8,13 +8,16 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from tui.sim import tokenizer
 from tui.sim.admission import Admitted, ApiError, admit, chat_prompt_ids, json_body
 from tui.sim.options import OLLAMA_VERSION
+from tui.sim.engine import TokenEvent
+from tui.sim.physics import Sequence
 from tui.sim.state import SimState, state_of, tokens
+from tui.sim.streaming import TokenStreamResponse, json_text
 
 _QUANT_LEVEL = {16: "F16", 8: "Q8_0", 4: "Q4_K_M"}
 _DIGEST = "sha256:" + "5" * 64
@@ -80,10 +83,46 @@ async def _answer(request: Request, chat: bool) -> Response:
         admitted = admit(ids, None if predict in (None, -1) else predict, state.options.config.model_len)
     except ApiError as error:
         return JSONResponse({"error": error.message}, status_code=error.status)
-    lines = _lines(state, admitted, chat, received)
     if body.get("stream", True):
-        return StreamingResponse(lines, media_type="application/x-ndjson")
+        return TokenStreamResponse(state, admitted, "application/x-ndjson", _NDJSON(state, admitted, chat, received))
+    lines = _lines(state, admitted, chat, received)
     return JSONResponse(await _merge([json.loads(line) async for line in lines], chat))
+
+
+class _NDJSON:
+    """A streamed answer's lines: the JSON around `created_at` and the text is serialised once per request."""
+
+    def __init__(self, state: SimState, admitted: Admitted, chat: bool, received: float) -> None:
+        self.state = state
+        self.seed = admitted.seed
+        self.chat = chat
+        self.received = received
+        piece = {"message": {"role": "assistant", "content": _TEXT}} if chat else {"response": _TEXT}
+        template = _line({"model": state.options.served_model_name, "created_at": _CREATED, **piece, "done": False})
+        self.head, rest = template.split(json.dumps(_CREATED).encode())
+        self.middle, self.tail = rest.split(json.dumps(_TEXT).encode())
+
+    def frame(self, event: TokenEvent, parts: list[bytes]) -> None:
+        text = tokenizer.filler_token(self.seed, event.index)
+        parts += (self.head, _created_at(event.due), self.middle, json_text(text), self.tail)
+
+    def closing(self, sequence: Sequence) -> bytes:
+        return _final_line(self.state, sequence, self.chat, self.received)
+
+
+_STAMP: list = [None, b""]
+
+
+def _created_at(due: float) -> bytes:
+    """`_now()` as JSON, taken once per engine step: the lines of every stream written for one step
+    share the wall-clock moment the first of them was written (formatting a datetime costs ~4 µs)."""
+    if _STAMP[0] != due:
+        _STAMP[0], _STAMP[1] = due, json.dumps(_now()).encode()
+    return _STAMP[1]
+
+
+_TEXT = "\u0000text\u0000"
+_CREATED = "\u0000created\u0000"
 
 
 async def _lines(state: SimState, admitted: Admitted, chat: bool, received: float) -> AsyncIterator[bytes]:
@@ -97,10 +136,15 @@ async def _lines(state: SimState, admitted: Admitted, chat: bool, received: floa
         yield _line({"model": name, "created_at": _now(), **piece, "done": False})
     if sequence is None:
         return
+    yield _final_line(state, sequence, chat, received)
+
+
+def _final_line(state: SimState, sequence: Sequence, chat: bool, received: float) -> bytes:
+    """The `done: true` line, with the counters in integer nanoseconds."""
     end = sequence.last_token_at
     ns = 1e9
     final = {
-        "model": name, "created_at": _now(),
+        "model": state.options.served_model_name, "created_at": _now(),
         **({"message": {"role": "assistant", "content": ""}} if chat else {"response": ""}),
         "done": True, "done_reason": "stop" if sequence.finish_reason == "stop" else "length",
         "total_duration": int((end - received) * ns),
@@ -112,7 +156,7 @@ async def _lines(state: SimState, admitted: Admitted, chat: bool, received: floa
     }
     if not chat:
         final["context"] = []
-    yield _line(final)
+    return _line(final)
 
 
 def _line(payload: dict) -> bytes:
