@@ -36,7 +36,8 @@ def session(number: int = 1, flags: dict | None = None, start: float = 100.0) ->
 
 def test_a_session_is_a_probe_run_from_the_ui_with_its_figures():
     s = session()
-    s.requests += [timing(0.010, 0.005), timing(0.030, 0.005)]
+    s.add_request(timing(0.010, 0.005))
+    s.add_request(timing(0.030, 0.005))
     s.add_metrics(metrics(running=2, waiting=3, kv=0.9))
     s.add_metrics(metrics(running=0, waiting=0, kv=0.2))
     s.decode_ceiling_tok_s = 400.0
@@ -54,7 +55,7 @@ def test_a_session_is_a_probe_run_from_the_ui_with_its_figures():
 def test_saving_again_keeps_the_id_so_one_file_is_replaced():
     s = session()
     first = session_run(s, T0)
-    s.requests.append(timing(0.01, 0.005))
+    s.add_request(timing(0.01, 0.005))
     second = session_run(s, T0)
     assert first["id"] == second["id"] == s.run_id
     assert len(second["requests"]) == 1 and len(first["requests"]) == 0
@@ -82,8 +83,8 @@ def test_a_session_without_identity_still_saves_its_url():
 
 def test_compare_sessions_names_the_flag_and_adds_bandwidth_rows():
     before, after = session(1, {"max_num_batched_tokens": "2048"}), session(2, {"max_num_batched_tokens": "256"}, start=200.0)
-    before.requests.append(timing(0.070, 0.005))
-    after.requests.append(timing(0.110, 0.005))
+    before.add_request(timing(0.070, 0.005))
+    after.add_request(timing(0.110, 0.005))
     for s, gbs in ((before, 2000.0), (after, 1800.0)):
         s.add_metrics(metrics(running=1))
         s.add_gpu(gpu(gbs, 0.6))

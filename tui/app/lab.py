@@ -133,7 +133,7 @@ class LabMixin(LabFeedsMixin, Screen):
         session = next((s for s in reversed(self._sessions) if s.started.timestamp() <= sent), None)
         if session is None:
             return
-        session.requests.append(event.timing)
+        session.add_request(event.timing)
         if session is self._sessions[-1] and self._save_timer is None and self._saving:
             self._save_timer = self.set_timer(SAVE_DELAY_S, self._save_current)
 

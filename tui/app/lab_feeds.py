@@ -19,7 +19,7 @@ from textual.worker import get_current_worker
 
 from tui.app.lab_messages import LoadProgressed, LoadStopped, RunSaved, SessionIdentified
 from tui.config import Settings
-from tui.core.bench import bench_figures
+from tui.core.client_load import ClientLoad
 from tui.core.delivery import flag_bursts
 from tui.core.records import RequestTiming
 from tui.core.runs import new_run
@@ -56,6 +56,7 @@ class LabFeedsMixin:
     """Workers of `MainScreen` for sessions and load. Needs `self.client`, `self.settings`, `self.server_url`."""
 
     client: httpx.AsyncClient
+    client_load: ClientLoad
     settings: Settings
     server_url: str
     save_runs: bool
@@ -87,7 +88,8 @@ class LabFeedsMixin:
         recent: deque[RequestTiming] = deque(maxlen=LOAD_RECENT)
         async with make_client(self.server_url, self.settings.api_key, self.settings.timeout_s) as client:
             runner = LoadRunner(client, info, workload, dial)
-            task = asyncio.create_task(runner.run(on_finished=lambda _request, timing: recent.append(timing)))
+            # A request timed while phasetop itself was near a core is marked, and left out of the dial's medians.
+            task = asyncio.create_task(runner.run(on_finished=lambda _request, timing: recent.append(self.client_load.mark(timing))))
             while not task.done():
                 await asyncio.wait({task}, timeout=LOAD_PROGRESS_S)
                 if cancelled.is_set():  # the app is closing: do not wait for requests in flight
@@ -106,7 +108,7 @@ class LabFeedsMixin:
                 self.post_message(LoadStopped(None, str(error)))
                 return
             identity = await server_identity(client, info)
-        figures = bench_figures(result.requests, result.duration_s)
+        figures = result.figures()
         self.post_message(LoadStopped(figures, result.aborted))
         if figures["completed"] and self.save_runs:
             params = {
@@ -119,5 +121,5 @@ class LabFeedsMixin:
                 "seed": result.seed,
             }
             run = new_run("bench", params, identity, [r.to_json() for r in result.requests], figures,
-                          started, datetime.now(UTC))
+                          started, datetime.now(UTC), requests_sample=result.sample_note())
             self.post_message(save_quietly(run, self.settings, "load"))

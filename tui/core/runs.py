@@ -44,15 +44,19 @@ def new_run(
     result: dict,
     started: datetime,
     finished: datetime,
+    requests_sample: dict | None = None,
 ) -> dict:
     """A run record with its schema, id and phasetop's version filled in.
 
     `params` must hold only the workload flags (never the API key, never settings wholesale).
+    `requests_sample`: when `requests` are a sample of the run's (an endless load keeps a bounded one),
+    `{"kept": K, "of": M, "method": …, "figures": …}`, saved as the run's `requests_sample`; `result` then
+    holds the figures over all M. Absent: `requests` are all of them.
     """
     if kind not in KINDS:
         raise ValueError(f"run kind must be one of {', '.join(KINDS)}, not {kind!r}")
     started, finished = _utc(started), _utc(finished)
-    return {
+    run = {
         "schema": SCHEMA,
         "id": f"{started:%Y%m%d-%H%M%S}-{kind}-{secrets.token_hex(2)}",
         "kind": kind,
@@ -64,6 +68,9 @@ def new_run(
         "requests": list(requests),
         "result": dict(result),
     }
+    if requests_sample is not None:
+        run["requests_sample"] = dict(requests_sample)
+    return run
 
 
 def run_header(run: dict) -> dict:
@@ -179,6 +186,9 @@ def _summary_line(run: dict) -> str:
     figures = request_figures(requests)
     done = figures["ttft_s"]["n"]
     parts = [f"{done} request{'s' if done != 1 else ''}" + (f" ({len(requests) - done} failed)" if len(requests) > done else "")]
+    sample = run.get("requests_sample")
+    if isinstance(sample, dict) and sample.get("of") is not None and sample.get("kept") != sample.get("of"):
+        parts[0] += f" (a sample of {sample.get('kept')} of {sample.get('of')})"
     for name, label, scale, unit, digits in (
         ("ttft_s", "TTFT p50", 1000, "ms", 1),
         ("itl_s", "ITL p50", 1000, "ms", 2),

@@ -12,13 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from tui.core.records import RequestTiming, summarize_requests
+from tui.core.aggregates import Distribution, RequestFigures, sample_note
+from tui.core.records import RequestTiming
 from tui.core.runs import compare_runs, new_run, result_figure_rows
-from tui.core.stats import summarize
 from tui.core.telemetry import GpuSample, MetricsSnapshot
 
 SESSION_SOURCE = "ui session"
 """`params.source` of a run saved from a UI session."""
+KEEP_SESSION_REQUESTS = 200
+"""Raw requests a session keeps (the latest) and saves; its summary is kept over all of them."""
 
 BANDWIDTH_FIGURES = (
     ("gpu_bw_gbs", "GPU bandwidth (busy)", "GB/s"),
@@ -38,19 +40,31 @@ class Session:
     identity: dict | None = None
     """`server_identity()`'s object, once read; None until then."""
     requests: list[RequestTiming] = field(default_factory=list)
-    """Requests the UI sent (prompt presets and typed), finished ones only, in finishing order."""
+    """The latest KEEP_SESSION_REQUESTS requests the UI sent (prompt presets and typed), finished ones
+    only, in finishing order: add them with `add_request`."""
+    figures: RequestFigures = field(default_factory=RequestFigures)
+    """The summary over every request added, kept as they come."""
+    request_count: int = 0
+    """Requests added, kept or not."""
     last_metrics: MetricsSnapshot | None = None
     peak_kv_cache_usage: float | None = None
     peak_waiting: float | None = None
-    gpu_bw_gbs: list[float] = field(default_factory=list)
+    gpu_bw_gbs: Distribution = field(default_factory=Distribution)
     """GPM bandwidth samples (GB/s) taken while the server had requests running."""
-    gpu_mem_busy: list[float] = field(default_factory=list)
+    gpu_mem_busy: Distribution = field(default_factory=Distribution)
     """NVML memory-busy share (0–1) samples taken while the server had requests running."""
     decode_ceiling_tok_s: float | None = None
     restart_reasons: tuple[str, ...] = ()
     """Why this session began (the scraper's restart reasons); empty for the first."""
     run_id: str | None = None
     """The saved run's id, fixed at the first save so later saves replace the same file."""
+
+    def add_request(self, timing: RequestTiming) -> None:
+        self.figures.add(timing)
+        self.request_count += 1
+        self.requests.append(timing)
+        if len(self.requests) > KEEP_SESSION_REQUESTS:
+            del self.requests[0]
 
     def add_metrics(self, snapshot: MetricsSnapshot) -> None:
         self.last_metrics = snapshot
@@ -64,9 +78,9 @@ class Session:
             return
         device = sample.devices[0]
         if device.mem_bw_gbs is not None:
-            self.gpu_bw_gbs.append(device.mem_bw_gbs)
+            self.gpu_bw_gbs.add(device.mem_bw_gbs)
         if device.mem_bw_util is not None:
-            self.gpu_mem_busy.append(device.mem_bw_util)
+            self.gpu_mem_busy.add(device.mem_bw_util)
 
 
 def session_run(session: Session, finished: datetime) -> dict:
@@ -74,8 +88,12 @@ def session_run(session: Session, finished: datetime) -> dict:
     identity = session.identity or {"url": session.url, "kind": None, "model": None, "version": None,
                                     "max_model_len": None, "engine_config": None, "process_start_time": None,
                                     "simulator_flags": None}
+    sample = None
+    if session.request_count > len(session.requests):
+        sample = {**sample_note(len(session.requests), session.request_count, session.figures.exact),
+                  "method": f"the latest {len(session.requests)}"}
     run = new_run("probe", {"source": SESSION_SOURCE}, identity, [r.to_json() for r in session.requests],
-                  session_result(session), session.started, finished)
+                  session_result(session), session.started, finished, requests_sample=sample)
     if session.run_id is None:
         session.run_id = run["id"]
     run["id"] = session.run_id
@@ -84,7 +102,7 @@ def session_run(session: Session, finished: datetime) -> dict:
 
 def session_result(session: Session) -> dict:
     """The run's `result`: probe's summary, the metrics seen, and bandwidth while busy."""
-    summary = summarize_requests(session.requests)
+    summary = session.figures.summary()
     decode_p50 = summary["decode_tok_s"]["p50"]
     ceiling = session.decode_ceiling_tok_s
     metrics = session.last_metrics
@@ -98,9 +116,9 @@ def session_result(session: Session) -> dict:
             "peak_kv_cache_usage": session.peak_kv_cache_usage,
             "peak_waiting": session.peak_waiting,
         },
-        "gpu_bw_gbs": summarize(session.gpu_bw_gbs).mean,
-        "gpu_mem_busy": summarize(session.gpu_mem_busy).mean,
-        "gpu_samples": max(len(session.gpu_bw_gbs), len(session.gpu_mem_busy)),
+        "gpu_bw_gbs": session.gpu_bw_gbs.summary().mean,
+        "gpu_mem_busy": session.gpu_mem_busy.summary().mean,
+        "gpu_samples": max(session.gpu_bw_gbs.n, session.gpu_mem_busy.n),
         "decode_ceiling_tok_s": ceiling,
         "bw_share_of_ceiling": decode_p50 / ceiling if decode_p50 and ceiling else None,
     }

@@ -32,7 +32,9 @@ from time import perf_counter
 
 import httpx
 
+from tui.core.aggregates import EndlessRecord
 from tui.core.arrivals import Pacer, unit_gap, unit_schedule
+from tui.core.bench import bench_figures
 from tui.core.records import RequestTiming
 from tui.sources.detect import WARM_UP_PATHS, ServerInfo
 from tui.sources.errors import ServerUnavailable, SourceError
@@ -45,6 +47,10 @@ RATE_WINDOW_S = 5.0
 """Finished requests over this many seconds make the progress's current rate."""
 WARM_CONNECTIONS = 64
 """At most this many connections are opened before the first send."""
+ENDLESS_SAMPLE = 500
+"""Raw requests an endless run keeps (a uniform sample); its figures are kept over all of them."""
+HORIZON_SLACK_S = 1.0
+"""A request's wall-clock send time is read after its slot is taken; this much earlier covers any skew between the two clocks."""
 
 
 class LoadDial:
@@ -91,6 +97,8 @@ class Workload:
     """Most arrivals that may wait for a free slot; while that many wait, arrivals pause and the
     schedule restarts from the moment one can go. None is vLLM's way (no limit); an endless run at
     infinite rate needs a concurrency or a backlog."""
+    sample: int = ENDLESS_SAMPLE
+    """Raw requests an endless run keeps, a uniform sample of all (a finite run keeps every one)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +131,25 @@ class LoadResult:
     seed: int
     aborted: str | None = None
     """Why the run stopped early (the server went away, or "interrupted"), or None."""
+    endless: EndlessRecord | None = None
+    """An endless run's figures over every request and its sample; `requests` then holds the sample only.
+    None for a finite run, whose `requests` are all of them."""
+
+    @property
+    def total(self) -> int:
+        """Requests that finished (well or not), sampled or not."""
+        return self.endless.total if self.endless is not None else len(self.requests)
+
+    def figures(self) -> dict:
+        """`vllm bench serve`'s figures over every request of the run (an endless run's kept as it went)."""
+        if self.endless is not None:
+            return self.endless.figures.figures(self.duration_s)
+        return bench_figures(self.requests, self.duration_s)
+
+    def sample_note(self) -> dict | None:
+        """For a run that keeps a sample of its raw requests: how many of how many (`runs` contract's
+        `requests_sample`); None when `requests` are all."""
+        return self.endless.note() if self.endless is not None else None
 
 
 class _Gate:
@@ -256,6 +283,10 @@ class LoadRunner:
         await warm_up(self.client, WARM_UP_PATHS[self.server.kind], connections)
         schedule = unit_schedule(planned, workload.burstiness, self._rng) if planned is not None else None
         timings: dict[int, RequestTiming] = {}
+        """A finite run's requests, all kept."""
+        endless = EndlessRecord(workload.sample, random.Random(self.seed)) if planned is None else None
+        sending: dict[int, float] = {}
+        """An endless run's requests in flight → wall clock just before each was sent."""
         tasks: set[asyncio.Task] = set()
         started_unix = time.time()
         self._started = perf_counter()
@@ -270,12 +301,19 @@ class LoadRunner:
                     self._gate.release()
                 return  # arrived, never sent
             self._sent += 1
+            if endless is not None:
+                sending[index] = time.time()
             try:
                 timing = await measure(self.client, request)
             finally:
                 self._gate.release()
                 self._moved.set()
-            timings[index] = timing
+                sending.pop(index, None)
+            if endless is None:
+                timings[index] = timing
+            else:
+                endless.add(index, timing)
+                endless.settle(min(sending.values(), default=time.time()) - HORIZON_SLACK_S)
             self._finished += 1
             with self._finish_lock:
                 now = perf_counter()
@@ -306,12 +344,13 @@ class LoadRunner:
             for task in tasks:
                 task.cancel()
         return LoadResult(
-            requests=[timings[i] for i in sorted(timings)],
+            requests=[timings[i] for i in sorted(timings)] if endless is None else endless.sample.items(),
             duration_s=perf_counter() - self._started,
             started_unix=started_unix,
             peak_in_flight=self._gate.peak,
             seed=self.seed,
             aborted=self._aborted,
+            endless=endless,
         )
 
     async def _arrive(self, pacer: Pacer, unit_t: float) -> bool:
