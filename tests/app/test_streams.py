@@ -5,7 +5,7 @@ from __future__ import annotations
 from tests.app.test_app import completed, settings, wait_for
 from tui.app.app import PhasetopApp
 from tui.app.feeds import TokenBatches
-from tui.app.messages import RequestCompleted, RequestStarted, ServerCameUp, TokensArrived
+from tui.app.messages import RequestCompleted, RequestStarted, ServerCameUp, TokenBatch, TokensArrived
 from tui.app.screens.main import KEEP_REQUESTS, MainScreen
 from tui.core.records import RequestTiming
 
@@ -18,11 +18,29 @@ def test_token_batches_post_every_request_at_once_and_one_on_its_own():
     for request_id, offset in [(1, 0.1), (2, 0.2), (1, 0.15), (3, 0.3)]:
         batches.add(request_id, offset, f"<{request_id}>")
     batches.post(2)
-    assert [(m.request_id, m.offsets_s, m.text) for m in posted] == [(2, (0.2,), "<2>")]
+    assert [(m.request_id, m.offsets_s, m.text) for b in posted for m in b.lanes] == [(2, (0.2,), "<2>")]
     batches.post()
-    assert [(m.request_id, m.offsets_s, m.text) for m in posted[1:]] == [(1, (0.1, 0.15), "<1><1>"), (3, (0.3,), "<3>")]
+    assert len(posted) == 2  # every pending lane in one message
+    assert [(m.request_id, m.count, m.offsets_s, m.text) for m in posted[1].lanes] == [
+        (1, 2, (0.1, 0.15), "<1><1>"), (3, 1, (0.3,), "<3>")]
     batches.post()
-    assert len(posted) == 3  # nothing pending: nothing posted
+    assert len(posted) == 2  # nothing pending: nothing posted
+
+
+def test_token_batches_sum_up_lanes_the_timeline_cannot_show():
+    """Of 32 streams only the shown lanes carry every offset, and only the prompt pane's lane its text."""
+    posted = []
+    batches = TokenBatches(posted.append, detailed=range(27, 33), texted=32)
+    for offset in (0.1, 0.2, 0.3):
+        for request_id in range(1, 33):
+            batches.add(request_id, offset + request_id / 1000, "x")
+    batches.post()
+    [batch] = posted
+    lanes = {lane.request_id: lane for lane in batch.lanes}
+    assert len(lanes) == 32 and all(lane.count == 3 for lane in lanes.values())
+    assert lanes[1].offsets_s is None and (lanes[1].first_offset_s, lanes[1].last_offset_s) == (0.101, 0.301)
+    assert lanes[27].offsets_s == (0.127, 0.227, 0.327) and lanes[27].text == ""
+    assert lanes[32].text == "xxx"
 
 
 async def test_more_requests_than_are_kept_finish_without_a_crash():
@@ -47,6 +65,33 @@ async def test_more_requests_than_are_kept_finish_without_a_crash():
         assert screen.timings == [timings[i] for i in ids][-KEEP_REQUESTS:]
 
 
+async def test_a_batch_of_summed_up_lanes_keeps_the_shown_lanes_exact():
+    """The screen walks lanes, not tokens: the shown ones get every offset, the others their TTFT until they end."""
+    app = PhasetopApp(settings(), "http://127.0.0.1:9", None, None, live=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
+        screen = app.screen
+        ids = range(1, 33)
+        for i in ids:
+            screen.post_message(RequestStarted(i, f"r{i}", T0, 200))
+        await pilot.pause()
+        posted = []
+        batches = TokenBatches(posted.append, detailed=range(27, 33), texted=32)
+        for step in range(1, 11):
+            for i in ids:
+                batches.add(i, 0.01 * step + i / 1e4, "t")
+            if step % 3 == 0:
+                batches.post()
+        batches.post()
+        for batch in posted:
+            screen.post_message(batch)
+        await pilot.pause()
+        by_label = dict(zip(screen.labels, screen.timings, strict=True))
+        assert len(by_label["r32"].token_offsets_s) == 10 and by_label["r27"].token_offsets_s[-1] == 0.1 + 27 / 1e4
+        assert by_label["r9"].token_offsets_s == (0.01 + 9 / 1e4,)  # not shown: its TTFT only
+        assert screen.query_one("#answer").lines[-1].endswith("t" * 10)
+
+
 async def test_eight_streams_replot_far_less_often_than_batches_arrive(sim_url):
     seen = []
     app = PhasetopApp(settings(), sim_url, None, None)
@@ -59,11 +104,41 @@ async def test_eight_streams_replot_far_less_often_than_batches_arrive(sim_url):
         await pilot.press("4")  # 8 prompts at once
         await wait_for(pilot, lambda: len(completed(seen)) == 8, timeout_s=60)
         await pilot.pause(0.1)
-        batches = len({id(m) for m in seen if isinstance(m, TokensArrived)})
+        posted = list({id(m): m for m in seen if isinstance(m, TokenBatch)}.values())
+        batches, lanes = len(posted), sum(len(m.lanes) for m in posted)
         assert all(m.timing.ok and m.timing.output_tokens == 128 for m in completed(seen))
         assert batches >= 8
-        # Every stream's batch is posted in one burst that replots once; one publish per batch would be `batches`.
-        assert len(publishes) <= batches / 2
+        # Every stream's chunks of a batch come in one message, which publishes once: one message per stream
+        # would be `lanes` of them. (Each request's completion may publish once more.)
+        assert lanes >= 3 * batches
+        assert len(publishes) <= batches + 8 + 1
         # One event per token, a few with empty text (held-back bytes, as vLLM sends): every stream's
         # text chunks end at its 128th token.
         assert [t.token_positions[-1] for t in screen.timings] == [127] * 8
+
+
+async def test_a_busy_client_is_shown_and_its_figures_are_marked():
+    from tui.app.messages import ClientSampled
+    from tui.core.delivery import DELIVERY_NOT_GENERATION
+
+    app = PhasetopApp(settings(), "http://127.0.0.1:9", None, None, live=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
+        screen = app.screen
+        busy = screen.query_one("#client-busy")
+        assert not busy.display
+        screen.client_load.sample(96.0, T0 + 1)  # as the GPU/host poll does, before it posts
+        screen.post_message(ClientSampled(96.0, T0 + 1))
+        screen.post_message(RequestStarted(1, "short 200", T0, 200))
+        timing = RequestTiming(ok=True, t_sent_unix=T0, token_offsets_s=tuple(0.01 + 0.005 * k for k in range(20)),
+                               prompt_tokens=200, output_tokens=20)
+        screen.post_message(RequestCompleted(1, screen.client_load.mark(timing)))
+        await pilot.pause()
+        assert busy.display and str(busy.content) == "client busy: 96 % CPU, figures marked"
+        assert screen.timings[-1].burst.startswith("the client was busy (96 % of a core)")
+        assert DELIVERY_NOT_GENERATION in str(screen.query_one("#timeline-figures").content)
+        assert screen.diagnosis == ""  # its figures are kept out of the findings
+        screen.client_load.sample(30.0, T0 + 2)
+        screen.post_message(ClientSampled(30.0, T0 + 2))
+        await pilot.pause()
+        assert not busy.display

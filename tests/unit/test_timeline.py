@@ -1,7 +1,7 @@
 import pytest
 
 from tui.core.records import RequestTiming
-from tui.core.timeline import lanes
+from tui.core.timeline import lanes, thin
 
 
 def test_lanes_share_one_axis_from_the_earliest_send():
@@ -28,3 +28,15 @@ def test_request_in_prefill_has_no_first_token():
 
 def test_no_requests_no_lanes():
     assert lanes([]) == []
+
+
+def test_thin_keeps_every_cell_that_had_a_tick_and_few_points_per_cell():
+    ticks = [i * 0.001 for i in range(5000)]  # 5,000 ticks over 5 s
+    kept = thin(ticks, 0.0, 5.0, cells=100)
+    assert len(kept) <= 100 * 4 + 1 and kept[0] == ticks[0] and kept[-1] == ticks[-1]
+    assert {int(t / 0.05) for t in kept} == {int(t / 0.05) for t in ticks}  # the cells shown are the same
+
+
+def test_thin_leaves_a_short_lane_alone():
+    ticks = [0.1, 0.2, 0.3]
+    assert thin(ticks, 0.0, 1.0, cells=80) == ticks

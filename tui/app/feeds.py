@@ -8,9 +8,10 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 import httpx
+import psutil
 from textual import work
 from textual.message import Message
 from textual.worker import get_current_worker
@@ -20,12 +21,16 @@ from tui.app.messages import (
     HostSampled,
     MetricsScraped,
     MetricsUnavailable,
+    ClientSampled,
+    LaneTokens,
     RequestCompleted,
     RequestStarted,
     ServerCameUp,
     ServerWentDown,
-    TokensArrived,
+    TokenBatch,
 )
+from tui.app.widgets.timeline_pane import KEEP_LANES
+from tui.core.client_load import ClientLoad
 from tui.core.records import mark_cold
 from tui.sources.detect import WARM_UP_PATHS, describe_server, detect_api
 from tui.sources.errors import SourceError
@@ -39,6 +44,8 @@ from tui.sources.stream import ChunkArrived, RequestFinished, StreamRequest, str
 
 TOKEN_BATCH_S = 0.05
 """Token arrivals are posted in batches this far apart: about 20 timeline updates a second at most."""
+SHOWN_LANES = KEEP_LANES
+"""Lanes the timeline can show: of each send, this many newest get every offset posted."""
 BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0)
 """Waits between reconnection attempts; the last repeats."""
 
@@ -48,27 +55,43 @@ def backoff(attempt: int) -> float:
 
 
 class TokenBatches:
-    """Chunks read since the last post, per request; every request's batch is posted at once.
+    """Chunks read since the last post, per request, posted as one `TokenBatch` of per-lane aggregates.
 
     One post for all the streams of a send keeps the screen near 20 updates a second however many
-    streams run: 32 streams posting on clocks of their own would ask for 640.
+    streams run (32 streams posting on clocks of their own would ask for 640), and the aggregates keep
+    the screen from walking every token: each offset only for the lanes the timeline can show (`detailed`),
+    the text only for the one whose answer the prompt pane shows (`texted`); every other lane is a count
+    and its first and last offsets. Each request's exact record still comes with its `RequestCompleted`.
     """
 
-    def __init__(self, post: Callable[[Message], object]) -> None:
+    def __init__(self, post: Callable[[Message], object], detailed: Collection[int] | None = None,
+                 texted: int | None = None) -> None:
         self._post = post
+        self._detailed = detailed
+        """Requests whose every offset is posted; None: all."""
+        self._texted = texted
+        """The request whose text is posted; None: all."""
         self._pending: dict[int, tuple[list[float], list[str]]] = {}
 
     def add(self, request_id: int, offset_s: float, text: str) -> None:
-        offsets, texts = self._pending.setdefault(request_id, ([], []))
-        offsets.append(offset_s)
-        texts.append(text)
+        pending = self._pending.get(request_id)
+        if pending is None:
+            pending = self._pending[request_id] = ([], [])
+        pending[0].append(offset_s)
+        if text and (self._texted is None or request_id == self._texted):
+            pending[1].append(text)
 
     def post(self, request_id: int | None = None) -> None:
-        """Post what is pending for one request, or for all."""
+        """Post what is pending for one request, or for all, in one message."""
+        lanes = []
         for key in [request_id] if request_id is not None else list(self._pending):
             offsets, texts = self._pending.pop(key, ([], []))
             if offsets:
-                self._post(TokensArrived(key, tuple(offsets), "".join(texts)))
+                detailed = self._detailed is None or key in self._detailed
+                lanes.append(LaneTokens(key, len(offsets), offsets[0], offsets[-1],
+                                        tuple(offsets) if detailed else None, "".join(texts)))
+        if lanes:
+            self._post(TokenBatch(tuple(lanes)))
 
     async def post_every(self, interval_s: float) -> None:
         while True:
@@ -80,6 +103,7 @@ class FeedsMixin:
     """Workers of `MainScreen`. Needs `self.client`, `self.settings`, `self.server_url`."""
 
     client: httpx.AsyncClient
+    client_load: ClientLoad
     api: str | None
     model: str | None
     server_fresh: bool | None
@@ -130,7 +154,9 @@ class FeedsMixin:
             # dial or another client may have used it since.
             cold_id = first_id if fresh and await server_is_fresh(client) else None
             jobs = []
-            batches = TokenBatches(self.post_message)
+            # The timeline shows the newest lanes: of a send, its last few; the prompt pane its last one's answer.
+            last_id = first_id + concurrency - 1
+            batches = TokenBatches(self.post_message, range(max(first_id, last_id - SHOWN_LANES + 1), last_id + 1), last_id)
             for n in range(concurrency):
                 if text is not None:
                     body, tokens, estimated = text, None, True
@@ -160,6 +186,7 @@ class FeedsMixin:
             elif isinstance(event, RequestFinished):
                 batches.post(request_id)  # its last chunks before its completion
                 timing = mark_cold([event.timing], server_fresh=True)[0] if first_to_fresh else event.timing
+                timing = self.client_load.mark(timing)
                 self.post_message(RequestCompleted(request_id, timing))
 
     @work(exclusive=True, group="metrics", exit_on_error=False)
@@ -188,8 +215,15 @@ class FeedsMixin:
         cancelled: threading.Event = worker.cancelled_event
         port = local_port(self.server_url)
         host = HostSampler(port)
+        own = psutil.Process()
+        own.cpu_percent(None)  # the first reading only starts the interval
         with GpuSampler(server_port=port) as gpu:
             while not cancelled.is_set():
                 self.post_message(GpuSampled(gpu.sample()))
                 self.post_message(HostSampled(host.sample()))
                 cancelled.wait(self.settings.poll.gpu_interval_s)
+                if not cancelled.is_set():
+                    # Our own process: the streams' reading thread and the rendering share one GIL.
+                    cpu_pct, now = own.cpu_percent(None), time.time()
+                    self.client_load.sample(cpu_pct, now)
+                    self.post_message(ClientSampled(cpu_pct, now))

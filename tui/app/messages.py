@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from textual.message import Message
 
 from tui.core.records import RequestTiming
@@ -43,6 +45,31 @@ class TokensArrived(Fact):
         self.text = text
 
 
+@dataclass(frozen=True, slots=True)
+class LaneTokens:
+    """One request's chunks since the last batch, summed up: every offset only where the timeline can show it."""
+
+    request_id: int
+    count: int
+    """Content chunks in this batch."""
+    first_offset_s: float
+    last_offset_s: float
+    offsets_s: tuple[float, ...] | None = None
+    """Arrival of each chunk (seconds after the send), for a lane the timeline can show; None for the rest,
+    whose exact record comes with `RequestCompleted`."""
+    text: str = ""
+    """The batch's text (untrusted), only for the request whose answer the prompt pane shows."""
+
+
+class TokenBatch(Fact):
+    """Every stream's chunks since the last batch (about every 50 ms), one aggregate per lane: the screen
+    walks lanes, not tokens."""
+
+    def __init__(self, lanes: tuple[LaneTokens, ...]) -> None:
+        super().__init__()
+        self.lanes = lanes
+
+
 class RequestCompleted(Fact):
     """A request ended, well or not; `timing` is the exact record."""
 
@@ -50,6 +77,16 @@ class RequestCompleted(Fact):
         super().__init__()
         self.request_id = request_id
         self.timing = timing
+
+
+class ClientSampled(LatestFact):
+    """phasetop's own process CPU (this UI, and the threads reading the streams). Latest wins."""
+
+    def __init__(self, cpu_pct: float, t_unix: float) -> None:
+        super().__init__()
+        self.cpu_pct = cpu_pct
+        """Percent of one core over the last interval (100 = one core busy; the GIL makes that the ceiling)."""
+        self.t_unix = t_unix
 
 
 class MetricsScraped(LatestFact):

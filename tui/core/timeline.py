@@ -46,3 +46,25 @@ def refit(shown: Sequence[Lane], keep: int) -> list[Lane]:
     return [replace(lane, sent_s=lane.sent_s - origin,
                     first_token_s=None if lane.first_token_s is None else lane.first_token_s - origin,
                     token_s=tuple(t - origin for t in lane.token_s)) for lane in kept]
+
+
+def thin(ticks: Sequence[float], start_s: float, end_s: float, cells: int, per_cell: int = 4) -> list[float]:
+    """At most `per_cell` ticks per character cell of a `cells`-wide axis from `start_s` to `end_s`: one
+    character shows one dot however many tokens fell in it, and plotext's cost grows with the points.
+
+    Leaves `ticks` as they are while they number no more than `per_cell` a cell; else keeps the first tick
+    of each slot (and the last tick), so every cell that had a tick still has one.
+    """
+    slots = max(1, cells) * per_cell
+    if len(ticks) <= slots or end_s <= start_s:
+        return list(ticks)
+    scale = slots / (end_s - start_s)
+    kept, last_slot = [], None
+    for tick in ticks:
+        slot = int((tick - start_s) * scale)
+        if slot != last_slot:
+            kept.append(tick)
+            last_slot = slot
+    if kept[-1] != ticks[-1]:
+        kept.append(ticks[-1])
+    return kept

@@ -13,6 +13,7 @@ from textual.widgets import Footer
 
 from tui.app.feeds import FeedsMixin
 from tui.app.messages import (
+    ClientSampled,
     GpuSampled,
     HostSampled,
     MetricsScraped,
@@ -21,6 +22,7 @@ from tui.app.messages import (
     RequestStarted,
     ServerCameUp,
     ServerWentDown,
+    TokenBatch,
     TokensArrived,
 )
 from tui.app.lab import LAB_BINDINGS, LabMixin
@@ -32,6 +34,7 @@ from tui.app.widgets.prompt_pane import PRESETS, Preset, PromptPane
 from tui.app.widgets.status_line import ServerState, StatusLine
 from tui.app.widgets.timeline_pane import TimelinePane
 from tui.config import Settings
+from tui.core.client_load import ClientLoad, busy_line
 from tui.core.delivery import flag_bursts
 from tui.core.diagnosis import LiveFigures, diagnose
 from tui.core.records import RequestTiming
@@ -85,6 +88,8 @@ class MainScreen(FeedsMixin, LabMixin):
     """The single-stream ceiling for the server's model and device, when both are known."""
     diagnosis: reactive[str] = reactive("", repaint=False)
     """The "what to change" findings for the latest figures, one per line."""
+    client_busy: reactive[str] = reactive("", repaint=False)
+    """"client busy: N % CPU, figures marked" while phasetop's own process is near a core; "" otherwise."""
     cpu_ceiling: reactive[str | None] = reactive(None, repaint=False)
     """How the ceiling of a server phasetop did not start was derived (its GPU, or the CPU row), or why
     there is none ("ceiling: unknown model …"); shown in the GPU/host pane."""
@@ -111,6 +116,11 @@ class MainScreen(FeedsMixin, LabMixin):
         """The ceiling derived for a server phasetop did not start (`_ceiling` is None)."""
         self._records: dict[int, RequestTiming] = {}
         self._labels: dict[int, str] = {}
+        self._arrived: dict[int, list[float]] = {}
+        """Offsets of requests still streaming, as batches bring them (a list each: a tuple grown per batch
+        would copy every offset again each time); folded into `_records` when published."""
+        self.client_load = ClientLoad()
+        """phasetop's own CPU, sampled by the GPU/host poll; the request threads read it to mark their timings."""
         self._next_id = 1
         self._publish_pending = False
         self.server = ServerState(url=server_url, simulated=simulated)
@@ -125,6 +135,7 @@ class MainScreen(FeedsMixin, LabMixin):
             timeline = TimelinePane(id="timeline-pane", classes="pane").data_bind(
                 timings=MainScreen.timings, labels=MainScreen.labels,
                 decode_ceiling_tok_s=MainScreen.decode_ceiling_tok_s, diagnosis=MainScreen.diagnosis,
+                client_busy=MainScreen.client_busy,
             )
             timeline.border_title = "Token timeline: prefill ━ then decode •"
             yield timeline
@@ -143,6 +154,8 @@ class MainScreen(FeedsMixin, LabMixin):
         self.client = make_client(self.server_url, self.settings.api_key, self.settings.timeout_s)
         if self._ceiling:
             self.decode_ceiling_tok_s = self._ceiling[0]
+        if not self._live:  # a recorded feed: every replot at once, so no timer is live at a snapshot
+            self.query_one(TimelinePane).replot_interval_s = 0.0
         if self._live:
             self.find_server()
             self.poll_metrics()
@@ -168,6 +181,7 @@ class MainScreen(FeedsMixin, LabMixin):
     def action_clear(self) -> None:
         self._records.clear()
         self._labels.clear()
+        self._arrived.clear()
         self._publish()
 
     def action_help(self) -> None:
@@ -199,16 +213,29 @@ class MainScreen(FeedsMixin, LabMixin):
 
     @on(TokensArrived)
     def _tokens(self, event: TokensArrived) -> None:
-        record = self._records.get(event.request_id)
-        if record is None:
-            return
-        self._records[event.request_id] = replace(record, token_offsets_s=record.token_offsets_s + event.offsets_s)
-        if event.request_id == max(self._records):
-            self.query_one(PromptPane).append_answer(event.text)
+        self._arrive(event.request_id, event.offsets_s, event.text)
         self._publish_soon()
+
+    @on(TokenBatch)
+    def _token_batch(self, event: TokenBatch) -> None:
+        for lane in event.lanes:
+            if lane.offsets_s is not None:
+                self._arrive(lane.request_id, lane.offsets_s, lane.text)
+            elif lane.request_id in self._records and lane.request_id not in self._arrived:
+                # A lane the timeline cannot show keeps its first offset only (its TTFT) until its exact record comes.
+                self._arrived[lane.request_id] = [lane.first_offset_s]
+        self._publish_soon()
+
+    def _arrive(self, request_id: int, offsets_s: tuple[float, ...], text: str) -> None:
+        if request_id not in self._records:
+            return
+        self._arrived.setdefault(request_id, []).extend(offsets_s)
+        if text and request_id == max(self._records):
+            self.query_one(PromptPane).append_answer(text)
 
     @on(RequestCompleted)
     def _completed(self, event: RequestCompleted) -> None:
+        self._arrived.pop(event.request_id, None)
         if event.request_id in self._records:  # not when it was dropped as one too many to keep
             # Clumped arrivals time the delivery, not the generation: flagged, shown as such, kept out of the diagnosis.
             [self._records[event.request_id]] = flag_bursts([event.timing], self.decode_ceiling_tok_s)
@@ -256,6 +283,10 @@ class MainScreen(FeedsMixin, LabMixin):
     def _host(self, event: HostSampled) -> None:
         self.host = event.sample
 
+    @on(ClientSampled)
+    def _client(self, event: ClientSampled) -> None:
+        self.client_busy = busy_line(event.cpu_pct) if self.client_load.busy else ""
+
     # ---- state ---------------------------------------------------------------------------------
 
     def _publish_soon(self) -> None:
@@ -269,6 +300,10 @@ class MainScreen(FeedsMixin, LabMixin):
         ids = sorted(self._records)[-KEEP_REQUESTS:]
         for stale in [i for i in self._records if i not in ids]:
             del self._records[stale], self._labels[stale]
+            self._arrived.pop(stale, None)
+        for i, offsets in self._arrived.items():
+            if len(offsets) != len(self._records[i].token_offsets_s):
+                self._records[i] = replace(self._records[i], token_offsets_s=tuple(offsets))
         self.timings = [self._records[i] for i in ids]
         self.labels = [self._labels[i] for i in ids]
         self._diagnose()

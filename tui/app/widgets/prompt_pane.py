@@ -22,6 +22,9 @@ class Preset:
     shared_prefix: bool = False
 
 
+ANSWER_LINES = 1000
+"""Lines of answers the pane keeps: one left streaming for hours must not hold all it ever showed."""
+
 PRESETS = (
     Preset("short", "short 200", 200),
     Preset("long", "long 2000", 2000),
@@ -51,7 +54,7 @@ class PromptPane(Vertical):
         with Horizontal(id="compose"):
             yield TextArea(id="prompt-text", soft_wrap=True, placeholder="type a prompt, or pick a preset")
             yield Button("send typed", id="send-typed", variant="primary", compact=True)
-        yield Log(id="answer", highlight=False, auto_scroll=True)
+        yield Log(id="answer", highlight=False, auto_scroll=True, max_lines=ANSWER_LINES)
 
     @on(Button.Pressed)
     def _pressed(self, event: Button.Pressed) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.reactive import reactive
@@ -13,9 +15,12 @@ from tui.core.delivery import DELIVERY_NOT_GENERATION
 from tui.core.reconcile import reconcile
 from tui.core.records import RequestTiming
 from tui.core.stats import summarize
-from tui.core.timeline import Lane, lanes, refit
+from tui.core.timeline import Lane, lanes, refit, thin
 
 KEEP_LANES = 6
+REPLOT_INTERVAL_S = 0.25
+"""The chart redraws at most four times a second (plotext builds the whole figure each time); the figures
+under it update with every batch."""
 AXIS_ROWS = 4
 """Plot rows that are not lanes: the frame's top and bottom, the tick labels and "seconds"."""
 
@@ -34,7 +39,33 @@ class TimelinePlot(PlotextPlot):
     lanes: reactive[list[Lane]] = reactive(list, always_update=True, repaint=False)  # replot() refreshes
     """Lanes to draw, oldest first."""
 
+    replot_interval_s = REPLOT_INTERVAL_S
+    """Least time between two replots on new lanes: the chart's frame budget (0: every change at once)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._replotted_at = -float("inf")
+        self._replot_timer = None
+        self._replots = 0
+        self._rendered: tuple[tuple, object] | None = None
+        """(replot count, size, theme) → the figure built for them: plotext builds the whole figure on every
+        render, and a layout pass elsewhere on the screen re-renders the plot without a new replot."""
+
+    def render(self):
+        key = (self._replots, self.size, self.app.theme)
+        if self._rendered is None or self._rendered[0] != key:
+            self._rendered = (key, super().render())
+        return self._rendered[1]
+
     def watch_lanes(self) -> None:
+        wait_s = self._replotted_at + self.replot_interval_s - time.monotonic()
+        if wait_s <= 0:
+            self.replot()
+        elif self._replot_timer is None:  # the latest lanes are drawn when the budget allows
+            self._replot_timer = self.set_timer(wait_s, self._replot_due)
+
+    def _replot_due(self) -> None:
+        self._replot_timer = None
         self.replot()
 
     def on_mount(self) -> None:
@@ -48,6 +79,11 @@ class TimelinePlot(PlotextPlot):
         return tuple(color.get_truecolor()) if color else (255, 255, 255)
 
     def replot(self) -> None:
+        self._replotted_at = time.monotonic()
+        self._replots += 1
+        if self._replot_timer is not None:
+            self._replot_timer.stop()
+            self._replot_timer = None
         plt = self.plt
         plt.clear_data()
         plt.clear_figure()
@@ -58,6 +94,7 @@ class TimelinePlot(PlotextPlot):
         # One row per lane: more lanes than rows would draw two requests on one row.
         shown = refit(self.lanes, max(1, self.size.height - AXIS_ROWS))
         count = len(shown)
+        end_s = max((lane.token_s[-1] for lane in shown if lane.token_s), default=0.0)
         for index, lane in enumerate(shown):
             # One character per cell, like the lane's tick: plotext's 2×2 "hd" marks snap to half rows,
             # which put a prefill bar a row below its label on a short plot.
@@ -66,7 +103,8 @@ class TimelinePlot(PlotextPlot):
             if prefill_end is not None:
                 plt.plot([lane.sent_s, prefill_end], [y, y], marker=PREFILL_MARK, color=prefill)
             if lane.token_s:
-                plt.scatter(list(lane.token_s), [y] * len(lane.token_s), marker=DECODE_MARK, color=decode)
+                ticks = thin(lane.token_s, 0.0, end_s, self.size.width)
+                plt.scatter(ticks, [y] * len(ticks), marker=DECODE_MARK, color=decode)
             elif prefill_end is None:
                 plt.scatter([lane.sent_s], [y], marker="▶", color=prefill)
         if count:
@@ -91,11 +129,32 @@ class TimelinePane(Vertical):
 
     diagnosis: reactive[str] = reactive("", repaint=False)
     """What to change, from the domain text's rules, one finding per line."""
+    client_busy: reactive[str] = reactive("", repaint=False)
+    """"client busy: N % CPU, figures marked" while phasetop itself is near a core; "" otherwise."""
+
+    @property
+    def replot_interval_s(self) -> float:
+        """The chart's frame budget: least time between two replots."""
+        return self.query_one(TimelinePlot).replot_interval_s
+
+    @replot_interval_s.setter
+    def replot_interval_s(self, value: float) -> None:
+        self.query_one(TimelinePlot).replot_interval_s = value
 
     def compose(self) -> ComposeResult:
         yield TimelinePlot(id="timeline-plot")
         yield Static(id="timeline-figures", markup=False)
+        yield Static(id="client-busy", markup=False)
         yield Static(id="diagnosis", markup=False)
+
+    def on_mount(self) -> None:
+        self.query_one("#client-busy", Static).display = False
+
+    def watch_client_busy(self, line: str) -> None:
+        busy = self.query_one("#client-busy", Static)
+        busy.display = bool(line)
+        set_text(busy, line)
+        self.set_class(bool(line), "-client-busy")
 
     def watch_diagnosis(self, diagnosis: str) -> None:
         set_text(self.query_one("#diagnosis", Static), diagnosis)
