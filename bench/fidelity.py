@@ -3,7 +3,8 @@
 A scripted server (another process on uvloop, pinned to one core where the machine has two) sends every token
 at a known time and logs when it wrote each chunk. For each client: TTFT error = client TTFT − the
 server's (request arrived → first chunk written); ITL error = client gap − written gap, per token; and
-the client's CPU per streamed token. The clients:
+the client's CPU per streamed token (from the first request sent, connections already open, to the
+last answer). The clients:
 
   phasetop        phasetop's own measure() (aiohttp + orjson, clock on the wire, connections warmed)
   httpx           one httpx pool (phasetop's transport before issue 12), clock on the wire (trace)
@@ -43,8 +44,7 @@ sys.path.insert(0, str(ROOT))  # run as a plain script from anywhere
 import aiohttp  # noqa: E402
 import httpx  # noqa: E402
 import orjson  # noqa: E402
-import psutil  # noqa: E402
-
+from sim_emission import pin  # noqa: E402
 from tests.scripted_server import count_tokens  # noqa: E402
 from tui.core.stats import percentile  # noqa: E402
 from tui.sources.http import make_client  # noqa: E402
@@ -103,19 +103,29 @@ class ChunkReader:
         return ended
 
 
-async def gated(texts: list[str], streams: int, one: Callable[[str], Awaitable[list[float]]]) -> Offsets:
+class CpuWindow:
+    """The client's CPU seconds from the first request sent (connections already open) to the last answer."""
+
+    def __init__(self) -> None:
+        self.started = self.seconds = 0.0
+
+
+async def gated(texts: list[str], streams: int, one: Callable[[str], Awaitable[list[float]]], cpu: CpuWindow) -> Offsets:
+    """Every text through `one`, `streams` at a time; the CPU window covers only this."""
     gate = asyncio.Semaphore(streams)
     offsets: Offsets = {}
+    cpu.started = time.process_time()
 
     async def run(text: str) -> None:
         async with gate:
             offsets[text.split()[0]] = await one(text)
 
     await asyncio.gather(*(run(t) for t in texts))
+    cpu.seconds = time.process_time() - cpu.started
     return offsets
 
 
-async def run_phasetop(url: str, texts: list[str], streams: int, max_tokens: int, loads) -> Offsets:
+async def run_phasetop(url: str, texts: list[str], streams: int, max_tokens: int, loads, cpu: CpuWindow) -> Offsets:
     async with make_client(url, max_connections=streams) as client:
         connect_s = await warm_up(client, "/v1/models", connections=streams)
 
@@ -125,7 +135,7 @@ async def run_phasetop(url: str, texts: list[str], streams: int, max_tokens: int
                 raise RuntimeError(timing.error)
             return list(timing.token_offsets_s)
 
-        return await gated(texts, streams, one)
+        return await gated(texts, streams, one, cpu)
 
 
 async def _httpx_stream(client: httpx.AsyncClient, text: str, max_tokens: int, loads, wire_clock: bool) -> list[float]:
@@ -155,13 +165,13 @@ def _httpx_pool(connections: int) -> httpx.AsyncHTTPTransport:
     return httpx.AsyncHTTPTransport(limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections))
 
 
-async def run_httpx(url: str, texts: list[str], streams: int, max_tokens: int, loads) -> Offsets:
+async def run_httpx(url: str, texts: list[str], streams: int, max_tokens: int, loads, cpu: CpuWindow) -> Offsets:
     async with httpx.AsyncClient(base_url=url, timeout=60, transport=_httpx_pool(streams)) as client:
         await _warm_httpx(client, streams)
-        return await gated(texts, streams, lambda text: _httpx_stream(client, text, max_tokens, loads, True))
+        return await gated(texts, streams, lambda text: _httpx_stream(client, text, max_tokens, loads, True), cpu)
 
 
-async def run_httpx_sharded(url: str, texts: list[str], streams: int, max_tokens: int, loads) -> Offsets:
+async def run_httpx_sharded(url: str, texts: list[str], streams: int, max_tokens: int, loads, cpu: CpuWindow) -> Offsets:
     shards = [httpx.AsyncClient(base_url=url, timeout=60, transport=_httpx_pool(SHARD)) for _ in range(-(-streams // SHARD))]
     free: asyncio.Queue[httpx.AsyncClient] = asyncio.Queue()
     for shard in shards:
@@ -177,22 +187,22 @@ async def run_httpx_sharded(url: str, texts: list[str], streams: int, max_tokens
             finally:
                 free.put_nowait(shard)
 
-        return await gated(texts, streams, one)
+        return await gated(texts, streams, one, cpu)
     finally:
         for shard in shards:
             await shard.aclose()
 
 
-async def run_httpx_aiohttp(url: str, texts: list[str], streams: int, max_tokens: int, loads) -> Offsets:
+async def run_httpx_aiohttp(url: str, texts: list[str], streams: int, max_tokens: int, loads, cpu: CpuWindow) -> Offsets:
     from httpx_aiohttp import AiohttpTransport
 
     transport = AiohttpTransport(client=lambda: aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=streams)))
     async with httpx.AsyncClient(base_url=url, timeout=60, transport=transport) as client:
         await _warm_httpx(client, streams)
-        return await gated(texts, streams, lambda text: _httpx_stream(client, text, max_tokens, loads, False))
+        return await gated(texts, streams, lambda text: _httpx_stream(client, text, max_tokens, loads, False), cpu)
 
 
-async def run_aiohttp(url: str, texts: list[str], streams: int, max_tokens: int, loads) -> Offsets:
+async def run_aiohttp(url: str, texts: list[str], streams: int, max_tokens: int, loads, cpu: CpuWindow) -> Offsets:
     async def body_going_out(session, context, params) -> None:
         context.trace_request_ctx.start_ns = perf_counter_ns()
 
@@ -215,10 +225,10 @@ async def run_aiohttp(url: str, texts: list[str], streams: int, max_tokens: int,
                     reader.feed(data)
             return reader.offsets
 
-        return await gated(texts, streams, one)
+        return await gated(texts, streams, one, cpu)
 
 
-async def run_raw(url: str, texts: list[str], streams: int, max_tokens: int, loads) -> Offsets:
+async def run_raw(url: str, texts: list[str], streams: int, max_tokens: int, loads, cpu: CpuWindow) -> Offsets:
     parts = urlsplit(url)
     pool: asyncio.Queue = asyncio.Queue()
     connections = [await asyncio.open_connection(parts.hostname, parts.port) for _ in range(streams)]
@@ -240,7 +250,7 @@ async def run_raw(url: str, texts: list[str], streams: int, max_tokens: int, loa
         return reader.offsets
 
     try:
-        return await gated(texts, streams, one)
+        return await gated(texts, streams, one, cpu)
     finally:
         for _, writer in connections:
             writer.close()
@@ -283,10 +293,9 @@ def run_one(url: str, client: str, loop: str, streams: int, args: argparse.Names
     """One client at one level: its figures, from the server's log of this run's requests only."""
     runner, loads = CLIENTS[client]
     texts = prompts(REQUESTS_PER_STREAM.get(streams, 2 * streams), args.prompt_tokens)
+    cpu = CpuWindow()
     with asyncio.Runner(loop_factory=loop_factory(loop)) as event_loop:
-        cpu = time.process_time()
-        offsets = event_loop.run(runner(url, texts, streams, args.tokens, loads))
-        cpu = time.process_time() - cpu
+        offsets = event_loop.run(runner(url, texts, streams, args.tokens, loads, cpu))
     log = httpx.get(url + "/_log/take", timeout=30).json()
     ttft, itl = errors_ms(offsets, log)
     abs_itl = sorted(abs(e) for e in itl)
@@ -295,7 +304,7 @@ def run_one(url: str, client: str, loop: str, streams: int, args: argparse.Names
         "client": client + ("+uvloop" if loop == "uvloop" else ""), "streams": streams, "requests": len(offsets),
         "ttft_err_p50_ms": statistics.median(ttft), "ttft_err_p99_ms": percentile(sorted(ttft), 99),
         "itl_abs_err_p50_ms": statistics.median(abs_itl), "itl_abs_err_p99_ms": percentile(abs_itl, 99),
-        "cpu_us_per_token": cpu / tokens * 1e6, "tokens": tokens, "load_1m": os.getloadavg()[0],
+        "cpu_us_per_token": cpu.seconds / tokens * 1e6, "tokens": tokens, "load_1m": os.getloadavg()[0],
     }
 
 
@@ -331,14 +340,6 @@ def targets(rows: list[dict], loop: str) -> list[dict]:
             checks.append({"target": target, "streams": streams, "limit": limit, "phasetop": ours[key],
                            "raw": raw[key] if raw else None, "met": abs(ours[key]) <= limit})
     return checks
-
-
-def pin(pid: int, core: int) -> bool:
-    try:
-        psutil.Process(pid).cpu_affinity([core])
-        return True
-    except (AttributeError, psutil.Error, OSError):
-        return False
 
 
 def main() -> None:
