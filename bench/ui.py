@@ -21,10 +21,15 @@ The aggregate is set by the simulator's physics: its defaults (H100 SXM + 8B at 
 `--time-scale 1`), 200-token prompts and 512 tokens out decode about 5,900 tokens/s over 32 streams
 (5 ms steps); the gaps between rounds and this machine's two cores bring what arrives to about 5,000.
 
-    .venv/bin/python bench/ui.py [--window 15] [--idle 20] [--launches 5] [--time-scale 1]
+    .venv/bin/python bench/ui.py [--window 15] [--idle 20] [--launches 5] [--time-scale 1] [--profile FILE]
 
-Prints a table, then one JSON line. The 1-minute load average is recorded beside each figure: on a
-shared machine the figures are upper bounds.
+Prints a table, each target beside its measured figure, then one JSON line. The same run's reference
+is printed with them: the 1-minute load average beside each figure and before the simulator started,
+and the cores busy machine-wide besides the UI in each window (the simulator, and any other work), so
+a busy machine shows as busy: on a shared machine the figures are upper bounds. `--profile` writes
+py-spy's collapsed stacks of the app (every thread) over the load window.
+
+Memory over 10M tokens is `bench/ui_memory.py`.
 """
 
 from __future__ import annotations
@@ -147,6 +152,7 @@ class CpuWindow:
         self.process, self.terminal = process, terminal
         self.t0 = time.monotonic()
         self.cpu0, self.main0 = self._cpu()
+        self.machine0 = psutil.cpu_times()
         self.frames0 = len(terminal.frames)
 
     def _cpu(self) -> tuple[float, float]:
@@ -157,6 +163,8 @@ class CpuWindow:
     def close(self) -> dict:
         wall = time.monotonic() - self.t0
         cpu, main = self._cpu()
+        machine1 = psutil.cpu_times()
+        idle_s = (machine1.idle + getattr(machine1, "iowait", 0)) - (self.machine0.idle + getattr(self.machine0, "iowait", 0))
         frames = [t for t in self.terminal.frames[self.frames0:] if t >= self.t0]
         gaps = [b - a for a, b in zip(frames, frames[1:])]
         return {
@@ -167,6 +175,9 @@ class CpuWindow:
             "cpu_pct_of_core": round(100 * (cpu - self.cpu0) / wall, 1),
             "main_thread_cpu_pct": round(100 * (main - self.main0) / wall, 1),
             "load_avg_1m": round(os.getloadavg()[0], 2),
+            "machine_busy_cores": round(os.cpu_count() - idle_s / wall, 2),
+            # cores busy machine-wide over the window (this app, the simulator, other work), and without this app
+            "others_busy_cores": round(os.cpu_count() - idle_s / wall - (cpu - self.cpu0) / wall, 2),
         }
 
 
@@ -191,8 +202,11 @@ async def generation(url: str) -> tuple[float, float | None]:
     return reading.counters.get("generation_tokens_total", 0.0), reading.gauges.get("running")
 
 
-def app_under_load(url: str, idle_s: float, window_s: float) -> dict:
-    """Idle window, then 32 streams: frames, CPU, and the tokens/s the simulator generated meanwhile."""
+def app_under_load(url: str, idle_s: float, window_s: float, profile: str | None = None) -> dict:
+    """Idle window, then 32 streams: frames, CPU, and the tokens/s the simulator generated meanwhile.
+
+    `profile`: a file for py-spy's collapsed stacks of the app over the load window (every thread).
+    """
     terminal = Terminal([sys.executable, str(Path(__file__).resolve()), "--child", url], watch=("max_model_len",))
     process = psutil.Process(terminal.process.pid)
     try:
@@ -209,8 +223,15 @@ def app_under_load(url: str, idle_s: float, window_s: float) -> dict:
             time.sleep(0.1)
         tokens0, t0 = asyncio.run(generation(url))[0], time.monotonic()
         load = CpuWindow(process, terminal)
+        spy = None
+        if profile:
+            spy = subprocess.Popen([str(Path(sys.executable).with_name("py-spy")), "record", "--pid", str(process.pid),
+                                    "--duration", str(int(window_s)), "--format", "raw", "--threads", "--rate", "200",
+                                    "--output", profile, "--nonblocking"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(window_s)
         load_figures = load.close()
+        if spy is not None:
+            spy.wait(30)
         tokens1, t1 = asyncio.run(generation(url))[0], time.monotonic()
         load_figures["generated_tok_s"] = round((tokens1 - tokens0) / (t1 - t0))
     finally:
@@ -248,6 +269,7 @@ def main() -> int:
     parser.add_argument("--idle", type=float, default=20.0, help="seconds of idle measured (default 20)")
     parser.add_argument("--launches", type=int, default=5, help="launches for the first-paint median (default 5)")
     parser.add_argument("--time-scale", type=float, default=1.0, help="simulator --time-scale (default 1)")
+    parser.add_argument("--profile", metavar="FILE", help="py-spy's collapsed stacks of the app over the load window")
     parser.add_argument("--child", metavar="URL", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -256,17 +278,34 @@ def main() -> int:
     from tui.sim.launcher import SimulatorProcess
 
     sim_flags = ["--time-scale", str(args.time_scale)]
+    before_load = round(os.getloadavg()[0], 2)
     with SimulatorProcess.start(sim_flags) as sim:
         paint = first_paint(sim.url, args.launches)
-        figures = app_under_load(sim.url, args.idle, args.window)
+        figures = app_under_load(sim.url, args.idle, args.window, args.profile)
+    figures["load_avg_1m_before"] = before_load
     idle, load = figures["idle"], figures["load"]
     print(f"simulator: H100 SXM + 8B, {' '.join(sim_flags)}; {STREAMS} streams, {PROMPT_TOKENS} in / "
           f"{MAX_TOKENS} out; terminal {SIZE[0]}x{SIZE[1]}; {os.cpu_count()} cores", file=sys.stderr)
-    print(f"{'':<12} {'frames/s':>9} {'gap p50':>8} {'gap max':>8} {'CPU':>7} {'main thr':>9} {'tok/s':>7} {'load 1m':>8}")
+    print(f"{'':<12} {'frames/s':>9} {'gap p50':>8} {'gap max':>8} {'CPU':>7} {'main thr':>9} {'tok/s':>7} {'load 1m':>8} "
+          f"{'box busy':>9} {'others':>7}")
     for name, row in (("idle", idle), ("32 streams", load)):
         print(f"{name:<12} {row['frames_per_s']:>9.1f} {row['frame_gap_p50_ms'] or 0:>6.0f}ms {row['frame_gap_max_ms'] or 0:>6.0f}ms "
               f"{row['cpu_pct_of_core']:>6.1f}% {row['main_thread_cpu_pct']:>8.1f}% {row.get('generated_tok_s', 0):>7} "
-              f"{row['load_avg_1m']:>8.2f}")
+              f"{row['load_avg_1m']:>8.2f} {row['machine_busy_cores']:>6.2f} c {row['others_busy_cores']:>5.2f} c")
+    print(f"reference (same run): load 1m {before_load:.2f} before the simulator started; {os.cpu_count()} cores; during the "
+          f"idle window the box had {idle['others_busy_cores']:.2f} cores busy besides the UI, during the load "
+          f"{load['others_busy_cores']:.2f} (the simulator serving 32 streams, and whatever else runs here)")
+    targets = (
+        ("frames/s, 32 streams", "≥ 10 /s", f"{load['frames_per_s']:.1f} /s", load["frames_per_s"] >= 10),
+        ("UI CPU, 32 streams", "≤ 40 % of a core", f"{load['cpu_pct_of_core']:.1f} % (main thread "
+         f"{load['main_thread_cpu_pct']:.1f} %; the rest reads the streams)", load["cpu_pct_of_core"] <= 40),
+        ("UI CPU, idle", "< 3 % of a core", f"{idle['cpu_pct_of_core']:.1f} %", idle["cpu_pct_of_core"] < 3),
+        ("first paint", "≤ 1 s", f"{paint['median_s']:.2f} s", paint["median_s"] <= 1),
+    )
+    print(f"{'target':<22} {'wanted':<17} {'measured':<58} {'met':<4} load 1m")
+    for name, wanted, measured, met in targets:
+        print(f"{name:<22} {wanted:<17} {measured:<58} {'yes' if met else 'NO':<4} "
+              f"{(load if '32' in name else idle if 'idle' in name else paint)['load_avg_1m']:.2f}")
     print(f"first paint: median {paint['median_s'] * 1e3:.0f} ms (min {paint['min_s'] * 1e3:.0f}, max "
           f"{paint['max_s'] * 1e3:.0f}) over {paint['launches']} launches; load 1m {paint['load_avg_1m']:.2f}")
     print(json.dumps({"bench": "ui", "sim_flags": sim_flags, "streams": STREAMS, "max_tokens": MAX_TOKENS,
