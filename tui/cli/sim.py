@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 
 from tui.cli.common import add_json_option, settings_from
@@ -13,6 +12,7 @@ from tui.core.models import MODELS, find_model
 from tui.sim.blocks import BLOCK_SIZE
 from tui.sim.options import QUANTIZATION_BITS, READY_PREFIX, SimOptions, served_name
 from tui.sim.physics import ConfigError, EngineConfig
+from tui.sources import loop
 
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
 """With chunked prefill on. vLLM V1 picks 8192 for online serving on big GPUs; 2048 is the value its
@@ -133,5 +133,5 @@ def run(args: argparse.Namespace) -> int:
         note(f"phasetop sim: {config.device.name}, {config.layout.name} at {config.bits} bit as "
              f"{options.served_model_name!r}; {config.num_gpu_blocks} KV blocks; Ctrl-C stops")
 
-    asyncio.run(serve(options, sock, ready, stop_on_stdin_close=args.stop_on_stdin_close))
+    loop.run(serve(options, sock, ready, stop_on_stdin_close=args.stop_on_stdin_close))
     return EXIT_OK
