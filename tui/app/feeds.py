@@ -32,6 +32,7 @@ from tui.app.messages import (
 from tui.app.widgets.timeline_pane import KEEP_LANES
 from tui.core.client_load import ClientLoad
 from tui.core.records import mark_cold
+from tui.sources import loop
 from tui.sources.detect import WARM_UP_PATHS, describe_server, detect_api
 from tui.sources.errors import SourceError
 from tui.sources.gpu import GpuSampler
@@ -138,7 +139,7 @@ class FeedsMixin:
             self.app.call_from_thread(self.notify, "the server is not known yet: wait for the header to say it is up",
                                       severity="warning")
             return
-        asyncio.run(self._send_all(api, model, first_id, label, text, prompt_tokens, concurrency, max_tokens, shared_prefix,
+        loop.run(self._send_all(api, model, first_id, label, text, prompt_tokens, concurrency, max_tokens, shared_prefix,
                                    bool(fresh)))
 
     async def _send_all(self, api: str, model: str, first_id: int, label: str, text: str | None,

@@ -25,6 +25,7 @@ from tui.core.records import RequestTiming
 from tui.core.runs import new_run
 from tui.core.stats import summarize
 from tui.runs_store import default_runs_dir, save_run
+from tui.sources import loop
 from tui.sources.detect import ServerInfo, describe_server, detect_api
 from tui.sources.errors import SourceError
 from tui.sources.http import make_client
@@ -80,7 +81,7 @@ class LabFeedsMixin:
     def run_load(self, info: ServerInfo, dial: LoadDial, workload: Workload, stop: threading.Event) -> None:
         """Send the load until `stop` is set (or the worker is cancelled); the dial may turn meanwhile."""
         cancelled: threading.Event = get_current_worker().cancelled_event
-        asyncio.run(self._drive_load(info, dial, workload, stop, cancelled))
+        loop.run(self._drive_load(info, dial, workload, stop, cancelled))
 
     async def _drive_load(self, info: ServerInfo, dial: LoadDial, workload: Workload,
                           stop: threading.Event, cancelled: threading.Event) -> None:

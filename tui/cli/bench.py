@@ -30,12 +30,12 @@ from tui.core.delivery import burst_line, flag_bursts
 from tui.core.records import mark_cold
 from tui.core.runs import new_run
 from tui.runs_store import write_atomic
+from tui.sources import loop
 from tui.sources.detect import ServerInfo, describe_server, detect_api
 from tui.sources.errors import SourceError
 from tui.sources.http import make_client
 from tui.sources.identity import server_identity
 from tui.sources.load import LoadDial, LoadProgress, LoadResult, LoadRunner, Workload
-from tui.sources import loop
 
 DEFAULT_PROMPT_TOKENS = 1024
 DEFAULT_MAX_TOKENS = 128

@@ -11,11 +11,11 @@ from tui.core.devices import DEVICES, Device, UnknownDeviceError, find_device, s
 from tui.core.models import MODELS, ModelLayout, find_model
 from tui.core.roofline import Ceiling, bytes_per_decode_token, ceiling, decode_ceiling_tok_s
 from tui.core.server_ceiling import ServerCeiling
+from tui.sources import loop
 from tui.sources.ceiling import server_decode_ceiling
 from tui.sources.detect import ServerInfo, describe_server, detect_api
 from tui.sources.errors import SourceError
 from tui.sources.http import make_client
-from tui.sources import loop
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -13,11 +13,11 @@ from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note
 from tui.core.slots import SlotState, slots_line
 from tui.core.sse import one_line
 from tui.core.telemetry import MetricsSnapshot, kv_tokens_text, saturation_text, waiting_text
+from tui.sources import loop
 from tui.sources.errors import ServerRejected, SourceError
 from tui.sources.http import make_client
 from tui.sources.scrape import MetricsNotExposed, MetricsScraper
 from tui.sources.slots import fetch_slots
-from tui.sources import loop
 
 DOWN_TIMEOUT_S = 300.0
 """How long the server may stay down before `metrics` gives up: a vLLM restart with a large model takes minutes."""

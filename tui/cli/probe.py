@@ -25,6 +25,7 @@ from tui.core.promstats import cached_prompt_tokens
 from tui.core.records import RequestTiming, mark_cold, summarize_requests, with_cached_from_metrics
 from tui.core.runs import new_run
 from tui.core.stats import summarize
+from tui.sources import loop
 from tui.sources.detect import WARM_UP_PATHS, ServerInfo, describe_server, detect_api
 from tui.sources.errors import SourceError
 from tui.sources.http import make_client
@@ -32,7 +33,6 @@ from tui.sources.identity import server_identity
 from tui.sources.prompts import estimate_tokens, prompt_of
 from tui.sources.scrape import MetricsScraper
 from tui.sources.stream import StreamRequest, measure, warm_up
-from tui.sources import loop
 
 DEFAULT_PROMPT_TOKENS = 200
 DEFAULT_MAX_TOKENS = 64

@@ -20,12 +20,12 @@ from tui.cli.runs_common import add_runs_options, save_run_from_cli
 from tui.config import Settings
 from tui.core.experiments import COLUMNS, DEFAULT_VALUES, EXPERIMENTS, Plan, make_plan
 from tui.core.runs import new_run
+from tui.sources import loop
 from tui.sources.detect import ServerInfo, describe_server, detect_api
 from tui.sources.errors import SourceError
 from tui.sources.experiments import ExperimentFailed, ExperimentResult, Progress, run_experiment
 from tui.sources.http import make_client
 from tui.sources.identity import server_identity
-from tui.sources import loop
 
 VALUES_HELP = "; ".join(f"{name}: {','.join(str(v) for v in values)}" for name, values in DEFAULT_VALUES.items())
 

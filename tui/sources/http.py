@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import functools
 import ssl
+from typing import TYPE_CHECKING
 
 import httpx
 from pydantic import SecretStr
 
 from tui import __version__
-from tui.sources.token_wire import TokenSession
+
+if TYPE_CHECKING:
+    from tui.sources.token_wire import TokenSession
 
 STALE_CONNECTION_ERRORS = (httpx.RemoteProtocolError, httpx.ReadError)
 """How a request written into a connection the server had already closed fails: the server's FIN
@@ -38,6 +41,10 @@ class ServerClient(httpx.AsyncClient):
 
     def tokens(self) -> TokenSession:
         if self._tokens is None:
+            # aiohttp loads here, on the first stream: its import (~150 ms, most of it its CA bundle) stays
+            # off the UI's start-up and off every CLI command that streams nothing.
+            from tui.sources.token_wire import TokenSession
+
             self._tokens = TokenSession(*self._session_args)
         return self._tokens
 

@@ -45,7 +45,7 @@ DIAL_POLL_S = 0.05
 """How often the runner reads the dial: plain attributes, so any thread may turn it."""
 RATE_WINDOW_S = 5.0
 """Finished requests over this many seconds make the progress's current rate."""
-WARM_CONNECTIONS = 64
+WARM_CONNECTIONS = 256
 """At most this many connections are opened before the first send."""
 ENDLESS_SAMPLE = 500
 """Raw requests an endless run keeps (a uniform sample); its figures are kept over all of them."""

@@ -14,7 +14,6 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from time import perf_counter_ns
 
-import aiohttp
 import orjson
 
 from tui.core.records import RequestTiming, ServerSplit
@@ -22,7 +21,6 @@ from tui.core.sse import SSE_DONE, LineSplitter, one_line, sse_field
 from tui.sources.chunks import Tally, read_llamacpp, read_ollama, read_openai
 from tui.sources.errors import ProtocolError, SourceError, rejected
 from tui.sources.http import ServerClient
-from tui.sources.token_wire import WireClock, from_aiohttp
 
 ApiName = str
 """One of "openai", "ollama", "llamacpp"."""
@@ -107,12 +105,12 @@ async def warm_up(client: ServerClient, path: str, connections: int = 1) -> floa
 
     Done before timing, so the timed request reuses a live connection.
     """
-    clocks = [WireClock() for _ in range(connections)]
     tokens = client.tokens()
+    clocks = [tokens.clock() for _ in range(connections)]
     try:
         await asyncio.gather(*(tokens.get(path, clock) for clock in clocks))
-    except (aiohttp.ClientError, TimeoutError) as error:
-        raise from_aiohttp(error, tokens.base_url + path, answered=False) from None
+    except tokens.errors as error:
+        raise tokens.failure(error, tokens.base_url + path, answered=False) from None
     times = [c.connect_s for c in clocks if c.connect_s is not None]
     return max(times) if times else None
 
@@ -124,7 +122,8 @@ async def stream(client: ServerClient, request: StreamRequest, connect_s: float 
     `connect_s` is the warm-up's connect time, used when this request opened no connection itself.
     """
     route = route_for(request)
-    clock = WireClock()
+    tokens = client.tokens()
+    clock = tokens.clock()
     tally = Tally()
     offsets: list[float] = []
     texts: list[str] = []
@@ -132,7 +131,6 @@ async def stream(client: ServerClient, request: StreamRequest, connect_s: float 
     start_ns = perf_counter_ns()
     start_unix = time.time()
     error: str | None = None
-    tokens = client.tokens()
     url = tokens.base_url + route.path
     answered = False
     try:
@@ -162,8 +160,8 @@ async def stream(client: ServerClient, request: StreamRequest, connect_s: float 
                 raise ProtocolError(f"{url}: the stream ended before the answer was complete")
     except SourceError as failure:
         error = str(failure)
-    except (aiohttp.ClientError, TimeoutError) as failure:
-        error = str(from_aiohttp(failure, url, answered))
+    except tokens.errors as failure:
+        error = str(tokens.failure(failure, url, answered))
     sent_unix = clock.sent_unix or start_unix
     yield RequestFinished(_timing(request, tally, offsets, texts, positions, sent_unix, clock.connect_s or connect_s, error))
 

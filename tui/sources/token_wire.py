@@ -25,6 +25,8 @@ import aiohttp
 
 from tui.sources.errors import ProtocolError, ServerTimeout, ServerUnavailable, SourceError
 
+STREAM_ERRORS = (aiohttp.ClientError, TimeoutError)
+"""Everything a request on a TokenSession can raise that is the server's or the network's doing."""
 STALE_CONNECTION_ERRORS = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)
 """How a request written into a connection the server had already closed fails: its FIN or its reset,
 before any response. ClientConnectorError is a ClientOSError too: that one opened a connection, so the
@@ -80,7 +82,18 @@ def _wire_trace(on_connected) -> aiohttp.TraceConfig:
 
 class TokenSession:
     """aiohttp sessions for one server: a keep-alive pool, and a no-reuse one for a resend. Made inside the
-    event loop that uses it (aiohttp binds to it)."""
+    event loop that uses it (aiohttp binds to it).
+
+    What a caller needs of aiohttp comes through here (`clock`, `errors`, `failure`), so only
+    `ServerClient.tokens()` imports this module: aiohttp loads on the first stream, not at start-up.
+    """
+
+    errors = STREAM_ERRORS
+    clock = WireClock
+
+    @staticmethod
+    def failure(error: Exception, url: str, answered: bool) -> SourceError:
+        return from_aiohttp(error, url, answered)
 
     def __init__(self, base_url: str, headers: Mapping[str, str], timeout_s: float, max_connections: int) -> None:
         self.base_url = base_url

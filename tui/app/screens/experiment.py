@@ -26,6 +26,7 @@ from tui.app.lab_messages import ExperimentFinished, ExperimentProgressed, RunSa
 from tui.config import Settings
 from tui.core.experiments import COLUMNS, Column, Plan
 from tui.core.runs import new_run
+from tui.sources import loop
 from tui.sources.detect import ServerInfo
 from tui.sources.errors import SourceError
 from tui.sources.experiments import ExperimentFailed, run_experiment
@@ -165,7 +166,7 @@ class ExperimentScreen(Screen[None]):
     @work(exclusive=True, group="experiment", thread=True, exit_on_error=False)
     def run_plan(self) -> None:
         cancelled: threading.Event = get_current_worker().cancelled_event
-        asyncio.run(self._run(cancelled))
+        loop.run(self._run(cancelled))
 
     async def _run(self, cancelled: threading.Event) -> None:
         started = datetime.now(UTC)

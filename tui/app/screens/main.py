@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from time import monotonic
 
 from textual import on
 from textual.app import ComposeResult
@@ -46,6 +47,9 @@ from tui.sources.prompts import filler_text
 
 KEEP_REQUESTS = 24
 """Requests kept in state; the timeline shows the last few."""
+PUBLISH_INTERVAL_S = 1 / 8
+"""State reaches the panes at most this often (the frame budget): at 32 streams a batch lands every 50 ms,
+and painting each one cost the main thread more than reading the streams did."""
 MAX_TOKENS = 128
 NARROW_WIDTH = 100
 SHARED_PREFIX = filler_text("[shared system prompt]", 1800)
@@ -123,6 +127,11 @@ class MainScreen(FeedsMixin, LabMixin):
         """phasetop's own CPU, sampled by the GPU/host poll; the request threads read it to mark their timings."""
         self._next_id = 1
         self._publish_pending = False
+        self._published_at = 0.0
+        self._answer: list[str] = []
+        """Answer text that arrived since the last publish (the prompt pane's, painted with the rest)."""
+        self._publish_interval_s = PUBLISH_INTERVAL_S if live else 0.0
+        """A recorded feed (tests, snapshots) publishes after each message: no timer is live at a snapshot."""
         self.server = ServerState(url=server_url, simulated=simulated)
 
     def compose(self) -> ComposeResult:
@@ -231,7 +240,7 @@ class MainScreen(FeedsMixin, LabMixin):
             return
         self._arrived.setdefault(request_id, []).extend(offsets_s)
         if text and request_id == max(self._records):
-            self.query_one(PromptPane).append_answer(text)
+            self._answer.append(text)
 
     @on(RequestCompleted)
     def _completed(self, event: RequestCompleted) -> None:
@@ -290,13 +299,23 @@ class MainScreen(FeedsMixin, LabMixin):
     # ---- state ---------------------------------------------------------------------------------
 
     def _publish_soon(self) -> None:
-        """Publish once after the messages already queued: a burst (every stream's batch) replots once."""
-        if not self._publish_pending:
-            self._publish_pending = True
+        """Publish once after the messages already queued (a burst, every stream's batch, replots once), and
+        no sooner than the frame budget allows after the last publish."""
+        if self._publish_pending:
+            return
+        self._publish_pending = True
+        wait_s = self._published_at + self._publish_interval_s - monotonic()
+        if wait_s > 0:
+            self.set_timer(wait_s, self._publish)
+        else:
             self.call_later(self._publish)
 
     def _publish(self) -> None:
         self._publish_pending = False
+        self._published_at = monotonic()
+        if self._answer:
+            self.query_one(PromptPane).append_answer("".join(self._answer))
+            self._answer.clear()
         ids = sorted(self._records)[-KEEP_REQUESTS:]
         for stale in [i for i in self._records if i not in ids]:
             del self._records[stale], self._labels[stale]

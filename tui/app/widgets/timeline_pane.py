@@ -21,6 +21,9 @@ KEEP_LANES = 6
 REPLOT_INTERVAL_S = 0.25
 """The chart redraws at most four times a second (plotext builds the whole figure each time); the figures
 under it update with every batch."""
+TRAILING_S = 0.1
+"""A replot that is not yet due waits for the next new lanes (so it lands in the frame they paint anyway),
+or this long past its due time when none come: the last lanes of a stream are always drawn."""
 AXIS_ROWS = 4
 """Plot rows that are not lanes: the frame's top and bottom, the tick labels and "seconds"."""
 
@@ -62,7 +65,7 @@ class TimelinePlot(PlotextPlot):
         if wait_s <= 0:
             self.replot()
         elif self._replot_timer is None:  # the latest lanes are drawn when the budget allows
-            self._replot_timer = self.set_timer(wait_s, self._replot_due)
+            self._replot_timer = self.set_timer(wait_s + TRAILING_S, self._replot_due)
 
     def _replot_due(self) -> None:
         self._replot_timer = None
