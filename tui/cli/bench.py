@@ -26,6 +26,7 @@ from tui.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, emit_json
 from tui.cli.runs_common import add_runs_options, save_run_from_cli
 from tui.config import Settings
 from tui.core.bench import bench_figures
+from tui.core.client_load import BusyInterval, mark_busy
 from tui.core.delivery import burst_line, flag_bursts
 from tui.core.records import mark_cold
 from tui.core.runs import new_run
@@ -36,6 +37,7 @@ from tui.sources.errors import SourceError
 from tui.sources.http import make_client
 from tui.sources.identity import server_identity
 from tui.sources.load import LoadDial, LoadProgress, LoadResult, LoadRunner, Workload
+from tui.sources.own_cpu import watch_own_cpu
 
 DEFAULT_PROMPT_TOKENS = 1024
 DEFAULT_MAX_TOKENS = 128
@@ -83,9 +85,11 @@ def run(args: argparse.Namespace) -> int:
     _check(args, settings)
     key = settings.api_key_text()
     started = datetime.now(UTC)
-    server, identity, guard, result = loop.run(_bench(settings, args))
+    busy: list[BusyInterval] = []
+    server, identity, guard, result = loop.run(_bench(settings, args, busy))
     finished = datetime.now(UTC)
-    requests = flag_bursts(mark_cold(result.requests, server_fresh=guard.fresh), guard.ceiling_tok_s)
+    # A client near a core stamps its own reading: those requests are marked like clumped ones.
+    requests = mark_busy(flag_bursts(mark_cold(result.requests, server_fresh=guard.fresh), guard.ceiling_tok_s), busy)
     figures = bench_figures(requests, result.duration_s, _seconds(args.slo_ttft_ms), _seconds(args.slo_tpot_ms))
     # vLLM's figures stay as vLLM counts them, so they compare; the requests behind them are marked.
     delivery = burst_line(requests, consequence="included in the figures above, marked in requests[].burst")
@@ -138,8 +142,10 @@ def _check(args: argparse.Namespace, settings: Settings) -> None:
             raise CliError(f"{flag} must be above 0", EXIT_USAGE)
 
 
-async def _bench(settings: Settings, args: argparse.Namespace) -> tuple[ServerInfo, dict, Guard, LoadResult]:
-    """Detect the server, note its identity, run the load with a progress line on stderr."""
+async def _bench(settings: Settings, args: argparse.Namespace,
+                 busy: list[BusyInterval]) -> tuple[ServerInfo, dict, Guard, LoadResult]:
+    """Detect the server, note its identity, run the load with a progress line on stderr; `busy` gets the
+    intervals in which phasetop itself was near a core."""
     in_flight = min(args.max_concurrency or MAX_IN_FLIGHT, args.num_prompts)
     async with make_client(base_url(settings.url), settings.api_key, settings.timeout_s, in_flight) as client:
         try:
@@ -151,11 +157,13 @@ async def _bench(settings: Settings, args: argparse.Namespace) -> tuple[ServerIn
                                 settings.exact_length, args.seed)
             runner = LoadRunner(client, server, workload, LoadDial(args.request_rate, in_flight))
             progress = asyncio.create_task(_show_progress(runner))
+            watch = asyncio.create_task(watch_own_cpu(busy))
             try:
                 with stop_on_first_interrupt(lambda: _interrupt(runner)):
                     result = await runner.run()
             finally:
                 progress.cancel()
+                watch.cancel()
         except SourceError as error:
             raise CliError(str(error)) from None
     _progress_done(runner.progress())

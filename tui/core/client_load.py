@@ -58,3 +58,20 @@ class ClientLoad:
         if cpu_pct is None or timing.burst or not timing.ok:
             return timing
         return replace(timing, burst=busy_reason(cpu_pct))
+
+
+BusyInterval = tuple[float, float, float]
+"""(start unix, end unix, CPU % of one core) of an interval in which the client was busy."""
+
+
+def mark_busy(timings: list[RequestTiming], intervals: list[BusyInterval]) -> list[RequestTiming]:
+    """After a run: each timing that streamed during a busy interval gets `burst` set (an existing reason
+    is kept); the CLI's twin of `ClientLoad.mark`, which marks as requests end."""
+    marked = []
+    for timing in timings:
+        end = timing.t_sent_unix + (timing.e2e_s or 0.0)
+        overlapping = [pct for start, stop, pct in intervals if start < end and stop > timing.t_sent_unix]
+        if overlapping and timing.ok and not timing.burst:
+            timing = replace(timing, burst=busy_reason(max(overlapping)))
+        marked.append(timing)
+    return marked
