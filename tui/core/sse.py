@@ -23,7 +23,9 @@ class LineSplitter:
             data = self._tail + data
         lines = data.split(b"\n")
         self._tail = lines.pop()
-        return [line[:-1] if line.endswith(b"\r") else line for line in lines]
+        if b"\r" in data:  # CRLF servers only: most send bare LF, and this loop is per chunk
+            return [line[:-1] if line.endswith(b"\r") else line for line in lines]
+        return lines
 
     @property
     def pending(self) -> bytes:

@@ -13,6 +13,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from time import perf_counter_ns
+from typing import NamedTuple
 
 import orjson
 
@@ -44,9 +45,11 @@ class StreamRequest:
     generates the same tokens, so figures compare. Ollama offers no such option."""
 
 
-@dataclass(frozen=True, slots=True)
-class ChunkArrived:
-    """A chunk of generated text arrived `offset_s` seconds after the request was sent. Untrusted text."""
+class ChunkArrived(NamedTuple):
+    """A chunk of generated text arrived `offset_s` seconds after the request was sent. Untrusted text.
+
+    A named tuple, not a frozen dataclass: one is made per token, and a frozen dataclass's __init__ costs
+    about five times as much."""
 
     offset_s: float
     text: str
@@ -192,17 +195,16 @@ async def measure(client: ServerClient, request: StreamRequest, connect_s: float
 def _sse_payloads(lines: list[bytes], tally: Tally) -> list[bytes]:
     payloads = []
     for line in lines:
-        field = sse_field(line)
-        if field is None:
-            continue
-        name, value = field
-        if name == b"data":
+        if line[:5] == b"data:":  # nearly every line: read here, without the general field parser
+            value = line[6:] if line[5:6] == b" " else line[5:]
             if value == SSE_DONE:
                 tally.done = True
             else:
                 payloads.append(value)
-        elif name == b"error":
-            tally.error = one_line(value.decode("utf-8", "replace"))
+            continue
+        field = sse_field(line)
+        if field is not None and field[0] == b"error":
+            tally.error = one_line(field[1].decode("utf-8", "replace"))
     return payloads
 
 
