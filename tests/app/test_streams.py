@@ -43,16 +43,22 @@ def test_token_batches_sum_up_lanes_the_timeline_cannot_show():
     assert lanes[32].text == "xxx"
 
 
+async def _started(app: PhasetopApp, pilot, count: int) -> tuple[MainScreen, range]:
+    """The main screen with requests 1…count started and published."""
+    await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
+    screen = app.screen
+    ids = range(1, count + 1)
+    for i in ids:
+        screen.post_message(RequestStarted(i, f"r{i}", T0, 200))
+    await pilot.pause()
+    return screen, ids
+
+
 async def test_more_requests_than_are_kept_finish_without_a_crash():
     """32 at once: the first 8 are dropped from state while they stream; their completion must not revive them."""
     app = PhasetopApp(settings(), "http://127.0.0.1:9", None, None, live=False)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
-        screen = app.screen
-        ids = range(1, 33)
-        for i in ids:
-            screen.post_message(RequestStarted(i, f"r{i}", T0, 200))
-        await pilot.pause()  # published: the first 8 are dropped
+        screen, ids = await _started(app, pilot, 32)  # published: the first 8 are dropped
         for i in ids:
             screen.post_message(TokensArrived(i, (0.01, 0.02), "ab"))
         timings = {i: RequestTiming(ok=True, t_sent_unix=T0, token_offsets_s=(0.01, 0.02, 0.03 + i / 1000),
@@ -69,12 +75,7 @@ async def test_a_batch_of_summed_up_lanes_keeps_the_shown_lanes_exact():
     """The screen walks lanes, not tokens: the shown ones get every offset, the others their TTFT until they end."""
     app = PhasetopApp(settings(), "http://127.0.0.1:9", None, None, live=False)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
-        screen = app.screen
-        ids = range(1, 33)
-        for i in ids:
-            screen.post_message(RequestStarted(i, f"r{i}", T0, 200))
-        await pilot.pause()
+        screen, ids = await _started(app, pilot, 32)
         posted = []
         batches = TokenBatches(posted.append, detailed=range(27, 33), texted=32)
         for step in range(1, 11):
