@@ -95,3 +95,42 @@ async def test_the_key_goes_on_the_stream_too(scripted_server):
     async with make_client(scripted_server.url, SecretStr("the-right-key")) as client:
         timing = await measure(client, _request())
     assert timing.ok, timing.error
+
+
+async def test_tls_to_a_plain_http_server_is_a_tls_error(scripted_server):
+    async with make_client(scripted_server.url.replace("http://", "https://")) as client:
+        timing = await measure(client, _request())
+    assert not timing.ok
+    assert "TLS error" in timing.error and "\n" not in timing.error
+
+
+async def test_a_name_that_does_not_resolve_is_a_dns_failure():
+    async with make_client("http://phasetop-test.invalid:8000") as client:
+        timing = await measure(client, _request())
+    assert not timing.ok
+    assert "DNS lookup failed" in timing.error
+
+
+async def test_a_certificate_that_does_not_verify_is_a_tls_error(tmp_path):
+    """A TLS server with a self-signed certificate: verification fails, and says so in one line."""
+    import ssl
+    import subprocess
+
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "1", "-subj", "/CN=127.0.0.1"], check=True, capture_output=True)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0, ssl=context)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with make_client(f"https://127.0.0.1:{port}") as client:
+            timing = await measure(client, _request())
+    finally:
+        server.close()
+    assert not timing.ok
+    assert "TLS error" in timing.error and "certificate" in timing.error.lower() and "\n" not in timing.error

@@ -156,10 +156,10 @@ def from_aiohttp(error: Exception, url: str, answered: bool) -> SourceError:
 
 
 def _connect_reason(error: aiohttp.ClientConnectorError) -> str:
+    if isinstance(error, aiohttp.ClientConnectorCertificateError):  # it carries no os_error
+        return f"TLS error: {error.certificate_error}"
     os_error = error.os_error
-    if isinstance(error, aiohttp.ClientConnectorSSLError | aiohttp.ClientConnectorCertificateError) or isinstance(
-        os_error, ssl.SSLError
-    ):
+    if isinstance(error, aiohttp.ClientConnectorSSLError) or isinstance(os_error, ssl.SSLError):
         return f"TLS error: {getattr(os_error, 'reason', None) or os_error}"
     if isinstance(os_error, ConnectionRefusedError):
         return "connection refused"
