@@ -47,26 +47,46 @@ class TokenEvent(NamedTuple):
 class Stream:
     """A request's view of the engine: the TokenEvents due and not yet taken, and the sequence for its timings.
 
-    The engine appends to `pending` at each step's deadline. A streamed answer sets `deliver`, which
+    The engine stages each step's events before its deadline (a streamed answer frames them then, in
+    `prepare`) and releases them into `pending` at it. A streamed answer sets `deliver`, which
     the engine calls right then, so the chunk is written from the step loop with no task switch
     (`streaming.TokenStreamResponse`); an answer collected whole awaits `take()`. Either way a stream
     costs one hand-over per step however far behind it is: a plain list, not an `asyncio.Queue` per token.
     """
 
-    __slots__ = ("sequence", "pending", "closed", "deliver", "_waiter", "_loop")
+    __slots__ = ("sequence", "pending", "staged", "closed", "deliver", "prepare", "_waiter", "_loop")
 
     def __init__(self, sequence: Sequence) -> None:
         self.sequence = sequence
         self.pending: list[TokenEvent] = []
+        self.staged: list[TokenEvent] = []
+        """Events known before their deadline, not yet due: no reader sees them until `release()`."""
         self.closed = False
         """The client went away: its writer stops, and its request is aborted."""
         self.deliver: Callable[[], None] | None = None
         """Called as events are pushed (and on close), instead of waking a `take()`."""
+        self.prepare: Callable[[], None] | None = None
+        """Called as events are staged before their deadline: the writer frames them then, so only the send
+        is left for after it."""
         self._waiter: asyncio.Future[None] | None = None
         self._loop = asyncio.get_running_loop()
 
     def push(self, event: TokenEvent) -> None:
-        self.pending.append(event)
+        self.stage(event)
+        self.release()
+
+    def stage(self, event: TokenEvent) -> None:
+        """An event known before it is due: kept apart (a streamed answer frames it now) until `release()`."""
+        self.staged.append(event)
+        prepare = self.prepare
+        if prepare is not None:
+            prepare()
+
+    def release(self) -> None:
+        """The staged events are due: hand them over."""
+        if self.staged:  # not taken by `prepare`
+            self.pending.extend(self.staged)
+            self.staged = []
         deliver = self.deliver
         if deliver is not None:
             deliver()
@@ -181,16 +201,22 @@ class EngineDriver:
                 next_start = loop.time()
                 continue
             end = next_start + plan.duration_s * self.time_scale
-            await _sleep_until(loop, end)
+            # The step's outcome is known before its deadline: work it out and frame its chunks while waiting,
+            # so that after the deadline only the sends are left (256 of them are most of a step's time).
             tokens = self.engine.complete(plan, end)
             streams = self._streams
+            staged = []
             for token in tokens:
                 stream = streams.get(token.sequence)
                 if stream is None:
                     continue
-                stream.push(TokenEvent(token.index, end, token.finished))
+                stream.stage(TokenEvent(token.index, end, token.finished))
+                staged.append(stream)
                 if token.finished:
                     del streams[token.sequence]
+            await _sleep_until(loop, end)
+            for stream in staged:
+                stream.release()
             if self.on_step is not None:
                 self.on_step(plan, tokens, end)
             next_start = end

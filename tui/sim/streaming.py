@@ -91,7 +91,18 @@ class _Writer:
         """Resolved once the last chunk is written or the client left; holds what a write raised."""
         self.busy = False
         self.lag_s = driver.lag_s
+        self._framed: tuple[dict, bool, list[TokenEvent]] | None = None
+        """(message, last, events) framed before their deadline by `prepare`, sent by `deliver`."""
         stream.deliver = self.deliver
+        stream.prepare = self.prepare
+
+    def prepare(self) -> None:
+        """Frame the staged events now, before they are due (the send waits for `deliver`)."""
+        if self.busy or self.done.done() or self._framed is not None:
+            return  # left staged: released into `pending`, where the write in flight picks them up
+        events, self.stream.staged = self.stream.staged, []
+        message, last = self._message(events)
+        self._framed = (message, last, events)
 
     def deliver(self) -> None:
         """The engine pushed an event (at its step's deadline) or the client left: write what is due now."""
@@ -101,9 +112,15 @@ class _Writer:
         if stream.closed:
             self.done.set_result(None)
             return
-        events, stream.pending = stream.pending, []
         try:
-            message, last = self._message(events)
+            if self._framed is not None:
+                (message, last, events), self._framed = self._framed, None
+                if stream.pending:  # older events still unwritten go first, in the same write
+                    events, stream.pending = stream.pending + events, []
+                    message, last = self._message(events)
+            else:
+                events, stream.pending = stream.pending, []
+                message, last = self._message(events)
             write = self.write(message)
             try:
                 suspended_on = write.send(None)
