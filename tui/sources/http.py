@@ -41,7 +41,7 @@ class ServerClient(httpx.AsyncClient):
 
     def tokens(self) -> TokenSession:
         if self._tokens is None:
-            # aiohttp loads here, on the first stream: its import (~150 ms, most of it its CA bundle) stays
+            # aiohttp loads here, on the first stream: its import (~150 ms, 64 of them its CA bundle) stays
             # off the UI's start-up and off every CLI command that streams nothing.
             from tui.sources.token_wire import TokenSession
 

@@ -48,8 +48,8 @@ class StreamRequest:
 class ChunkArrived(NamedTuple):
     """A chunk of generated text arrived `offset_s` seconds after the request was sent. Untrusted text.
 
-    A named tuple, not a frozen dataclass: one is made per token, and a frozen dataclass's __init__ costs
-    about five times as much."""
+    A named tuple, not a frozen dataclass: one is made per token, and it is a quarter cheaper to make
+    (0.40 against 0.55 µs here)."""
 
     offset_s: float
     text: str
