@@ -32,6 +32,7 @@ async def test_a_restart_with_new_flags_is_seen_by_metrics_the_ui_and_compare(ca
     metrics = subprocess.Popen(
         [sys.executable, "-m", "tui", "metrics", "--url", first.url, "--count", "1000", "--interval", "1",
          "--down-timeout", "600", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    metrics_started = time.monotonic()
     seen = []
     app = PhasetopApp(settings(poll={"metrics_interval_s": 0.5}, timeout_s=float(CLIENT_TIMEOUT_S)), first.url, None, None)
     try:
@@ -45,6 +46,9 @@ async def test_a_restart_with_new_flags_is_seen_by_metrics_the_ui_and_compare(ca
             await wait_for(pilot, lambda: "enable_prefix_caching=True" in (screen.server.config or ""), 120)
             await pilot.press("1")
             await wait_for(pilot, lambda: len(completed(seen)) == 1, 120)
+            # The metrics CLI (started with the server, scraping every second) gets a few scrapes of the first
+            # process in however fast this part ran: its start-up alone is about a second.
+            await wait_for(pilot, lambda: time.monotonic() - metrics_started > 5, 30)
 
             first.stop()
             await wait_for(pilot, lambda: screen.server.down_since is not None, 60)
