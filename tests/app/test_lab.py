@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
@@ -135,6 +136,9 @@ async def test_restart_with_another_batch_budget_opens_a_session_and_compares(tm
     try:
         async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
             screen = app.screen
+            # This process renders the app headless while it streams: its own CPU is not what is under test here,
+            # and a request it marked busy would (rightly) leave the session's figures empty.
+            screen.client_load.busy_pct = math.inf
             await wait_for(pilot, lambda: seen_of(seen, SessionIdentified), what="first session identified")
             await pilot.press("b")  # no session before this one yet: b does nothing
             await pilot.pause(0.1)
@@ -154,6 +158,7 @@ async def test_restart_with_another_batch_budget_opens_a_session_and_compares(tm
                 second.stop()
             before, after = (m.timing for m in sorted(seen_of(seen, RequestCompleted), key=lambda m: m.request_id))
             assert before.ok and after.ok
+            assert before.burst is None and after.burst is None, (before.burst, after.burst)
             await pilot.press("b")
             await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen), 5, "compare view")
             compare = app.screen
