@@ -145,7 +145,7 @@ def test_down_for_longer_than_the_timeout_prints_what_was_measured_then_fails():
         cli = metrics_cli("--url", server.url, "--count", "100", "--interval", "0.1", "--json", "--down-timeout", "1")
         wait_until(lambda: server.metrics_requests >= 4)  # the first three answered: a baseline and two snapshots
     out, err = cli.communicate(timeout=60)
-    assert cli.returncode == 1
+    assert cli.returncode == 1, err
     doc = json.loads(out)
     assert len(doc["snapshots"]) >= 2 and doc["snapshots"][0]["generation_tokens_total"] == 650
     [down] = doc["down"]
@@ -181,7 +181,7 @@ def test_metrics_turned_off_after_answering_is_not_down_and_keeps_what_was_measu
         wait_until(lambda: server.metrics_requests >= 3)
         server.metrics_status = 404
         out, err = cli.communicate(timeout=60)
-    assert cli.returncode == 1
+    assert cli.returncode == 1, err
     doc = json.loads(out)
     assert len(doc["snapshots"]) >= 1 and doc["down"] == []
     assert "exposes no Prometheus metrics" in doc["error"]

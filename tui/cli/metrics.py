@@ -13,7 +13,6 @@ from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note
 from tui.core.slots import SlotState, slots_line
 from tui.core.sse import one_line
 from tui.core.telemetry import MetricsSnapshot, kv_tokens_text, saturation_text, waiting_text
-from tui.sources import loop
 from tui.sources.errors import ServerRejected, SourceError
 from tui.sources.http import make_client
 from tui.sources.scrape import MetricsNotExposed, MetricsScraper
@@ -71,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     key = settings.api_key_text()
     watch = Watch(count, key)
-    failure = loop.run(_watch(settings, args.interval, args.down_timeout_s, args.json, watch))
+    # asyncio's own loop: this command reads no token stream (tui.sources.loop is for those).
+    failure = asyncio.run(_watch(settings, args.interval, args.down_timeout_s, args.json, watch))
     if args.json and watch.answered:
         emit_json(redacted(watch.to_json(settings.url, failure), key))
     if failure is not None:
