@@ -5,7 +5,7 @@ from __future__ import annotations
 from tests.app.test_app import completed, settings, wait_for
 from tui.app.app import PhasetopApp
 from tui.app.feeds import TokenBatches
-from tui.app.messages import RequestCompleted, RequestStarted, ServerCameUp, TokenBatch, TokensArrived
+from tui.app.messages import RequestCompleted, RequestStarted, ServerCameUp, LaneTokens, TokenBatch
 from tui.app.screens.main import KEEP_REQUESTS, MainScreen
 from tui.core.records import RequestTiming
 
@@ -60,7 +60,7 @@ async def test_more_requests_than_are_kept_finish_without_a_crash():
     async with app.run_test(size=(120, 40)) as pilot:
         screen, ids = await _started(app, pilot, 32)  # published: the first 8 are dropped
         for i in ids:
-            screen.post_message(TokensArrived(i, (0.01, 0.02), "ab"))
+            screen.post_message(TokenBatch((LaneTokens.detailed(i, (0.01, 0.02), "ab"),)))
         timings = {i: RequestTiming(ok=True, t_sent_unix=T0, token_offsets_s=(0.01, 0.02, 0.03 + i / 1000),
                                     prompt_tokens=200, output_tokens=3) for i in ids}
         for i in ids:

@@ -15,12 +15,13 @@ from tui.app.app import PhasetopApp
 from tui.app.messages import (
     GpuSampled,
     HostSampled,
+    LaneTokens,
     MetricsScraped,
     RequestCompleted,
     RequestStarted,
     ServerCameUp,
     ServerWentDown,
-    TokensArrived,
+    TokenBatch,
 )
 from tui.app.screens.main import MainScreen
 from tui.app.widgets.prompt_pane import PromptPane
@@ -99,11 +100,11 @@ async def play(pilot: Pilot, *, down: bool = False) -> None:
         *[MetricsScraped(metrics(T0 + i, running, kv, rate))
           for i, (running, kv, rate) in enumerate([(0, 0.0, 0.0), (1, 0.01, 190.0), (1, 0.02, 201.0), (2, 0.04, 188.0)])],
         RequestStarted(1, "short 200", SHORT.t_sent_unix, 200),
-        TokensArrived(1, SHORT.token_offsets_s[:60], "The two phases of inference "),
-        TokensArrived(1, SHORT.token_offsets_s[60:], "are prefill and decode."),
+        TokenBatch((LaneTokens.detailed(1, SHORT.token_offsets_s[:60], "The two phases of inference "),)),
+        TokenBatch((LaneTokens.detailed(1, SHORT.token_offsets_s[60:], "are prefill and decode."),)),
         RequestCompleted(1, SHORT),
         RequestStarted(2, "long 2000", LONG_SENT, 2000),
-        TokensArrived(2, LONG_SO_FAR, "Prefill reads the whole prompt in one pass; decode writes one token a step"),
+        TokenBatch((LaneTokens.detailed(2, LONG_SO_FAR, "Prefill reads the whole prompt in one pass; decode writes one token a step"),)),
     ]
     for fact in facts:
         if isinstance(fact, RequestStarted):

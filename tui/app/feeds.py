@@ -88,9 +88,10 @@ class TokenBatches:
         for key in [request_id] if request_id is not None else list(self._pending):
             offsets, texts = self._pending.pop(key, ([], []))
             if offsets:
-                detailed = self._detailed is None or key in self._detailed
-                lanes.append(LaneTokens(key, len(offsets), offsets[0], offsets[-1],
-                                        tuple(offsets) if detailed else None, "".join(texts)))
+                if self._detailed is None or key in self._detailed:
+                    lanes.append(LaneTokens.detailed(key, tuple(offsets), "".join(texts)))
+                else:
+                    lanes.append(LaneTokens(key, len(offsets), offsets[0], offsets[-1], None, "".join(texts)))
         if lanes:
             self._post(TokenBatch(tuple(lanes)))
 

@@ -34,17 +34,6 @@ class RequestStarted(Fact):
         self.t_sent_unix = t_sent_unix
 
 
-class TokensArrived(Fact):
-    """Content chunks that arrived since the last batch (about every 50 ms), untrusted text."""
-
-    def __init__(self, request_id: int, offsets_s: tuple[float, ...], text: str) -> None:
-        super().__init__()
-        self.request_id = request_id
-        self.offsets_s = offsets_s
-        """Arrival of each chunk, seconds after the request was on the wire."""
-        self.text = text
-
-
 @dataclass(frozen=True, slots=True)
 class LaneTokens:
     """One request's chunks since the last batch, summed up: every offset only where the timeline can show it."""
@@ -59,6 +48,11 @@ class LaneTokens:
     whose exact record comes with `RequestCompleted`."""
     text: str = ""
     """The batch's text (untrusted), only for the request whose answer the prompt pane shows."""
+
+    @classmethod
+    def detailed(cls, request_id: int, offsets_s: tuple[float, ...], text: str = "") -> LaneTokens:
+        """A lane with every offset."""
+        return cls(request_id, len(offsets_s), offsets_s[0], offsets_s[-1], offsets_s, text)
 
 
 class TokenBatch(Fact):

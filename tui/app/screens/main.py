@@ -24,7 +24,6 @@ from tui.app.messages import (
     ServerCameUp,
     ServerWentDown,
     TokenBatch,
-    TokensArrived,
 )
 from tui.app.lab import LAB_BINDINGS, LabMixin
 from tui.app.screens.help import HelpScreen
@@ -218,11 +217,6 @@ class MainScreen(FeedsMixin, LabMixin):
         self.server_fresh = False  # whichever request this is, the server has now been sent one
         self._records[event.request_id] = RequestTiming(ok=True, t_sent_unix=event.t_sent_unix, prompt_tokens=event.prompt_tokens)
         self._labels[event.request_id] = event.label
-        self._publish_soon()
-
-    @on(TokensArrived)
-    def _tokens(self, event: TokensArrived) -> None:
-        self._arrive(event.request_id, event.offsets_s, event.text)
         self._publish_soon()
 
     @on(TokenBatch)
