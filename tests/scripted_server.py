@@ -4,7 +4,10 @@ Real sockets, hand-written HTTP, so a test can cut the socket mid-stream, go sil
 Every streamed chunk is logged with `perf_counter_ns()` taken right after it went to the kernel
 (CLOCK_MONOTONIC on Linux, so a client in another process can compare its own stamps).
 
-In a test: `ScriptedServer(Script(kind="ollama")).start()` runs it on a thread; as a process
+In a test: `ScriptedServer(Script(kind="ollama")).start()` runs it on a thread; a hostile server is the
+same one with `Script.replies` (any path answered with exactly the bytes, status, headers and pace a
+test gives: escape-laden ids, an echoed API key, a gzip bomb, a byte a second) and `Script.stream`
+(the raw lines of a generation's stream; see tests/hostile.py for named scenarios); as a process
 (the fidelity benchmark): `python tests/scripted_server.py --tokens 64 --itl 0.01`, which prints its
 URL and serves `GET /_log` (the write log as JSON; `GET /_log/take` hands it over and starts a new one).
 """
@@ -16,12 +19,40 @@ import asyncio
 import json
 import threading
 import time
+import gzip
 from dataclasses import dataclass, field
 from time import perf_counter_ns
 
 GENERATION_PATHS = {"/v1/completions", "/v1/chat/completions", "/api/generate", "/api/chat", "/completion"}
 CHAT_TEMPLATE_TOKENS = 5
 """Tokens the pretend chat template adds around a message."""
+
+
+@dataclass
+class Reply:
+    """One hostile (or just odd) answer to a path, whatever the method; it wins over everything else.
+
+    `body` may be bytes, text, or a JSON-able object; "{auth}" in it (text or JSON) becomes the request's
+    Authorization header, as a server that echoes credentials would do.
+    """
+
+    body: object = b""
+    status: int = 200
+    content_type: str = "application/json"
+    headers: dict[str, str] = field(default_factory=dict)
+    gzip: bool = False
+    """Send the body gzip-compressed with Content-Encoding: gzip (a small bomb inflates huge)."""
+    drip_s: float | None = None
+    """Send the body one byte every drip_s seconds, after a Content-Length that promises all of it."""
+
+    def encoded(self, authorization: str) -> bytes:
+        if isinstance(self.body, bytes):
+            data = self.body
+        elif isinstance(self.body, str):
+            data = self.body.encode()
+        else:
+            data = json.dumps(self.body).encode()
+        return data.replace(b"{auth}", authorization.encode())
 
 
 @dataclass
@@ -60,6 +91,12 @@ class Script:
     max_model_len: int = 4096
     tokenizer: str = "words"
     """"words" (see `count_tokens`) or "small-vocab" (see `count_small_vocab`)."""
+    replies: dict[str, Reply] = field(default_factory=dict)
+    """Path → the exact answer to give it (before the API key is checked)."""
+    stream: list[bytes] | None = None
+    """A generation's stream body as raw lines (each framed as one HTTP chunk, `stream_gap_s` apart), in
+    place of the scripted tokens: malformed chunks, odd shapes. The stream ends after the last line."""
+    stream_gap_s: float = 0.01
 
 
 @dataclass
@@ -178,6 +215,8 @@ class ScriptedServer:
     async def _respond(self, method: str, path: str, headers: dict, body: bytes, received_ns: int, writer) -> bool:
         """Answer one request; False when the connection must close."""
         s = self.script
+        if path in s.replies:
+            return await _reply(s.replies[path], headers.get("authorization", ""), writer)
         if s.api_key is not None and (path.startswith("/v1") or path in GENERATION_PATHS or path == "/props"):
             if headers.get("authorization") != f"Bearer {s.api_key}":
                 _send_json(writer, 401, {"error": "Unauthorized"})
@@ -197,6 +236,8 @@ class ScriptedServer:
             return True
         entry = RequestLog(path, _nonce(request), request, received_ns)
         self.log.append(entry)
+        if s.stream is not None:
+            return await _raw_stream(s.stream, s.stream_gap_s, path.startswith("/api/"), writer)
         faulty = s.fault is not None and len(self.log) >= s.fault_from_request
         return await _Stream(s, path, request, entry, writer, faulty).play()
 
@@ -337,6 +378,43 @@ class _Stream:
                                       "queue_time_ms": 0.1, "mean_itl_ms": s.itl_s * 1000}
         extra = s.usage or "timings" in usage_chunk or "metrics" in usage_chunk
         return (_sse(usage_chunk) if extra else b"") + b"data: [DONE]\n\n"
+
+
+async def _reply(reply: Reply, authorization: str, writer) -> bool:
+    body = reply.encoded(authorization)
+    headers = {"Content-Type": reply.content_type, **reply.headers}
+    if reply.gzip:
+        body = gzip.compress(body, compresslevel=9)
+        headers["Content-Encoding"] = "gzip"
+    head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+    writer.write(f"HTTP/1.1 {reply.status} X\r\n{head}Content-Length: {len(body)}\r\n\r\n".encode())
+    if reply.drip_s is None:
+        writer.write(body)
+    else:
+        for i in range(len(body)):
+            if writer.transport.is_closing():
+                return False
+            writer.write(body[i:i + 1])
+            await writer.drain()
+            await asyncio.sleep(reply.drip_s)
+    await writer.drain()
+    return True
+
+
+async def _raw_stream(lines: list[bytes], gap_s: float, ndjson: bool, writer) -> bool:
+    writer.write(
+        b"HTTP/1.1 200 OK\r\nContent-Type: "
+        + (b"application/x-ndjson" if ndjson else b"text/event-stream")
+        + b"\r\nTransfer-Encoding: chunked\r\n\r\n"
+    )
+    for line in lines:
+        await asyncio.sleep(gap_s)
+        if writer.transport.is_closing():
+            return False
+        writer.write(b"%x\r\n%b\r\n" % (len(line), line))
+    writer.write(b"0\r\n\r\n")
+    await writer.drain()
+    return True
 
 
 def _paths_of(kind: str) -> set[str]:

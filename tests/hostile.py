@@ -1,0 +1,82 @@
+"""Named hostile-server scenarios on the scripted server (tests/scripted_server.py): what a server that
+lies, stalls, floods or echoes secrets sends. Each returns a Script; `serving(script)` runs it for a test.
+
+    with serving(hostile.escape_laden()) as server:
+        run_cli("probe", "--url", server.url)
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from tests.scripted_server import Reply, Script, ScriptedServer
+
+ESCAPES = "\x1b]0;pwned-title\x07\x1b]52;c;cHduZWQ=\x07\x1b[2J\x1b[31m\x9b1m\x07\r"
+"""A pane title (OSC 0), a clipboard write (OSC 52), a screen clear, a colour, a C1 CSI, a bell and a
+carriage return: everything a terminal would act on if printed raw."""
+
+CONTROL_BYTES = set(range(0x00, 0x09)) | set(range(0x0B, 0x20)) | {0x7F} | set(range(0x80, 0xA0))
+"""Code points no human output of phasetop may carry raw (newline and tab are allowed)."""
+
+SECRET = "sk-hostile-0123456789abcdef"
+"""The API key tests set; it must appear in no output, run file or screenshot."""
+
+
+def raw_controls(text: str) -> list[str]:
+    """The raw control characters in `text`, for an assertion message."""
+    return [repr(ch) for ch in text if ord(ch) in CONTROL_BYTES]
+
+
+def escape_laden(kind: str = "openai") -> Script:
+    """Escape sequences in the model id, /version, a metric label and an error body."""
+    model = f"evil{ESCAPES}model"
+    script = Script(kind=kind, model=model)
+    script.replies["/version"] = Reply({"version": f"0.33.0{ESCAPES}"})
+    script.replies["/metrics"] = Reply(
+        f'vllm:num_requests_running{{model_name="{model}"}} 1\n', content_type="text/plain"
+    )
+    return script
+
+
+def echoing_key(kind: str = "openai") -> Script:
+    """A server that puts the caller's Authorization header into its model id, version and errors."""
+    script = Script(kind=kind, api_key=SECRET)
+    script.replies["/v1/models"] = Reply({"object": "list", "data": [{"id": "m {auth}", "object": "model"}]})
+    script.replies["/version"] = Reply({"version": "0.33.0 {auth}"})
+    for path in ("/v1/completions", "/v1/chat/completions"):
+        script.replies[path] = Reply({"error": {"message": "invalid credentials: {auth}", "code": 500}}, status=500)
+    return script
+
+
+def dripping(path: str, kind: str = "openai", byte_every_s: float = 1.0) -> Script:
+    """A server that answers `path` one byte a second: it never goes silent long enough for a read timeout."""
+    script = Script(kind=kind)
+    script.replies[path] = Reply({"object": "list", "data": [{"id": "slow", "object": "model"}], "pad": "x" * 200},
+                                 drip_s=byte_every_s, content_type="text/plain" if path == "/metrics" else "application/json")
+    return script
+
+
+@functools.cache
+def bomb(inflated_mb: int = 64) -> bytes:
+    """A gzip body of `inflated_mb` MB of a repeated metric line: a few hundred kB on the wire."""
+    line = b"vllm:num_requests_running 1\n"
+    return gzip.compress(line * (inflated_mb * 2**20 // len(line)), compresslevel=9)
+
+
+def gzip_bomb(path: str = "/metrics", kind: str = "openai", inflated_mb: int = 64) -> Script:
+    script = Script(kind=kind)
+    content_type = "text/plain" if path == "/metrics" else "application/json"
+    script.replies[path] = Reply(bomb(inflated_mb), content_type=content_type, headers={"Content-Encoding": "gzip"})
+    return script
+
+
+@contextmanager
+def serving(script: Script) -> Iterator[ScriptedServer]:
+    server = ScriptedServer(script).start()
+    try:
+        yield server
+    finally:
+        server.stop()
