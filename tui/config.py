@@ -18,6 +18,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from tui.core.untrusted import register_secret, register_url_credentials
+
 ApiKind = Literal["auto", "openai", "ollama", "llamacpp"]
 
 
@@ -112,4 +114,8 @@ def load_settings(config_file: str | Path | None = None, **cli_values: Any) -> S
             continue
         section, _, name = key.rpartition(".")
         (init.setdefault(section, {}) if section else init)[name] = value
-    return _FromFile(**init)
+    settings = _FromFile(**init)
+    # From here on every output path redacts the key and the URL's credentials (tui.core.untrusted).
+    register_secret(settings.api_key_text())
+    register_url_credentials(settings.url)
+    return settings
