@@ -18,11 +18,10 @@ from tui.cli.common import (
     check_url,
     guard_for,
     note_short_answers,
-    redacted,
     settings_from,
     stop_on_first_interrupt,
 )
-from tui.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, emit_json, note
+from tui.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, emit_json, note, say
 from tui.cli.runs_common import add_runs_options, save_run_from_cli
 from tui.config import Settings
 from tui.core.bench import bench_figures
@@ -30,6 +29,7 @@ from tui.core.client_load import BusyInterval, mark_busy
 from tui.core.delivery import burst_line, flag_bursts
 from tui.core.records import mark_cold
 from tui.core.runs import new_run
+from tui.core.untrusted import redact_all
 from tui.runs_store import write_atomic
 from tui.sources import loop
 from tui.sources.detect import ServerInfo, describe_server, detect_api
@@ -83,7 +83,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     _check(args, settings)
-    key = settings.api_key_text()
     started = datetime.now(UTC)
     busy: list[BusyInterval] = []
     server, identity, guard, result = loop.run(_bench(settings, args, busy))
@@ -94,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     # vLLM's figures stay as vLLM counts them, so they compare; the requests behind them are marked.
     delivery = burst_line(requests, consequence="included in the figures above, marked in requests[].burst")
     error = _failure(result, figures)
-    document = redacted({
+    document = redact_all({
         "server": server.to_json(),
         "params": _params(args, result.seed),
         "started_unix": result.started_unix,
@@ -104,11 +103,11 @@ def run(args: argparse.Namespace) -> int:
         "bursts_note": delivery,
         "error": error,
         "requests": [r.to_json() for r in requests],
-    }, key)
+    })
     if args.json:
         emit_json(document)
     else:
-        print(_table(server, args, figures))
+        say(_table(server, args, figures))
     if delivery:
         note(f"bench: {delivery}")
     if figures["completed"]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from tui.cli.common import add_json_option, base_url, check_url, redacted, settings_from
-from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json
+from tui.cli.common import add_json_option, base_url, check_url, settings_from
+from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, say
 from tui.config import Settings
 from tui.core.devices import DEVICES, Device, UnknownDeviceError, find_device, seed_table_devices
 from tui.core.models import MODELS, ModelLayout, find_model
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         emit_json({"rows": [_row_json(r) for r in rows]})
     else:
-        print(_table(rows))
+        say(_table(rows))
     return EXIT_OK
 
 
@@ -104,7 +104,7 @@ def _served(args: argparse.Namespace) -> int:
         at_context = decode_ceiling_tok_s(
             served.mem_bandwidth_gbs, bytes_per_decode_token(served.weight_bytes, served.kv_bytes_per_token, args.context))
     if args.json:
-        emit_json(redacted({
+        emit_json({
             "server": {"url": info.url, "kind": info.kind, "model": info.model},
             "line": served.line,
             "decode_ceiling_tok_s": served.decode_ceiling_tok_s,
@@ -114,13 +114,13 @@ def _served(args: argparse.Namespace) -> int:
             "cpu_row": served.cpu_row,
             "context": args.context,
             "decode_ceiling_at_context_tok_s": at_context,
-        }, settings.api_key_text()))
+        })
         return EXIT_OK
-    print(redacted(f"{info.url} serves {info.model!r}", settings.api_key_text()))
-    print(redacted(served.line, settings.api_key_text()))
+    say(f"{info.url} serves {info.model!r}")
+    say(served.line)
     if at_context is not None:
         kv_gb = served.kv_bytes_per_token * args.context / 1e9
-        print(f"at {args.context:,} tokens of context (+{kv_gb:,.2f} GB of KV cache a step): {at_context:,.0f} tok/s")
+        say(f"at {args.context:,} tokens of context (+{kv_gb:,.2f} GB of KV cache a step): {at_context:,.0f} tok/s")
     return EXIT_OK
 
 
@@ -198,7 +198,7 @@ def _list_devices(as_json: bool) -> int:
             ]
         })
         return EXIT_OK
-    print(f"{'device':<30} {'GB/s':>7} {'bf16 TFLOP/s':>13} {'memory GB':>10}  names")
+    say(f"{'device':<30} {'GB/s':>7} {'bf16 TFLOP/s':>13} {'memory GB':>10}  names")
     for d in DEVICES:
-        print(f"{d.name:<30} {d.mem_bandwidth_gbs:>7,.0f} {d.peak_bf16_tflops:>13,.0f} {d.memory_gb:>10,.0f}  {', '.join(d.aliases)}")
+        say(f"{d.name:<30} {d.mem_bandwidth_gbs:>7,.0f} {d.peak_bf16_tflops:>13,.0f} {d.memory_gb:>10,.0f}  {', '.join(d.aliases)}")
     return EXIT_OK

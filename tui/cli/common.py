@@ -97,19 +97,6 @@ def base_url(url: str) -> str:
     return url.rstrip("/").removesuffix("/v1")
 
 
-def redacted(value, key: str):
-    """The API key can never reach stdout or stderr, even if a server echoes it back."""
-    if not key:
-        return value
-    if isinstance(value, str):
-        return value.replace(key, "***")
-    if isinstance(value, dict):
-        return {k: redacted(v, key) for k, v in value.items()}
-    if isinstance(value, list):
-        return [redacted(v, key) for v in value]
-    return value
-
-
 def _one_line(error: Exception) -> str:
     if isinstance(error, ValidationError):
         first = error.errors()[0]

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 
 from tui.cli.common import add_json_option, settings_from
-from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json
+from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, say
 from tui.cli.runs_common import add_runs_dir_option, runs_dir_from
 from tui.core.compare_text import changes_lines, figure_delta, figure_value, started_text
 from tui.core.runs import compare_runs
-from tui.core.sse import one_line
+from tui.core.untrusted import one_line
 from tui.runs_store import RunStoreError, load_run
 
 
@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(comparison)
     else:
-        print(_text(comparison))
+        say(_text(comparison))
     return EXIT_OK
 
 

@@ -6,7 +6,7 @@ import argparse
 import time
 
 from tui.cli.common import add_json_option, settings_from
-from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json
+from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, say
 from tui.core.telemetry import GpuReading, GpuSample, HostSample
 from tui.sources.gpu import GPM_MIN_WINDOW_S, GpuSampler
 from tui.sources.host import HostSampler, local_port
@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
             sample, host_sample = gpus.sample(), host.sample()
             samples.append(_sample_json(sample, host_sample))
             if not args.json:
-                print(format_sample(sample, host_sample), flush=True)
+                say(format_sample(sample, host_sample))
     if args.json:
         emit_json({**samples[-1], "interval_s": args.interval, "samples": samples})
     return EXIT_OK

@@ -8,10 +8,10 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from tui.cli.common import add_json_option, redacted, settings_from, stop_on_first_interrupt
-from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note
+from tui.cli.common import add_json_option, settings_from, stop_on_first_interrupt
+from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note, say
 from tui.core.slots import SlotState, slots_line
-from tui.core.sse import one_line
+from tui.core.untrusted import one_line
 from tui.core.telemetry import MetricsSnapshot, kv_tokens_text, saturation_text, waiting_text
 from tui.sources.errors import ServerRejected, SourceError
 from tui.sources.http import make_client
@@ -68,14 +68,13 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--down-timeout must be > 0", EXIT_USAGE)
     count = 1 if args.once or (args.json and args.count is None) else args.count
     settings = settings_from(args)
-    key = settings.api_key_text()
-    watch = Watch(count, key)
+    watch = Watch(count)
     # asyncio's own loop: this command reads no token stream (tui.sources.loop is for those).
     failure = asyncio.run(_watch(settings, args.interval, args.down_timeout_s, args.json, watch))
     if args.json and watch.answered:
-        emit_json(redacted(watch.to_json(settings.url, failure), key))
+        emit_json(watch.to_json(settings.url, failure))
     if failure is not None:
-        raise CliError(redacted(failure, key))
+        raise CliError(failure)
     if watch.interrupted:
         if count is not None:
             note(f"phasetop metrics: interrupted after {len(watch.snapshots)} of {count} snapshots")
@@ -113,8 +112,6 @@ class Watch:
     """What one `metrics` run measured, kept as it goes so a failure or Ctrl-C can still print it all."""
 
     count: int | None
-    key: str
-    """The API key, only to redact it from what is printed."""
     answered: bool = False
     """The server answered at least once (the baseline); before that a failure is the whole story."""
     snapshots: list[tuple[MetricsSnapshot, list[SlotState] | None, DownPeriod | None]] = field(default_factory=list)
@@ -212,10 +209,10 @@ async def _collect(settings, interval_s: float, down_timeout_s: float, as_json: 
                 # It ended when the answer came (the snapshot's stamp), not after /v1/models was re-read.
                 down.until_unix = snapshot.t_unix
                 down.until_mono = time.monotonic() - max(0.0, time.time() - snapshot.t_unix)
-                _say(f"server back after {down.down_s():.1f} s ({down.failed_scrapes} failed scrapes)", as_json, watch.key)
+                _say(f"server back after {down.down_s():.1f} s ({down.failed_scrapes} failed scrapes)", as_json)
             watch.snapshots.append((snapshot, slots, down))
             if not as_json:
-                print(redacted(format_snapshot(snapshot) + (f"\n  {slots_line(slots)}" if slots else ""), watch.key), flush=True)
+                say(format_snapshot(snapshot) + (f"\n  {slots_line(slots)}" if slots else ""))
             down, wait_s = None, interval_s
 
 
@@ -229,17 +226,16 @@ def _went_down(down: DownPeriod | None, error: SourceError, watch: Watch, as_jso
         return down
     down = DownPeriod(since_unix=time.time(), since_mono=time.monotonic(), reason=reason)
     watch.down.append(down)
-    _say(f"server down since {_clock(down.since_unix)}: {reason} (retrying, at most {interval_s:g} s apart)", as_json, watch.key)
+    _say(f"server down since {_clock(down.since_unix)}: {reason} (retrying, at most {interval_s:g} s apart)", as_json)
     return down
 
 
-def _say(line: str, as_json: bool, key: str) -> None:
+def _say(line: str, as_json: bool) -> None:
     """Down and back go with the snapshots on stdout; under --json, stdout holds the document only."""
-    line = redacted(line, key)
     if as_json:
         note(f"metrics: {line}")
     else:
-        print(line, flush=True)
+        say(line)
 
 
 def _clock(t_unix: float) -> str:

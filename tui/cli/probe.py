@@ -13,10 +13,9 @@ from tui.cli.common import (
     check_url,
     guard_for,
     note_short_answers,
-    redacted,
     settings_from,
 )
-from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note
+from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note, say
 from tui.cli.runs_common import add_runs_options, save_run_from_cli
 from tui.config import Settings
 from tui.core.delivery import DELIVERY_NOT_GENERATION, burst_line, flag_bursts
@@ -67,21 +66,20 @@ def run(args: argparse.Namespace) -> int:
     server, guard, requests, failure = loop.run(_probe(settings, args))
     finished = datetime.now(UTC)
     requests = flag_bursts(mark_cold(requests, server_fresh=guard.fresh), guard.ceiling_tok_s)
-    key = settings.api_key_text()
     if args.json:
-        emit_json(redacted({
+        emit_json({
             "server": server.to_json(),
             "requests": [{**r.to_json(), "reconcile": _reconciled_json(r)} for r in requests],
             "summary": summarize_requests(requests),
-        }, key))
+        })
     else:
-        print(redacted(_table(server, requests), key))
+        say(_table(server, requests))
     if not failure and not args.no_save:
         identity = loop.run(_identity(settings, server))
         run_record = new_run("probe", _params(args), identity, [r.to_json() for r in requests], summarize_requests(requests), started, finished)
         save_run_from_cli(args, settings, run_record)
     if failure:
-        raise CliError(redacted(failure, key))
+        raise CliError(failure)
     note_short_answers("probe", server.kind, requests, args.max_tokens)
     return EXIT_OK
 

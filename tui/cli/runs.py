@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 
 from tui.cli.common import add_json_option, settings_from
-from tui.cli.output import EXIT_OK, emit_json
+from tui.cli.output import EXIT_OK, emit_json, say
 from tui.cli.runs_common import add_runs_dir_option, runs_dir_from
 from tui.core.compare_text import started_text
-from tui.core.sse import one_line
+from tui.core.untrusted import one_line
 from tui.runs_store import list_runs
 
 
@@ -30,9 +30,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(headers)
     elif not headers:
-        print(f"no saved runs in {directory}")
+        say(f"no saved runs in {directory}")
     else:
-        print(_table(headers))
+        say(_table(headers))
     return EXIT_OK
 
 

@@ -11,11 +11,10 @@ from tui.cli.common import (
     base_url,
     check_url,
     guard_for,
-    redacted,
     settings_from,
     stop_on_first_interrupt,
 )
-from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note
+from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note, say
 from tui.cli.runs_common import add_runs_options, save_run_from_cli
 from tui.config import Settings
 from tui.core.experiments import COLUMNS, DEFAULT_VALUES, EXPERIMENTS, Plan, make_plan
@@ -60,7 +59,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
-    key = settings.api_key_text()
     check_url(settings.url)
     values = _values(args.values)
     _plan(args, values, None)  # bad flags fail before any request
@@ -68,15 +66,15 @@ def run(args: argparse.Namespace) -> int:
     server, identity, result, failure = loop.run(_sweep(settings, args, values))
     document = {"server": server.to_json(), **result.to_json()}
     if args.json:
-        emit_json(redacted(document, key))
+        emit_json(document)
     else:
-        print(redacted(_table(server, result), key))
+        say(_table(server, result))
     if result.rows:  # a sweep cut short keeps the rows it finished, as the UI's does
         run_record = new_run("sweep", _params(result.plan, server), identity, [t.to_json() for t in result.requests],
                              document, started, datetime.now(UTC))
         save_run_from_cli(args, settings, run_record)
     if failure:
-        raise CliError(redacted(failure, key))
+        raise CliError(failure)
     return EXIT_OK
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from tui.core.records import RequestTiming
-from tui.core.stats import Summary, percentile, summarize
+from tui.core.stats import Summary, summarize
 
 EXACT_VALUES = 100_000
 """Values a Distribution keeps as they are (800 kB); past this it keeps buckets."""

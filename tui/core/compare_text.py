@@ -6,7 +6,7 @@ Everything here may come from a server or a run file (keys, flag values, ids): i
 
 from __future__ import annotations
 
-from tui.core.sse import one_line
+from tui.core.untrusted import one_line
 
 
 def started_text(started: object) -> str:

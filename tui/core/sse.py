@@ -47,8 +47,3 @@ def sse_field(line: bytes) -> tuple[bytes, bytes] | None:
     return name, value
 
 
-def one_line(text: str, limit: int = 200) -> str:
-    """Untrusted server text made safe for one line of a message: no control characters, bounded."""
-    cleaned = "".join(ch if ch.isprintable() else " " for ch in text)
-    cleaned = " ".join(cleaned.split())
-    return cleaned if len(cleaned) <= limit else cleaned[: limit - 1] + "…"

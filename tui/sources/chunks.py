@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tui.core.records import ServerSplit
-from tui.core.sse import one_line
+from tui.core.untrusted import one_line
 
 NS_PER_S = 1e9
 

@@ -10,7 +10,7 @@ from pathlib import PurePosixPath
 
 import httpx
 
-from tui.core.sse import one_line
+from tui.core.untrusted import one_line
 from tui.sources.errors import ProtocolError, from_httpx, rejected
 
 API_KINDS = ("openai", "ollama", "llamacpp")

@@ -18,7 +18,8 @@ from typing import NamedTuple
 import orjson
 
 from tui.core.records import RequestTiming, ServerSplit
-from tui.core.sse import SSE_DONE, LineSplitter, one_line, sse_field
+from tui.core.sse import SSE_DONE, LineSplitter, sse_field
+from tui.core.untrusted import one_line
 from tui.sources.chunks import Tally, read_llamacpp, read_ollama, read_openai
 from tui.sources.errors import ProtocolError, SourceError, rejected
 from tui.sources.http import ServerClient

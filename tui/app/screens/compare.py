@@ -13,7 +13,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from tui.core.compare_text import changes_lines, figure_delta, figure_value, started_text
-from tui.core.sse import one_line
+from tui.core.untrusted import one_line
 
 
 class CompareScreen(Screen[None]):

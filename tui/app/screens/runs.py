@@ -16,7 +16,7 @@ from tui.app.lab_messages import RunsCompared, RunsListed
 from tui.app.screens.compare import CompareScreen
 from tui.core.compare_text import started_text
 from tui.core.sessions import compare_sessions
-from tui.core.sse import one_line
+from tui.core.untrusted import one_line
 from tui.runs_store import RunStoreError, list_runs, load_run
 
 PICK_MARKS = ("1", "2")
