@@ -32,7 +32,7 @@ from tui.app.messages import (
 from tui.app.widgets.timeline_pane import KEEP_LANES
 from tui.core.client_load import ClientLoad
 from tui.core.records import mark_cold
-from tui.sources import loop
+from tui.sources import loop, reach
 from tui.sources.detect import WARM_UP_PATHS, describe_server, detect_api
 from tui.sources.errors import SourceError
 from tui.sources.gpu import GpuSampler
@@ -48,11 +48,32 @@ TOKEN_BATCH_S = 0.05
 SHOWN_LANES = KEEP_LANES
 """Lanes the timeline can show: of each send, this many newest get every offset posted."""
 BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0)
-"""Waits between reconnection attempts; the last repeats."""
+"""Waits between full attempts at a server nothing listens for; the last repeats. Probes in between see it
+come back sooner."""
+PROBE_EVERY_S = 0.5
+"""While nothing listens, a TCP connect probe this often (about 0.25 ms of CPU each, refused): the UI is live again
+within about this long of the server being ready, however long it was down."""
+LISTENING_RETRY_S = 1.0
+"""The longest wait before asking again a server that listens but failed (an error status, a bad answer):
+once a second is the metrics poll's own default rate, so it costs the server nothing more."""
 
 
 def backoff(attempt: int) -> float:
     return BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)]
+
+
+async def wait_to_retry(url: str, attempt: int) -> None:
+    """Wait before trying a failed server again: its backoff while nothing listens, cut short as soon as a
+    probe connects; at most `LISTENING_RETRY_S` when it listens (the failure was its answer, not its absence)."""
+    wait_s = backoff(attempt)
+    if await reach.accepts(url):
+        await asyncio.sleep(min(wait_s, LISTENING_RETRY_S))
+        return
+    deadline = time.monotonic() + wait_s
+    while (left_s := deadline - time.monotonic()) > 0:
+        await asyncio.sleep(min(PROBE_EVERY_S, left_s))
+        if await reach.accepts(url):
+            return
 
 
 class TokenBatches:
@@ -120,7 +141,7 @@ class FeedsMixin:
                 info = await describe_server(self.client, api, self.settings.model)
             except SourceError as error:
                 self.post_message(ServerWentDown(time.time(), str(error)))
-                await asyncio.sleep(backoff(attempt))
+                await wait_to_retry(self.server_url, attempt)
                 attempt += 1
                 continue
             fresh = await server_is_fresh(self.client)
@@ -207,7 +228,7 @@ class FeedsMixin:
                 return
             except SourceError as error:
                 self.post_message(ServerWentDown(time.time(), str(error)))
-                await asyncio.sleep(backoff(attempt))
+                await wait_to_retry(self.server_url, attempt)
                 attempt += 1
 
     @work(exclusive=True, group="gpu", thread=True, exit_on_error=False)
