@@ -30,14 +30,18 @@ def raw_controls(text: str) -> list[str]:
     return [repr(ch) for ch in text if ord(ch) in CONTROL_BYTES]
 
 
-def escape_laden(kind: str = "openai") -> Script:
-    """Escape sequences in the model id, /version, a metric label and an error body."""
+def escape_laden(failing: bool = False) -> Script:
+    """Escape sequences in the model id, /version and a metric label (an OpenAI-compatible server); with
+    `failing`, every generation answers HTTP 500 with them in the error body."""
     model = f"evil{ESCAPES}model"
-    script = Script(kind=kind, model=model)
+    script = Script(model=model)
     script.replies["/version"] = Reply({"version": f"0.33.0{ESCAPES}"})
     script.replies["/metrics"] = Reply(
         f'vllm:num_requests_running{{model_name="{model}"}} 1\n', content_type="text/plain"
     )
+    if failing:
+        for path in ("/v1/completions", "/v1/chat/completions"):
+            script.replies[path] = Reply({"error": {"message": f"engine died{ESCAPES}", "code": 500}}, status=500)
     return script
 
 
@@ -46,6 +50,8 @@ def echoing_key(kind: str = "openai") -> Script:
     script = Script(kind=kind, api_key=SECRET)
     script.replies["/v1/models"] = Reply({"object": "list", "data": [{"id": "m {auth}", "object": "model"}]})
     script.replies["/version"] = Reply({"version": "0.33.0 {auth}"})
+    script.replies["/metrics"] = Reply('vllm:num_requests_running{model_name="m {auth}"} 1\n'
+                                       'vllm:cache_config_info{block_size="16",served_key="{auth}"} 1\n', content_type="text/plain")
     for path in ("/v1/completions", "/v1/chat/completions"):
         script.replies[path] = Reply({"error": {"message": "invalid credentials: {auth}", "code": 500}}, status=500)
     return script

@@ -9,13 +9,15 @@ Two jobs, one module, because every output path needs both:
 - `printable` makes control characters (C0 but tab and newline, DEL, C1) and the characters that reorder
   or split lines (bidi overrides, U+2028/9) visible as `\\x1b`-style escapes and caps the length, so a model
   id or error body cannot set a pane title, write the clipboard (OSC 52) or clear the screen.
-  `one_line` also shows newlines and tabs, for a field inside a line.
+  `one_line` also folds newlines, tabs and carriage returns into single spaces, for a field or an error
+  body inside one line.
 
 JSON output needs no `printable`: the encoder escapes control characters itself (`\\u001b`).
 """
 
 from __future__ import annotations
 
+import base64
 import re
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
@@ -30,7 +32,7 @@ MAX_FIELD_CHARS = 200
 
 _UNSAFE = "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
 _UNSAFE_IN_TEXT = re.compile(f"[{_UNSAFE}]")
-_UNSAFE_IN_LINE = re.compile(f"[\t\n{_UNSAFE}]")
+_LINE_BREAKS = re.compile("[\t\n\r\x0b\x0c\u2028\u2029 ]+")
 
 _secrets: set[str] = set()
 
@@ -76,9 +78,10 @@ def printable(text: str, limit: int = MAX_LINE_CHARS) -> str:
 
 
 def one_line(text: object, limit: int = MAX_FIELD_CHARS) -> str:
-    """A server's value as one safe field: `printable`, with newlines and tabs shown too. Any type: a
-    model id that is a number or a list is shown as what it is."""
-    return _capped(_UNSAFE_IN_LINE.sub(_visible, redact(text if isinstance(text, str) else repr(text))), limit)
+    """A server's value as one safe field: `printable`, with every run of line breaks, tabs and spaces one
+    space. Any type: a model id that is a number or a list is shown as what it is."""
+    flat = _LINE_BREAKS.sub(" ", redact(text if isinstance(text, str) else repr(text))).strip()
+    return _capped(_UNSAFE_IN_TEXT.sub(_visible, flat), limit)
 
 
 def without_credentials(url: str) -> str:
@@ -97,7 +100,8 @@ def without_credentials(url: str) -> str:
 
 
 def register_url_credentials(url: str) -> None:
-    """Register the user:password of `url` (and the password alone) as secrets."""
+    """Register the user:password of `url`, the password alone, and the Basic auth header they make (a
+    server echoing `Authorization: Basic …` shows them base64-encoded) as secrets."""
     try:
         parts = urlsplit(url)
     except ValueError:
@@ -107,6 +111,8 @@ def register_url_credentials(url: str) -> None:
     userinfo = parts.netloc.rpartition("@")[0]
     if userinfo:
         register_secret(userinfo)
+        basic = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}"
+        register_secret(base64.b64encode(basic.encode()).decode())
 
 
 def _visible(match: re.Match[str]) -> str:
