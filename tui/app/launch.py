@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import io
+import os
+import sys
+
 import httpx
+from rich.console import Console
+from textual.app import App
 
 from tui.app.app import PhasetopApp
 from tui.config import Settings
 from tui.core.devices import find_device
 from tui.core.models import find_model
 from tui.core.server_ceiling import simulator_ceiling
+from tui.core.untrusted import one_line
 from tui.sim.launcher import SimulatorError, SimulatorProcess
 
 PROBE_TIMEOUT_S = 0.5
+EXIT_CRASHED = 70
+"""An unhandled exception inside the UI: the CLI's "internal error" status (sysexits' EX_SOFTWARE)."""
 
 
 def something_answers(url: str) -> bool:
@@ -49,12 +58,40 @@ def run_ui(settings: Settings, url_given: bool, save_runs: bool = True) -> int:
         try:
             simulator = SimulatorProcess.start(simulator_args(settings))
         except SimulatorError as error:
-            print(f"phasetop: {error}")
+            print(f"phasetop: {one_line(str(error), 500)}", file=sys.stderr)
             return 1
         url = simulator.url
     try:
-        PhasetopApp(settings, url, simulated, decode_ceiling, save_runs=save_runs).run()
+        return run_app(PhasetopApp(settings, url, simulated, decode_ceiling, save_runs=save_runs))
     finally:
         if simulator is not None:
             simulator.stop()
-    return 0
+
+
+def run_app(app: App, headless: bool = False) -> int:
+    """Run `app` to its end: its own exit status, or 70 and one line on stderr (the terminal restored by
+    then) when an exception escaped it.
+
+    Textual would print a crash as a traceback with every frame's locals, the settings and the API key
+    among them; that is shown only with PHASETOP_DEBUG=1, as in the CLI.
+    """
+    debug = bool(os.environ.get("PHASETOP_DEBUG"))
+    errors = io.StringIO()
+    if not debug:
+        app.error_console = Console(file=errors, markup=False, highlight=False, width=200)
+    try:
+        app.run(headless=headless)
+    except Exception as error:  # outside the app's own handler (its driver, its start)
+        if debug:
+            raise
+        return _crashed(error)
+    if app.return_code == 1 and app._exception is not None:  # Textual's mark of an unhandled exception
+        return _crashed(app._exception)
+    sys.stderr.write(errors.getvalue())  # an exit message of the app's own, if it left one
+    return app.return_code or 0
+
+
+def _crashed(error: BaseException) -> int:
+    print(f"phasetop: internal error: {one_line(f'{type(error).__name__}: {error}', 500)} "
+          "(PHASETOP_DEBUG=1 shows the traceback)", file=sys.stderr, flush=True)
+    return EXIT_CRASHED
