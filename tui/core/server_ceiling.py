@@ -8,13 +8,18 @@ from the model id it reports. Where either is unknown the answer says so instead
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from tui.core.devices import UnknownDeviceError, find_device
-from tui.core.models import find_model, find_served_model
+from tui.core.models import find_served_model
 from tui.core.roofline import kv_bytes_per_token, served_ceiling, weight_bytes
 from tui.core.telemetry import GpuReading
+from tui.core.untrusted import one_line
+
+MIN_BITS, MAX_BITS = 1, 64
+"""Weight bit widths a simulator's flags may give (it runs 16, 8 and 4)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +70,7 @@ def server_ceiling(model_id: str | None, devices: Sequence[GpuReading], server_i
     return ServerCeiling(line, tok_s, kv_token, weights, device_gbs, cpu_row=not devices and not bandwidth_gbs)
 
 
-def ceiling_for(simulator_flags: Mapping[str, str] | None, model_id: str | None, devices: Sequence[GpuReading] | None,
+def ceiling_for(simulator_flags: Mapping[str, object] | None, model_id: str | None, devices: Sequence[GpuReading] | None,
                 server_is_local: bool, model_bytes: float | None = None,
                 bandwidth_gbs: float | None = None) -> ServerCeiling | None:
     """The ceiling of a server phasetop did not start, for the UI and the command line alike.
@@ -82,23 +87,66 @@ def ceiling_for(simulator_flags: Mapping[str, str] | None, model_id: str | None,
     return server_ceiling(model_id, devices, server_is_local, model_bytes, bandwidth_gbs)
 
 
-def simulator_ceiling(flags: Mapping[str, str]) -> ServerCeiling | None:
+def simulator_ceiling(flags: Mapping[str, object]) -> ServerCeiling | None:
     """The ceiling of a phasetop simulator from the flags it publishes (`/version`'s `phasetop_sim`).
 
     Its device is simulated, so this host's GPUs (or lack of them) say nothing about it; a simulator
     slowed by `time_scale` decodes that many times below its device's ceiling. None when the flags name
-    a device or model this phasetop does not know.
+    a device or model this phasetop does not know. The flags come from a server: a bit width or time
+    scale that is not a usable number gives a ceiling with no figure whose line says what was sent.
+    The model is looked up among the presets only (`find_served_model`): a name a server sends is never
+    read as a config file path.
     """
-    try:
-        device, layout = find_device(flags["gpu"]), find_model(flags["model"])
-        bits, time_scale = int(flags.get("bits", 16)), float(flags.get("time_scale", 1))
-    except (KeyError, ValueError, UnknownDeviceError):
+    gpu, model = flags.get("gpu"), flags.get("model")
+    if not isinstance(gpu, str) or not isinstance(model, str):
         return None
+    try:
+        device = find_device(gpu)
+    except UnknownDeviceError:
+        return None
+    served = find_served_model(model)
+    if served is None:
+        return None
+    layout = served[0]
+    bits = _whole(flags.get("bits", "16"))
+    if bits is None or not MIN_BITS <= bits <= MAX_BITS:
+        return _sent("bits", flags.get("bits"), f"a whole number from {MIN_BITS} to {MAX_BITS}")
+    time_scale = _number(flags.get("time_scale", "1"))
+    if time_scale is None or not time_scale > 0:
+        return _sent("time_scale", flags.get("time_scale"), "a number above 0")
     weights = weight_bytes(layout.params, bits)
     slower = f"; {time_scale:g}× slower" if time_scale != 1 else ""
     bandwidth_gbs = device.mem_bandwidth_gbs / time_scale
     tok_s, line = served_ceiling(f"simulated {device.name}; {layout.name} at {bits} bit{slower}", bandwidth_gbs, weights)
     return ServerCeiling(line, tok_s, kv_bytes_per_token(layout), weights, bandwidth_gbs)
+
+
+def _sent(flag: str, value: object, expected: str) -> ServerCeiling:
+    return ServerCeiling(f"ceiling: the simulator sent {flag} {one_line(repr(value) if isinstance(value, str) else value, 40)}"
+                         f" where {expected} was expected")
+
+
+def _whole(value: object) -> int | None:
+    """A flag as a whole number ("16" or 16), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    try:
+        return int(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
+def _number(value: object) -> float | None:
+    """A flag as a finite number ("0.5" or 0.5), else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        number = float(value)
+    except (ValueError, OverflowError):
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _bandwidth(devices: Sequence[GpuReading]) -> tuple[str, float] | str:

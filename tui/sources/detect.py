@@ -6,11 +6,11 @@ Probes in SPEC's order: `/api/version` → Ollama, `/props` → llama.cpp, `/v1/
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from pathlib import PurePosixPath
 
 import httpx
 
 from tui.core.untrusted import one_line
+from tui.sources.documents import listed_model, llamacpp_props, ollama_first, version_of
 from tui.sources.errors import ProtocolError, from_httpx, rejected
 
 API_KINDS = ("openai", "ollama", "llamacpp")
@@ -52,43 +52,47 @@ async def detect_api(client: httpx.AsyncClient) -> str:
 
 
 async def describe_server(client: httpx.AsyncClient, kind: str, model: str | None) -> ServerInfo:
-    """Model (the given one, else the server's first), context length and version, as far as the server tells."""
+    """Model (the given one, else the server's first), context length and version, as far as the server tells.
+
+    Every document is read with its types checked (`tui.sources.documents`): a field of the wrong type raises
+    ProtocolError ("the server sent 5 as data[0].id where a string was expected").
+    """
+    base = _base(client)
     max_model_len = None
     version = None
     listed: str | None = None
-    meta: dict = {}
+    model_bytes = n_params = None
     if kind == "ollama":
-        version = _field(await _get_json(client, "/api/version"), "version")
-        loaded = _first(await _get_json(client, "/api/ps"), "models")
+        version = version_of(await _get_json(client, "/api/version"), base + "/api/version")
+        loaded = ollama_first(await _get_json(client, "/api/ps"), base + "/api/ps")
         if loaded:
-            listed, max_model_len = loaded.get("name") or loaded.get("model"), loaded.get("context_length")
+            listed, max_model_len = loaded.name, loaded.context_length
         if not listed and model is None:
-            listed = (_first(await _get_json(client, "/api/tags"), "models") or {}).get("name")
+            installed = ollama_first(await _get_json(client, "/api/tags"), base + "/api/tags")
+            listed = installed.name if installed else None
     else:
         if kind == "llamacpp":
-            props = await _get_json(client, "/props")
-            if isinstance(props, dict):
-                listed = props.get("model_alias") or _model_file(props.get("model_path"))
-                max_model_len = (props.get("default_generation_settings") or {}).get("n_ctx")
-                version = props.get("build_info")
+            props = llamacpp_props(await _get_json(client, "/props"), base + "/props")
+            if props:
+                listed, max_model_len, version = props.model, props.n_ctx, props.build_info
         else:
-            version = _field(await _get_json(client, "/version"), "version")
-        first = _first(await _get_json(client, "/v1/models", strict_auth=model is None), "data")
+            version = version_of(await _get_json(client, "/version"), base + "/version")
+        first = listed_model(await _get_json(client, "/v1/models", strict_auth=model is None), base + "/v1/models")
         if first:
-            listed = listed if kind == "llamacpp" and listed else first.get("id")
-            max_model_len = first.get("max_model_len") or max_model_len
-            meta = first.get("meta") if isinstance(first.get("meta"), dict) else {}
+            listed = listed if kind == "llamacpp" and listed else first.id
+            max_model_len = first.max_model_len or max_model_len
+            model_bytes, n_params = first.size_bytes, first.n_params
     chosen = model or listed
     if not chosen:
-        raise ProtocolError(f"{_base(client)}: the server lists no model; pass --model")
+        raise ProtocolError(f"{base}: the server lists no model; pass --model")
     return ServerInfo(
         kind=kind,
-        url=_base(client),
+        url=base,
         model=chosen,
-        max_model_len=max_model_len if isinstance(max_model_len, int) else None,
-        version=one_line(str(version), 80) if version else None,
-        model_bytes=_positive_int(meta.get("size")),
-        n_params=_positive_int(meta.get("n_params")),
+        max_model_len=max_model_len,
+        version=one_line(version, 80) if version else None,
+        model_bytes=model_bytes,
+        n_params=n_params,
     )
 
 
@@ -117,23 +121,6 @@ def _looks_ollama(body: object) -> bool:
 
 def _looks_llamacpp(body: object) -> bool:
     return isinstance(body, dict) and any(k in body for k in ("default_generation_settings", "model_path", "build_info"))
-
-
-def _first(body: object, key: str) -> dict | None:
-    items = body.get(key) if isinstance(body, dict) else None
-    return items[0] if isinstance(items, list) and items and isinstance(items[0], dict) else None
-
-
-def _field(body: object, key: str) -> object:
-    return body.get(key) if isinstance(body, dict) else None
-
-
-def _positive_int(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
-
-
-def _model_file(path: object) -> str | None:
-    return PurePosixPath(path).name if isinstance(path, str) and path else None
 
 
 def _base(client: httpx.AsyncClient) -> str:

@@ -53,9 +53,16 @@ def local_command_flags(url: str) -> dict[str, str] | None:
 
 
 async def simulator_flags(client: httpx.AsyncClient) -> dict[str, str] | None:
-    """A phasetop simulator's flags (`/version`'s `phasetop_sim`); None from any other server."""
+    """A phasetop simulator's flags (`/version`'s `phasetop_sim`) as text; None from any other server.
+
+    Only flags with a text, number or boolean value are kept (the simulator publishes strings); what they
+    mean is checked where they are used (`tui.core.server_ceiling.simulator_ceiling`), so an odd flag
+    gives a line saying what was sent, not an error that would lose a finished run.
+    """
     flags = _json_field(await _get(client, "/version"), "phasetop_sim")
-    return {str(k): str(v) for k, v in flags.items()} if isinstance(flags, dict) else None
+    if not isinstance(flags, dict):
+        return None
+    return {k: v if isinstance(v, str) else str(v) for k, v in flags.items() if isinstance(v, str | int | float | bool)}
 
 
 async def server_is_fresh(client: httpx.AsyncClient) -> bool | None:
