@@ -1,6 +1,8 @@
 """Reading one decoded chunk of each API: the generated text, and what the server counted.
 
-Pure functions over parsed JSON, so each wire quirk (wire-formats.md) is tested without a socket.
+Pure functions over parsed JSON, so each wire quirk (wire-formats.md) is tested without a socket. A chunk
+whose fields have the wrong type (`choices` a string, `text` a number) raises ProtocolError: that request
+fails with one line, the others go on.
 """
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ from dataclasses import dataclass
 
 from tui.core.records import ServerSplit
 from tui.core.untrusted import one_line
+from tui.sources.documents import shape_of, shown
+from tui.sources.errors import ProtocolError
 
 NS_PER_S = 1e9
 
@@ -30,7 +34,13 @@ class Tally:
 
 
 def read_openai(chunk: dict, tally: Tally) -> str:
-    """Text of an OpenAI-compatible chunk (completions or chat); usage, vLLM `metrics`, llama.cpp `timings` into the tally."""
+    """Text of an OpenAI-compatible chunk (completions or chat); usage, vLLM `metrics`, llama.cpp `timings` into the tally.
+
+    Raises ProtocolError ("malformed chunk: …") for a field of the wrong type. This runs once a token per
+    stream, so the walk through `choices` is not checked step by step: a wrong shape there raises
+    TypeError/AttributeError/KeyError, turned into the message by `_misshapen` (an isinstance a step cost
+    a quarter more per chat chunk); only the text, which no step would trip on, is checked.
+    """
     if "error" in chunk:
         tally.error = _error_text(chunk["error"])
         return ""
@@ -44,15 +54,26 @@ def read_openai(chunk: dict, tally: Tally) -> str:
     choices = chunk.get("choices")
     if not choices:
         return ""
-    choice = choices[0]
-    if "text" in choice:
-        if choice["text"] is not None:
+    try:
+        choice = choices[0]
+        if "text" in choice:
+            text = choice["text"]
+            if text is None:
+                return ""
+            if not isinstance(text, str):
+                raise malformed("choices[0].text", text, "a string")
             tally.token_events += 1
-        return choice["text"] or ""
-    delta = choice.get("delta") or {}
-    # Reasoning is generated text too: it is decode work the reader waits through.
-    text = delta.get("content") or delta.get("reasoning") or delta.get("reasoning_content") or ""
-    if text or ("role" not in delta and any(k in delta for k in ("content", "reasoning", "reasoning_content"))):
+            return text
+        delta = choice.get("delta")
+        if not delta:
+            return ""
+        # Reasoning is generated text too: it is decode work the reader waits through.
+        text = delta.get("content") or delta.get("reasoning") or delta.get("reasoning_content") or ""
+    except (TypeError, AttributeError, KeyError):
+        raise _misshapen(choices) from None
+    if not isinstance(text, str):
+        raise malformed(f"choices[0].delta.{_first_set(delta, TEXT_KEYS)}", text, "a string")
+    if text or ("role" not in delta and any(k in delta for k in TEXT_KEYS)):
         tally.token_events += 1  # the role-only first delta of a chat stream carries no token
     return text
 
@@ -64,14 +85,21 @@ def read_ollama(chunk: dict, tally: Tally) -> str:
         return ""
     message = chunk.get("message")
     if message:
-        text = message.get("content") or message.get("thinking") or ""
+        try:
+            text = message.get("content") or message.get("thinking") or ""
+        except AttributeError:  # not an object: unchecked on the way, as in read_openai
+            raise malformed("message", message, "an object") from None
+        if not isinstance(text, str):
+            raise malformed(f"message.{_first_set(message, ('content', 'thinking'))}", text, "a string")
     else:
         text = chunk.get("response") or chunk.get("thinking") or ""
+        if not isinstance(text, str):
+            raise malformed(_first_set(chunk, ("response", "thinking")), text, "a string")
     if chunk.get("done"):
         tally.done = True
         # Ollama omits zero counters (omitempty): zero means absent.
-        prompt_n = chunk.get("prompt_eval_count") or None
-        output_n = chunk.get("eval_count") or None
+        prompt_n = _count(chunk.get("prompt_eval_count"), "prompt_eval_count") or None
+        output_n = _count(chunk.get("eval_count"), "eval_count") or None
         tally.prompt_tokens, tally.output_tokens = prompt_n, output_n
         tally.split = ServerSplit(
             prefill_s=_ns(chunk.get("prompt_eval_duration")),
@@ -89,43 +117,88 @@ def read_llamacpp(chunk: dict, tally: Tally) -> str:
     if "error" in chunk:
         tally.error = _error_text(chunk["error"])
         return ""
-    if "content" in chunk and not chunk.get("stop"):
-        tally.token_events += 1
-    if chunk.get("stop"):
-        tally.done = True
-        if chunk.get("tokens_evaluated"):
-            tally.prompt_tokens = chunk["tokens_evaluated"]
-        if chunk.get("tokens_predicted"):
-            tally.output_tokens = chunk["tokens_predicted"]
-        if timings := chunk.get("timings"):
-            tally.split = _llamacpp_split(timings, tally)
-    return chunk.get("content") or ""
+    text = chunk.get("content") or ""
+    if not isinstance(text, str):
+        raise malformed("content", text, "a string")
+    if not chunk.get("stop"):
+        if "content" in chunk:
+            tally.token_events += 1
+        return text
+    tally.done = True
+    if prompt_n := _count(chunk.get("tokens_evaluated"), "tokens_evaluated"):
+        tally.prompt_tokens = prompt_n
+    if output_n := _count(chunk.get("tokens_predicted"), "tokens_predicted"):
+        tally.output_tokens = output_n
+    if timings := chunk.get("timings"):
+        tally.split = _llamacpp_split(timings, tally)
+    return text
 
 
-def _read_usage(usage: dict, tally: Tally) -> None:
-    prompt_n = usage.get("prompt_tokens")
-    output_n = usage.get("completion_tokens")
+TEXT_KEYS = ("content", "reasoning", "reasoning_content")
+"""Delta fields that carry generated text, in the order they are read."""
+
+
+def malformed(field: str, value: object, expected: str) -> ProtocolError:
+    """"malformed chunk: choices is a string ('oops') where a list was expected"."""
+    return ProtocolError(f"malformed chunk: {field} is {shape_of(value)} ({shown(value)}) where {expected} was expected")
+
+
+def _misshapen(choices: object) -> ProtocolError:
+    """The field of a truthy `choices` that `read_openai` could not walk through: the list, its first entry,
+    or that entry's delta (the only step left that can fail when the first two are right)."""
+    if not isinstance(choices, list):
+        return malformed("choices", choices, "a list")
+    if not isinstance(choices[0], dict):
+        return malformed("choices[0]", choices[0], "an object")
+    return malformed("choices[0].delta", choices[0].get("delta"), "an object")
+
+
+def _first_set(document: dict, keys: tuple[str, ...]) -> str:
+    """The first of `keys` with a truthy value: the field a text was read from (for a message)."""
+    return next((key for key in keys if document.get(key)), keys[0])
+
+
+def _count(value: object, field: str) -> int | None:
+    """A token count the server sent: None when absent, else a whole number of 0 or more."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+        return value
+    raise malformed(field, value, "a count (a whole number, 0 or more)")
+
+
+def _read_usage(usage: object, tally: Tally) -> None:
+    if not isinstance(usage, dict):
+        raise malformed("usage", usage, "an object")
+    prompt_n = _count(usage.get("prompt_tokens"), "usage.prompt_tokens")
+    output_n = _count(usage.get("completion_tokens"), "usage.completion_tokens")
     # Ollama's /v1/completions puts zero usage on every chunk; only the last, real one counts.
     if not prompt_n and not output_n:
         return
     tally.prompt_tokens, tally.output_tokens = prompt_n, output_n
-    details = usage.get("prompt_tokens_details") or {}
-    if details.get("cached_tokens") is not None:
-        tally.cached_tokens = details["cached_tokens"]
+    details = usage.get("prompt_tokens_details")
+    if not details:
+        return
+    if not isinstance(details, dict):
+        raise malformed("usage.prompt_tokens_details", details, "an object")
+    cached_n = _count(details.get("cached_tokens"), "usage.prompt_tokens_details.cached_tokens")
+    if cached_n is not None:
+        tally.cached_tokens = cached_n
 
 
-def _llamacpp_split(timings: dict, tally: Tally) -> ServerSplit:
-    prompt_n = timings.get("prompt_n")
-    cache_n = timings.get("cache_n")
+def _llamacpp_split(timings: object, tally: Tally) -> ServerSplit:
+    if not isinstance(timings, dict):
+        raise malformed("timings", timings, "an object")
+    prompt_n = _count(timings.get("prompt_n"), "timings.prompt_n")
+    cache_n = _count(timings.get("cache_n"), "timings.cache_n")
+    predicted_n = _count(timings.get("predicted_n"), "timings.predicted_n")
     if tally.prompt_tokens is None and prompt_n is not None:
         tally.prompt_tokens = prompt_n + (cache_n or 0)
-    if tally.output_tokens is None and timings.get("predicted_n") is not None:
-        tally.output_tokens = timings["predicted_n"]
+    if tally.output_tokens is None and predicted_n is not None:
+        tally.output_tokens = predicted_n
     return ServerSplit(
         prefill_s=_ms(timings.get("prompt_ms")),
         decode_s=_ms(timings.get("predicted_ms")),
         prompt_tokens=prompt_n,
-        output_tokens=timings.get("predicted_n"),
+        output_tokens=predicted_n,
         cached_tokens=cache_n,
     )
 

@@ -80,10 +80,12 @@ async def _tokenize(client: httpx.AsyncClient, body: dict) -> int | None:
         reply = response.json()
     except (httpx.HTTPError, ValueError):
         return None
+    # An answer of another shape counts nothing: the prompt's length is then estimated, and marked so.
     if not isinstance(reply, dict):
         return None
-    if isinstance(reply.get("count"), int):
-        return reply["count"]
+    count = reply.get("count")
+    if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
+        return count
     tokens = reply.get("tokens")
     return len(tokens) if isinstance(tokens, list) else None
 

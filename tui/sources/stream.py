@@ -172,10 +172,14 @@ async def stream(client: ServerClient, request: StreamRequest, connect_s: float 
 
 def _texts(payloads: list[bytes], route: _Route, tally: Tally, url: str) -> list[tuple[str, int]]:
     """The non-empty generated texts in these payloads, each with the token events counted up to it;
-    a server-reported error raises."""
+    a server-reported error or a malformed chunk raises."""
     texts = []
     for payload in payloads:
-        text = route.read(_parse(payload, url), tally)
+        chunk = _parse(payload, url)
+        try:
+            text = route.read(chunk, tally)
+        except ProtocolError as malformed:  # the reader knows the field, not the URL
+            raise ProtocolError(f"{url}: {malformed}") from None
         if tally.error:
             raise ProtocolError(f"{url}: the server reported an error: {tally.error}")
         if text:
