@@ -12,7 +12,7 @@ import gzip
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from tests.scripted_server import Reply, Script, ScriptedServer
+from tests.scripted_server import GENERATION_PATHS, Reply, Script, ScriptedServer
 
 ESCAPES = "\x1b]0;pwned-title\x07\x1b]52;c;cHduZWQ=\x07\x1b[2J\x1b[31m\x9b1m\x07\r"
 """A pane title (OSC 0), a clipboard write (OSC 52), a screen clear, a colour, a C1 CSI, a bell and a
@@ -79,9 +79,23 @@ def gzip_bomb(path: str = "/metrics", kind: str = "openai", inflated_mb: int = 6
     return script
 
 
+class OddOnce(ScriptedServer):
+    """Serves the scripted tokens to every generation request but the `odd_request`-th (1-based), which gets
+    the raw stream `lines`: one malformed answer among good ones."""
+
+    def __init__(self, script: Script, lines: list[bytes], odd_request: int) -> None:
+        super().__init__(script)
+        self.lines, self.odd_request = lines, odd_request
+
+    async def _respond(self, method, path, headers, body, received_ns, writer) -> bool:
+        if path in GENERATION_PATHS:  # no await before the log entry: requests in flight cannot interleave here
+            self.script.stream = self.lines if len(self.log) + 1 == self.odd_request else None
+        return await super()._respond(method, path, headers, body, received_ns, writer)
+
+
 @contextmanager
-def serving(script: Script) -> Iterator[ScriptedServer]:
-    server = ScriptedServer(script).start()
+def serving(script: Script, server_class: type[ScriptedServer] = ScriptedServer, **extra) -> Iterator[ScriptedServer]:
+    server = server_class(script, **extra).start()
     try:
         yield server
     finally:
