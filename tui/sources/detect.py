@@ -105,6 +105,8 @@ async def _get_json(client: httpx.AsyncClient, path: str, strict_auth: bool = Fa
         response = await client.get(path)
     except httpx.HTTPError as error:
         raise from_httpx(error, _base(client) + path) from None
+    if response.is_redirect:  # never followed: it could lead to another host, the API key with it
+        raise rejected(response.status_code, _base(client) + path, "", response.headers.get("location"))
     if response.status_code in (401, 403) and strict_auth:
         raise rejected(response.status_code, _base(client) + path, "")
     if response.status_code != 200:

@@ -11,6 +11,11 @@ import ssl
 
 import httpx
 
+from tui.core.untrusted import one_line
+
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+"""Statuses that send the client elsewhere (with a Location): phasetop never follows one."""
+
 
 class SourceError(Exception):
     """A source could not get what it asked for; `str()` is one line for a person."""
@@ -47,14 +52,19 @@ def from_httpx(error: httpx.HTTPError, url: str) -> SourceError:
     if isinstance(error, httpx.ReadTimeout | httpx.WriteTimeout | httpx.PoolTimeout):
         return ServerTimeout(f"{url}: no answer within the timeout")
     if isinstance(error, httpx.RemoteProtocolError):
-        return ProtocolError(f"{url}: connection closed mid-answer ({error})")
+        return ProtocolError(f"{url}: connection closed mid-answer ({one_line(str(error))})")
+    if isinstance(error, httpx.ReadError | httpx.WriteError) and connection_reset(error):
+        return ProtocolError(f"{url}: connection reset by the server")
     if isinstance(error, httpx.HTTPStatusError):
-        return rejected(error.response.status_code, url, "")
-    return SourceError(f"{url}: {type(error).__name__}: {error}")
+        return rejected(error.response.status_code, url, "", error.response.headers.get("location"))
+    return SourceError(f"{url}: {type(error).__name__}" + (f": {one_line(str(error))}" if str(error) else ""))
 
 
-def rejected(status: int, url: str, body_message: str) -> ServerRejected:
-    """A one-line reason for an HTTP error status; 401/403 speak of the API key without showing it."""
+def rejected(status: int, url: str, body_message: str, location: str | None = None) -> ServerRejected:
+    """A one-line reason for an HTTP error status; 401/403 speak of the API key without showing it; a
+    redirect says where to (`location`, the server's Location header)."""
+    if status in REDIRECT_STATUSES:
+        return redirected(status, url, location)
     detail = f": {body_message}" if body_message else ""
     if status in (401, 403):
         hint = "the API key is missing or wrong (set PHASETOP_API_KEY or api_key in the config file)"
@@ -62,6 +72,25 @@ def rejected(status: int, url: str, body_message: str) -> ServerRejected:
     if status == 404:
         return ServerRejected(f"{url}: HTTP 404 not found{detail}", status)
     return ServerRejected(f"{url}: HTTP {status}{detail}", status)
+
+
+def redirected(status: int, url: str, location: str | None) -> ServerRejected:
+    """A redirect, refused: following it could take the request and its API key to another host."""
+    where = f" to {one_line(location)}" if location else ""
+    return ServerRejected(f"{url}: redirected (HTTP {status}){where}, not followed: point --url at the server itself", status)
+
+
+def connection_reset(error: BaseException) -> bool:
+    """The failure is the peer's reset (its RST): the cause chain holds a ConnectionResetError, or the text
+    says so (aiohttp folds the reset into its payload error's message)."""
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, ConnectionResetError):
+            return True
+        if "connection reset" in str(cause).lower():
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def _connect_reason(error: httpx.ConnectError) -> str:

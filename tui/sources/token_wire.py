@@ -23,7 +23,7 @@ from types import SimpleNamespace
 
 import aiohttp
 
-from tui.sources.errors import ProtocolError, ServerTimeout, ServerUnavailable, SourceError
+from tui.sources.errors import ProtocolError, ServerTimeout, ServerUnavailable, SourceError, connection_reset, redirected
 
 STREAM_ERRORS = (aiohttp.ClientError, TimeoutError)
 """Everything a request on a TokenSession can raise that is the server's or the network's doing."""
@@ -77,7 +77,15 @@ def _wire_trace(on_connected) -> aiohttp.TraceConfig:
     trace.on_connection_create_start.append(_connect_started)
     trace.on_connection_create_end.append(_connect_done)
     trace.on_connection_create_end.append(on_connected)
+    trace.on_request_redirect.append(_refuse_redirect)
     return trace
+
+
+async def _refuse_redirect(session, context: SimpleNamespace, params) -> None:
+    # aiohttp calls this before it follows a redirect; raising here closes the response and follows nothing
+    # (a 307 would send the prompt and the API key to whatever host the Location names).
+    response = params.response
+    raise redirected(response.status, str(params.url), response.headers.get("Location"))
 
 
 class TokenSession:
@@ -147,6 +155,8 @@ def from_aiohttp(error: Exception, url: str, answered: bool) -> SourceError:
     if isinstance(error, TimeoutError):  # SocketTimeoutError is one: silence past sock_read
         return ServerTimeout(f"{url}: no answer within the timeout")
     if isinstance(error, aiohttp.ClientPayloadError | aiohttp.ServerDisconnectedError | aiohttp.ClientOSError):
+        if connection_reset(error):
+            return ProtocolError(f"{url}: connection reset by the server{' mid-answer' if answered else ''}")
         if answered:
             return ProtocolError(f"{url}: connection closed mid-answer ({_reason(error)})")
         return ProtocolError(f"{url}: the server closed the connection without sending a response")
