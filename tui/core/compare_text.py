@@ -24,6 +24,12 @@ def changes_lines(title: str, diff: list[dict]) -> list[str]:
     ]
 
 
+def schedule_lines(comparison: dict) -> list[str]:
+    """A different arrival seed, said apart from the workload: bench draws one at random each run."""
+    return [f"arrival schedule: {one_line(row['key'], 20)} {_setting(row['before'])} → {_setting(row['after'])} "
+            "(the same workload, arriving at other moments)" for row in comparison.get("schedule_diff") or ()]
+
+
 def figure_value(value: float | None, unit: str) -> str:
     if value is None:
         return "-"

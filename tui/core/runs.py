@@ -6,14 +6,20 @@ file unchanged. No IO here: `tui.runs_store` reads and writes the files.
 
 from __future__ import annotations
 
+import math
 import secrets
 from datetime import UTC, datetime
 
 from tui import __version__
+from tui.core.run_schema import MAX_FIGURE, SCHEMA
 from tui.core.stats import summarize
 
-SCHEMA = 1
 KINDS = ("probe", "bench", "sweep")
+SCHEDULE_PARAMS = ("seed",)
+"""Params that choose when the same requests arrive, not what they are: a bench draws a random seed each
+run, so a different seed is no change of workload (compare lists it apart)."""
+BENCH_DOCUMENT_KEYS = frozenset({"server", "params", "figures", "requests"})
+"""The keys of the document `bench --save FILE` writes, which `compare` reads as a bench run."""
 
 FIGURES = (
     ("ttft_s", "p50", "TTFT p50", "s"),
@@ -90,9 +96,32 @@ def request_figures(requests: list[dict]) -> dict[str, dict]:
     """Mean/p50/p90/p99/n of each request figure over the requests that finished and were timed as generation
     (a request flagged `burst` timed its delivery: tui.core.delivery); ITL pools every gap."""
     done = [r for r in requests if r.get("ok") and not r.get("burst")]
-    out = {name: summarize(r.get(name) for r in done).to_json() for name in ("ttft_s", "tpot_s", "e2e_s", "decode_tok_s", "prefill_tok_s")}
-    out["itl_s"] = summarize(gap for r in done for gap in r.get("itl_s") or ()).to_json()
+    out = {name: summarize(_number(r.get(name)) for r in done).to_json()
+           for name in ("ttft_s", "tpot_s", "e2e_s", "decode_tok_s", "prefill_tok_s")}
+    out["itl_s"] = summarize(_number(gap) for r in done for gap in r.get("itl_s") or ()).to_json()
     return out
+
+
+def run_from_bench_document(document: dict, name: str) -> dict:
+    """The document `bench --save FILE` writes, as a bench run named `name` (the file's stem), so `compare` takes it."""
+    started_unix = _number(document.get("started_unix"))
+    started = _iso(datetime.fromtimestamp(started_unix, UTC)) if started_unix is not None and 0 <= started_unix < 1e11 else None
+    return {
+        "schema": SCHEMA,
+        "id": name,
+        "kind": "bench",
+        "started": started,
+        "finished": None,
+        "params": document.get("params"),
+        "server": document.get("server"),
+        "requests": document.get("requests"),
+        "result": document.get("figures"),
+    }
+
+
+def is_bench_document(document: object) -> bool:
+    """True for what `bench --save FILE` writes (no schema, the bench JSON's keys)."""
+    return isinstance(document, dict) and "schema" not in document and BENCH_DOCUMENT_KEYS <= document.keys()
 
 
 def compare_runs(a: dict, b: dict) -> dict:
@@ -111,7 +140,8 @@ def compare_runs(a: dict, b: dict) -> dict:
         "after": run_header(b),
         "figures": figures,
         "config_diff": config_diff(server_a, server_b),
-        "params_diff": _diff(a.get("params") or {}, b.get("params") or {}, "params"),
+        "params_diff": _diff(*(_workload(run.get("params") or {}) for run in (a, b)), "params"),
+        "schedule_diff": _diff(*(_schedule(run.get("params") or {}) for run in (a, b)), "params"),
         "restarted": None if start_a is None or start_b is None else start_a != start_b,
         "bursts_excluded": {side: sum(1 for r in run.get("requests") or [] if r.get("ok") and r.get("burst"))
                             for side, run in (("before", a), ("after", b))},
@@ -154,6 +184,14 @@ def config_diff(server_a: dict, server_b: dict) -> list[dict]:
             seen.add((row["key"], row["before"], row["after"]))
             rows.append(row)
     return rows
+
+
+def _workload(params: dict) -> dict:
+    return {key: value for key, value in params.items() if key not in SCHEDULE_PARAMS}
+
+
+def _schedule(params: dict) -> dict:
+    return {key: value for key, value in params.items() if key in SCHEDULE_PARAMS}
 
 
 def _diff(x: dict, y: dict, source: str) -> list[dict]:
@@ -204,7 +242,13 @@ def _summary_line(run: dict) -> str:
 
 
 def _number(value: object) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    """A figure as a float; None for anything else, or for one no measurement makes (inf, NaN, beyond MAX_FIGURE)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    if isinstance(value, int) and abs(value) > MAX_FIGURE:
+        return None  # float() of a huge int raises OverflowError
+    number = float(value)
+    return number if math.isfinite(number) and abs(number) <= MAX_FIGURE else None
 
 
 def _text(value: object) -> str | None:
