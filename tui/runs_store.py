@@ -1,7 +1,12 @@
 """Run files on disk: one `<id>.json` per run, written atomically, found by id, id prefix or path.
 
 A save writes a hidden temp file in the same directory, fsyncs it, then `os.replace`s it over the
-target, so a reader (or a crash at any moment) sees the old file whole or the new one whole.
+target, so a reader (or a crash at any moment) sees the old file whole or the new one whole. The temp
+file's name holds the writer's pid, so the temps of a writer that was killed are removed by the next
+save or listing, at once; one whose writer cannot be told is removed once it is STALE_TEMP_S old.
+
+A file is read only once it passes the run schema (`tui.core.run_schema`): a listing names each file it
+cannot read, with the reason, and goes on with the others.
 """
 
 from __future__ import annotations
@@ -11,15 +16,19 @@ import math
 import os
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
 from platformdirs import user_data_dir
 
-from tui.core.runs import SCHEMA, run_header
+from tui.core.run_schema import RunInvalid, check_run
+from tui.core.runs import is_bench_document, run_from_bench_document, run_header
+from tui.core.untrusted import redact_all, register_secret, without_credentials
 
 TEMP_SUFFIX = ".tmp"
 STALE_TEMP_S = 600.0
-"""A temp file this old was left by a save that was killed; the next save removes it."""
+"""A temp file this old whose writer's pid is unknown (or is this process's) was left by a killed save."""
 
 
 class RunStoreError(Exception):
@@ -33,6 +42,36 @@ class RunNotFound(RunStoreError):
 class RunFileError(RunStoreError):
     """The file exists but is not a readable phasetop run."""
 
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"cannot read run file {path}: {reason}")
+        self.path = path
+        self.reason = reason
+        """Why, in one line: "requests[0] is an int where an object was expected"."""
+
+
+class RunsDirError(RunStoreError):
+    """The runs dir is not a directory, or cannot be listed."""
+
+
+@dataclass(frozen=True)
+class RunListing:
+    """What a runs dir holds: the readable runs' headers and the files skipped, each with its reason."""
+
+    headers: list[dict] = field(default_factory=list)
+    """`run_header` plus `path`, in id order (ids start with the UTC start time: oldest first)."""
+    skipped: list[RunFileError] = field(default_factory=list)
+    """The `.json` files that are not readable runs, in name order."""
+
+    def duplicates(self) -> list[tuple[dict, dict]]:
+        """(first, later) header pairs whose files hold the same id: both are listed, the later is named."""
+        first: dict[str, dict] = {}
+        pairs = []
+        for header in self.headers:
+            seen = first.setdefault(str(header["id"]), header)
+            if seen is not header:
+                pairs.append((seen, header))
+        return pairs
+
 
 def default_runs_dir(chosen: str | None = None) -> Path:
     """The directory chosen (a flag or the runs_dir setting), else `runs` in the user data dir
@@ -43,15 +82,16 @@ def default_runs_dir(chosen: str | None = None) -> Path:
 def save_run(run: dict, directory: Path, secret: str | None = None) -> Path:
     """Write the run as `<directory>/<id>.json` atomically and return its path.
 
-    With `secret` (the API key), a run whose text would contain it is refused (ValueError), never
-    written. Raises OSError when the directory cannot be written.
+    Every registered secret (`tui.core.untrusted`: the API key, URL credentials, registered when settings
+    load) is redacted from the run before it is written, and `server.url` is saved without credentials.
+    `secret` is registered first (callers that hold the key themselves). Raises OSError when the directory
+    cannot be written.
     """
-    text = json.dumps(_finite(run), indent=1, allow_nan=False) + "\n"
-    if secret and (secret in text or json.dumps(secret)[1:-1] in text):
-        raise ValueError("the run would contain the API key")
+    register_secret(secret)
+    text = json.dumps(_finite(redact_all(_without_url_credentials(run))), indent=1, allow_nan=False) + "\n"
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    _remove_stale_temps(directory)
+    remove_dead_temps(directory)
     return write_atomic(directory / f"{run['id']}.json", text)
 
 
@@ -63,7 +103,7 @@ def write_atomic(path: Path, text: str) -> Path:
     """
     path = Path(path)
     directory = path.parent
-    fd, temp = tempfile.mkstemp(dir=directory, prefix=f".{path.stem}.", suffix=TEMP_SUFFIX)
+    fd, temp = tempfile.mkstemp(dir=directory, prefix=f".{path.stem}.{os.getpid()}.", suffix=TEMP_SUFFIX)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
@@ -77,16 +117,34 @@ def write_atomic(path: Path, text: str) -> Path:
     return path
 
 
+def scan_runs(directory: Path) -> RunListing:
+    """The runs in the directory and the files skipped with their reasons; a missing directory holds none.
+
+    Temp files left by killed saves are removed first. Raises RunsDirError when `directory` is not a
+    directory or cannot be listed.
+    """
+    directory = Path(directory)
+    try:
+        if not directory.exists():
+            return RunListing()
+        if not directory.is_dir():
+            raise RunsDirError(f"{directory} is not a directory")
+    except OSError as error:
+        raise RunsDirError(f"cannot read {directory}: {error.strerror or error}") from None
+    remove_dead_temps(directory)
+    headers, skipped = [], []
+    for path in _run_files(directory):
+        try:
+            headers.append({**run_header(_read(path)), "path": str(path)})
+        except RunFileError as error:
+            skipped.append(error)
+    headers.sort(key=lambda header: (str(header["id"]), header["path"]))
+    return RunListing(headers, skipped)
+
+
 def list_runs(directory: Path) -> list[dict]:
     """Headers (`run_header` plus `path`) of the runs in the directory, oldest first; unreadable files are skipped."""
-    headers = []
-    for path in _run_files(Path(directory)):
-        try:
-            run = _read(path)
-        except RunFileError:
-            continue
-        headers.append({**run_header(run), "path": str(path)})
-    return sorted(headers, key=lambda header: (str(header["id"]), header["path"]))
+    return scan_runs(directory).headers
 
 
 def load_run(ref: str, directory: Path) -> dict:
@@ -97,6 +155,8 @@ def load_run(ref: str, directory: Path) -> dict:
             raise RunNotFound(f"no run file {ref}")
         return _read(path)
     directory = Path(directory)
+    if directory.exists() and not directory.is_dir():
+        raise RunsDirError(f"{directory} is not a directory (give a run file's path, or --runs-dir)")
     exact = directory / f"{ref}.json"
     if exact.is_file():
         return _read(exact)
@@ -120,31 +180,64 @@ def _finite(value: object) -> object:
     return value
 
 
-def _run_files(directory: Path) -> list[Path]:
-    """Run files only: temp files are hidden (leading dot) and end in .tmp."""
-    if not directory.is_dir():
-        return []
-    return sorted(p for p in directory.glob("*.json") if not p.name.startswith(".") and p.is_file())
+def remove_dead_temps(directory: Path) -> None:
+    """Remove the temp files of saves that were killed: their writer's pid is gone, or they are STALE_TEMP_S old.
 
-
-def _read(path: Path) -> dict:
-    try:
-        run = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as error:
-        raise RunFileError(f"cannot read run file {path}: {error}") from None
-    if not isinstance(run, dict) or run.get("schema") != SCHEMA or not isinstance(run.get("id"), str):
-        raise RunFileError(f"{path} is not a phasetop run file (schema {SCHEMA})")
-    return run
-
-
-def _remove_stale_temps(directory: Path) -> None:
+    A temp of this process is left alone unless stale: another thread may be writing it now.
+    """
     cutoff = time.time() - STALE_TEMP_S
-    for temp in directory.glob(f".*{TEMP_SUFFIX}"):
+    try:
+        temps = list(Path(directory).glob(f".*{TEMP_SUFFIX}"))
+    except OSError:
+        return
+    for temp in temps:
+        pid = _writer_pid(temp.name)
         try:
-            if temp.stat().st_mtime < cutoff:
+            dead = pid is not None and pid != os.getpid() and not psutil.pid_exists(pid)
+            if dead or temp.stat().st_mtime < cutoff:
                 temp.unlink()
         except OSError:
             pass  # another save removed it, or it is not ours to remove
+
+
+def _writer_pid(name: str) -> int | None:
+    """The pid in `.<stem>.<pid>.<random>.tmp`; None for a name without one."""
+    parts = name.split(".")
+    return int(parts[-3]) if len(parts) >= 5 and parts[-3].isdigit() else None
+
+
+def _without_url_credentials(run: dict) -> dict:
+    server = run.get("server")
+    if isinstance(server, dict) and isinstance(server.get("url"), str):
+        return {**run, "server": {**server, "url": without_credentials(server["url"])}}
+    return run
+
+
+def _run_files(directory: Path) -> list[Path]:
+    """Run files only: temp files are hidden (leading dot) and end in .tmp."""
+    try:
+        return sorted(p for p in directory.glob("*.json") if not p.name.startswith(".") and p.is_file())
+    except OSError as error:
+        raise RunsDirError(f"cannot list {directory}: {error.strerror or error}") from None
+
+
+def _read(path: Path) -> dict:
+    """The run in the file, checked against the run schema; a bench `--save` document is read as a bench run."""
+    try:
+        run = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise RunFileError(path, error.strerror or str(error)) from None
+    except (UnicodeDecodeError, ValueError) as error:
+        raise RunFileError(path, f"not JSON ({error})") from None
+    except RecursionError:
+        raise RunFileError(path, "not JSON a reader can walk (nested too deep)") from None
+    if is_bench_document(run):
+        run = run_from_bench_document(run, path.stem)
+    try:
+        check_run(run)
+    except RunInvalid as error:
+        raise RunFileError(path, str(error)) from None
+    return run
 
 
 def _fsync_dir(directory: Path) -> None:
