@@ -7,7 +7,7 @@ import argparse
 from tui.cli.common import add_json_option, settings_from
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, say
 from tui.cli.runs_common import add_runs_dir_option, runs_dir_from
-from tui.core.compare_text import changes_lines, figure_delta, figure_value, started_text
+from tui.core.compare_text import changes_lines, figure_delta, figure_value, schedule_lines, started_text
 from tui.core.runs import compare_runs
 from tui.core.untrusted import one_line
 from tui.runs_store import RunStoreError, load_run
@@ -20,7 +20,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Compare run A (before) with run B (after): the server config that changed (engine config, "
         "simulator flags, model, context length, version), the workload flags that differ, then TTFT, ITL, TPOT, "
         "decode and prefill rates and E2E with their deltas (and throughputs when both are bench runs). "
-        "A and B are run ids, unique id prefixes, or run file paths.",
+        "A and B are run ids, unique id prefixes, or run file paths (a file `bench --save` wrote is read as a bench run).",
     )
     parser.add_argument("before", metavar="A", help="the run before: id, unique id prefix, or file path")
     parser.add_argument("after", metavar="B", help="the run after: id, unique id prefix, or file path")
@@ -55,6 +55,7 @@ def _text(comparison: dict) -> str:
         lines.append("a different server process (restarted, or another server): its start time changed")
     lines += changes_lines("server config changed", comparison["config_diff"]) or ["server config: no change seen"]
     lines += changes_lines("workload changed", comparison["params_diff"])
+    lines += schedule_lines(comparison)
     lines.append("")
     rows = [("", "before", "after", "delta")]
     for figure in comparison["figures"]:

@@ -1,15 +1,15 @@
-"""`phasetop runs`: the saved runs (probe, bench, sweep), oldest first."""
+"""`phasetop runs`: the saved runs (probe, bench, sweep), oldest first, and a note for each file that is not one."""
 
 from __future__ import annotations
 
 import argparse
 
 from tui.cli.common import add_json_option, settings_from
-from tui.cli.output import EXIT_OK, emit_json, say
+from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note, say
 from tui.cli.runs_common import add_runs_dir_option, runs_dir_from
 from tui.core.compare_text import started_text
 from tui.core.untrusted import one_line
-from tui.runs_store import list_runs
+from tui.runs_store import RunListing, RunStoreError, scan_runs
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -17,7 +17,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "runs",
         help="list saved runs: id, kind, when, which server, one-line summary",
         description="List the runs that probe, bench and sweep saved, oldest first. Give two ids (or unique "
-        "prefixes) to `phasetop compare`.",
+        "prefixes) to `phasetop compare`. A file in the runs dir that is not a readable run is named on stderr, "
+        "with the reason, and skipped.",
     )
     add_runs_dir_option(parser)
     add_json_option(parser)
@@ -26,14 +27,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     directory = runs_dir_from(args, settings_from(args))
-    headers = list_runs(directory)
+    try:
+        listing = scan_runs(directory)
+    except RunStoreError as error:
+        raise CliError(str(error), EXIT_USAGE) from None
+    note_odd_files(listing)
+    headers = listing.headers
     if args.json:
         emit_json(headers)
     elif not headers:
-        say(f"no saved runs in {directory}")
+        say(f"no saved runs in {directory}" + (f" ({len(listing.skipped)} unreadable files skipped)" if listing.skipped else ""))
     else:
         say(_table(headers))
     return EXIT_OK
+
+
+def note_odd_files(listing: RunListing) -> None:
+    """One stderr line per file skipped ("skipped runs/x.json: requests[0] is …") and per id held twice."""
+    for error in listing.skipped:
+        note(f"skipped {one_line(str(error.path), 200)}: {one_line(error.reason, 300)}")
+    for first, later in listing.duplicates():
+        note(f"{one_line(later['path'], 200)} holds the id of {one_line(first['path'], 200)} "
+             f"({one_line(str(first['id']), 60)}): both listed; give compare a path to pick one")
 
 
 def _table(headers: list[dict]) -> str:
