@@ -12,7 +12,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from tui.core.compare_text import changes_lines, figure_delta, figure_value, started_text
+from tui.core.compare_text import changes_lines, figure_delta, figure_value, schedule_lines, started_text
 from tui.core.untrusted import one_line
 
 
@@ -63,4 +63,4 @@ def runs_lines(comparison: dict) -> str:
 def config_lines(comparison: dict) -> str:
     """The server's config changes ("max_num_batched_tokens  2048 → 256"), then the workload's."""
     lines = changes_lines("server config changed", comparison["config_diff"]) or ["server config: no change seen"]
-    return "\n".join(lines + changes_lines("workload changed", comparison["params_diff"]))
+    return "\n".join(lines + changes_lines("workload changed", comparison["params_diff"]) + schedule_lines(comparison))

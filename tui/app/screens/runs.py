@@ -1,4 +1,9 @@
-"""The saved runs: a list to move through with the arrow keys, space to pick two, enter to compare them."""
+"""The saved runs: a list to move through with the arrow keys, space to pick two, enter to compare them.
+
+Files in the runs dir that are not readable runs are named under the title with their reasons, and a
+second file holding an id already listed is listed too, named as a duplicate: one odd file never empties
+or breaks the list.
+"""
 
 from __future__ import annotations
 
@@ -12,15 +17,28 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from tui.app.lab_messages import RunsCompared, RunsListed
+from tui.app.lab_messages import RunsCompared
+from tui.app.messages import Fact
 from tui.app.screens.compare import CompareScreen
 from tui.core.compare_text import started_text
 from tui.core.sessions import compare_sessions
 from tui.core.untrusted import one_line
-from tui.runs_store import RunStoreError, list_runs, load_run
+from tui.runs_store import RunListing, RunStoreError, load_run, scan_runs
 
 PICK_MARKS = ("1", "2")
 """Shown beside the first and second run picked."""
+SKIPPED_SHOWN = 5
+"""Unreadable files named one a line; more are counted."""
+
+
+class RunsScanned(Fact):
+    """The runs dir was read (`scan_runs`): the runs and the files skipped, or `error` when it could not be read."""
+
+    def __init__(self, listing: RunListing, error: str | None = None) -> None:
+        super().__init__()
+        self.listing = listing
+        self.error = error
+        """Why the runs dir could not be read, one line."""
 
 
 class RunsScreen(Screen[None]):
@@ -33,9 +51,9 @@ class RunsScreen(Screen[None]):
     ]
 
     headers: reactive[list[dict]] = reactive(list, always_update=True)
-    """The runs listed, oldest first."""
+    """The runs listed, oldest first, each with its row `key`: its id, or its path when the id was listed already."""
     picked: reactive[list[str]] = reactive(list, always_update=True)
-    """Ids of the runs picked, in the order picked (two at most)."""
+    """Row keys of the runs picked, in the order picked (two at most)."""
 
     def __init__(self, directory: Path) -> None:
         super().__init__()
@@ -44,6 +62,7 @@ class RunsScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static(f"Saved runs in {self.directory}   (space picks two, enter compares, escape goes back)",
                      id="runs-title", markup=False)
+        yield Static("", id="runs-skipped", markup=False)
         table: DataTable = DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
         table.add_columns(" ", "id", "kind", "started (UTC)", "model", "summary")
         yield table
@@ -54,7 +73,10 @@ class RunsScreen(Screen[None]):
 
     @work(exclusive=True, group="runs", thread=True, exit_on_error=False)
     def list_saved_runs(self) -> None:
-        self.post_message(RunsListed(list_runs(self.directory)))
+        try:
+            self.post_message(RunsScanned(scan_runs(self.directory)))
+        except RunStoreError as error:
+            self.post_message(RunsScanned(RunListing(), str(error)))
 
     @work(exclusive=True, group="runs", thread=True, exit_on_error=False)
     def compare_saved_runs(self, before: str, after: str) -> None:
@@ -66,12 +88,17 @@ class RunsScreen(Screen[None]):
             return
         self.post_message(RunsCompared(compare_sessions(*runs)))
 
-    @on(RunsListed)
-    def _listed(self, event: RunsListed) -> None:
-        self.headers = event.headers
-        if not event.headers:
+    @on(RunsScanned)
+    def _listed(self, event: RunsScanned) -> None:
+        listing = event.listing
+        self.headers = keyed_headers(listing.headers)
+        if event.error:
+            self.query_one("#runs-title", Static).update(f"Saved runs: {one_line(event.error, 300)}")
+        elif not listing.headers:
+            none = "No readable runs" if listing.skipped else "No saved runs"
             self.query_one("#runs-title", Static).update(
-                f"No saved runs in {self.directory} yet: probe, bench, sweep, the load dial and UI sessions save them.")
+                f"{none} in {self.directory} yet: probe, bench, sweep, the load dial and UI sessions save them.")
+        self.query_one("#runs-skipped", Static).update(odd_files_text(listing))
 
     @on(RunsCompared)
     def _compared(self, event: RunsCompared) -> None:
@@ -90,17 +117,17 @@ class RunsScreen(Screen[None]):
         table = self.query_one(DataTable)
         if not self.headers or table.cursor_row < 0:
             return
-        run_id = str(self.headers[table.cursor_row]["id"])
-        picked = [r for r in self.picked if r != run_id]
+        key = self.headers[table.cursor_row]["key"]
+        picked = [r for r in self.picked if r != key]
         if len(picked) == len(self.picked):
-            picked = [*picked, run_id][-len(PICK_MARKS):]
+            picked = [*picked, key][-len(PICK_MARKS):]
         self.picked = picked
 
     def action_compare(self) -> None:
         if len(self.picked) != 2:
             self.notify("pick two runs with space first", severity="warning")
             return
-        picked = sorted((h for h in self.headers if str(h["id"]) in self.picked), key=lambda h: (str(h["started"]), str(h["id"])))
+        picked = sorted((h for h in self.headers if h["key"] in self.picked), key=lambda h: (str(h["started"]), str(h["id"])))
         before, after = picked  # the older is before (ISO times in UTC sort as text, to the millisecond)
         self.compare_saved_runs(str(before["path"]), str(after["path"]))
 
@@ -109,13 +136,38 @@ class RunsScreen(Screen[None]):
         row = table.cursor_row
         table.clear()
         for header in self.headers:
-            run_id = str(header["id"])
-            mark = PICK_MARKS[self.picked.index(run_id)] if run_id in self.picked else ""
+            run_id, key = str(header["id"]), header["key"]
+            mark = PICK_MARKS[self.picked.index(key)] if key in self.picked else ""
             started = started_text(header.get("started"))
             model = (header.get("server") or {}).get("model")
             # Every cell a Text: DataTable reads a str cell as markup, and a run file's text is not ours.
             table.add_row(mark, Text(one_line(run_id, 40)), Text(one_line(str(header.get("kind")), 10)), Text(started),
                           Text(one_line(str(model or "-"), 40)), Text(one_line(str(header.get("summary") or ""), 120)),
-                          key=run_id)
+                          key=key)
         if self.headers:
             table.move_cursor(row=min(max(row, 0), len(self.headers) - 1))
+
+
+def keyed_headers(headers: list[dict]) -> list[dict]:
+    """The headers, each with a row key unique in the table: the id, or the file's path for a second file with that id."""
+    seen: set[str] = set()
+    keyed = []
+    for header in headers:
+        run_id = str(header["id"])
+        keyed.append({**header, "key": run_id if run_id not in seen else f"path:{header['path']}"})
+        seen.add(run_id)
+    return keyed
+
+
+def odd_files_text(listing: RunListing) -> str:
+    """One line per file skipped (its reason) and per id held twice; empty when every file is a run."""
+    lines = [f"skipped {_name(error.path)}: {one_line(error.reason, 200)}" for error in listing.skipped]
+    lines += [f"{_name(later['path'])} holds the id of {_name(first['path'])}: both listed"
+              for first, later in listing.duplicates()]
+    if len(lines) > SKIPPED_SHOWN:
+        lines = [*lines[:SKIPPED_SHOWN - 1], f"… and {len(lines) - SKIPPED_SHOWN + 1} more (`phasetop runs` names them all)"]
+    return "\n".join(lines)
+
+
+def _name(path: object) -> str:
+    return one_line(Path(str(path)).name, 80)

@@ -1,0 +1,102 @@
+"""The runs view with odd files: each named on screen with its reason, the runs still listed, two files with one id
+both listed (no DuplicateKey), and an empty or unusable runs dir said so."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from textual.app import App
+from textual.widgets import DataTable, Static
+
+import tui.app
+from tui.app.screens.compare import CompareScreen
+from tui.app.screens.runs import RunsScreen
+from tui.core.runs import new_run
+from tui.runs_store import save_run
+
+TCSS = Path(tui.app.__file__).parent / "phasetop.tcss"
+REQUEST = {"ok": True, "ttft_s": 0.05, "itl_s": [0.005, 0.006], "e2e_s": 0.061, "decode_tok_s": 180.0}
+
+
+class _Host(App):
+    """The runs view alone, over the real stylesheet."""
+
+    CSS_PATH = TCSS
+
+    def __init__(self, directory: Path) -> None:
+        super().__init__()
+        self.directory = directory
+
+    def on_mount(self) -> None:
+        self.push_screen(RunsScreen(self.directory))
+
+
+async def wait_for(pilot, condition, timeout_s=10.0, what="condition"):
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}: not met in {timeout_s:.0f} s"
+        await pilot.pause(0.05)
+
+
+def text_of(app: App, selector: str) -> str:
+    return str(app.screen.query_one(selector, Static).render())
+
+
+def run_at(minute: int, ttft_s: float = 0.05) -> dict:
+    started = datetime(2026, 4, 1, 9, minute, tzinfo=UTC)
+    return new_run("probe", {"max_tokens": 3}, {"url": "http://h:8000", "model": "m"}, [{**REQUEST, "ttft_s": ttft_s}],
+                   {}, started, started)
+
+
+async def test_odd_files_are_named_and_duplicate_ids_both_listed(tmp_path):
+    runs_dir = tmp_path / "runs"
+    first, second = run_at(0), run_at(5, ttft_s=0.08)
+    save_run(first, runs_dir)
+    save_run(second, runs_dir)
+    (runs_dir / "copy.json").write_text((runs_dir / f"{first['id']}.json").read_text())
+    (runs_dir / "odd.json").write_text(json.dumps({"schema": 1, "id": "a", "requests": [1]}))
+    app = _Host(runs_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen), what="runs view")
+        table = app.screen.query_one(DataTable)
+        await wait_for(pilot, lambda: table.row_count == 3, what="three runs listed")
+        assert sorted(str(table.get_row_at(i)[1]) for i in range(3)) == sorted([first["id"], first["id"], second["id"]])
+        odd = text_of(app, "#runs-skipped")
+        assert "skipped odd.json: requests[0] is an int where an object was expected" in odd
+        assert f"copy.json holds the id of {first['id']}.json: both listed" in odd
+        ids = [str(table.get_row_at(i)[1]) for i in range(3)]
+        copy_row = max(i for i, run_id in enumerate(ids) if run_id == first["id"])
+        await pilot.press(*["down"] * copy_row, "space")  # the duplicate can be picked apart from its original
+        second_row = ids.index(second["id"])
+        await pilot.press(*(["up"] * (copy_row - second_row) if copy_row > second_row else ["down"] * (second_row - copy_row)), "space")
+        assert app.screen.picked == [f"path:{runs_dir / 'copy.json'}", second["id"]]
+        assert sorted(str(table.get_row_at(i)[0]) for i in range(3)) == ["", "1", "2"]
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen), what="compare view")
+
+
+async def test_a_runs_dir_of_only_unreadable_files_says_so(tmp_path):
+    runs_dir = tmp_path / "runs"
+    runs_dir.mkdir()
+    (runs_dir / "x.json").write_text(json.dumps({"schema": 1, "id": "x", "result": [1]}))
+    app = _Host(runs_dir)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen), what="runs view")
+        await wait_for(pilot, lambda: "No readable runs" in text_of(app, "#runs-title"), what="the title says none")
+        assert text_of(app, "#runs-skipped") == "skipped x.json: result is a list where an object was expected"
+        assert app.screen.query_one(DataTable).row_count == 0
+
+
+async def test_an_empty_runs_dir_and_one_that_is_a_file_are_said(tmp_path):
+    for directory, said in ((tmp_path / "empty", "No saved runs in"), (tmp_path / "a-file", "is not a directory")):
+        if directory.name == "a-file":
+            directory.write_text("")
+        else:
+            directory.mkdir()
+        app = _Host(directory)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen), what="runs view")
+            await wait_for(pilot, lambda: said in text_of(app, "#runs-title"), what=f"the title says {said!r}")
