@@ -44,6 +44,8 @@ class Reply:
     """Send the body gzip-compressed with Content-Encoding: gzip (a small bomb inflates huge)."""
     drip_s: float | None = None
     """Send the body one byte every drip_s seconds, after a Content-Length that promises all of it."""
+    drip_head: bool = False
+    """With drip_s: the status line and headers go a byte at a time too (a head that never completes in time)."""
 
     def encoded(self, authorization: str) -> bytes:
         if isinstance(self.body, bytes):
@@ -387,14 +389,17 @@ async def _reply(reply: Reply, authorization: str, writer) -> bool:
         body = gzip.compress(body, compresslevel=9)
         headers["Content-Encoding"] = "gzip"
     head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
-    writer.write(f"HTTP/1.1 {reply.status} X\r\n{head}Content-Length: {len(body)}\r\n\r\n".encode())
+    head = f"HTTP/1.1 {reply.status} X\r\n{head}Content-Length: {len(body)}\r\n\r\n".encode()
     if reply.drip_s is None:
-        writer.write(body)
+        writer.write(head + body)
     else:
-        for i in range(len(body)):
+        dripped = head + body if reply.drip_head else body
+        if not reply.drip_head:
+            writer.write(head)
+        for i in range(len(dripped)):
             if writer.transport.is_closing():
                 return False
-            writer.write(body[i:i + 1])
+            writer.write(dripped[i:i + 1])
             await writer.drain()
             await asyncio.sleep(reply.drip_s)
     await writer.drain()

@@ -43,6 +43,18 @@ class PollSettings(BaseModel):
     """Seconds between NVML samples."""
 
 
+class LimitSettings(BaseModel):
+    """The most phasetop reads of one answer, in decoded (inflated) bytes: a server cannot make it hold more.
+    The defaults match `tui.sources.http.BodyLimits`."""
+
+    metrics_max_bytes: int = Field(default=16 * 2**20, gt=0)
+    """Largest /metrics page read."""
+    document_max_bytes: int = Field(default=2**20, gt=0)
+    """Largest JSON document (or other non-stream answer) read."""
+    line_max_bytes: int = Field(default=2**20, gt=0)
+    """Longest SSE or NDJSON line of a token stream."""
+
+
 class Settings(BaseSettings):
     """Everything phasetop can be configured with."""
 
@@ -73,6 +85,7 @@ class Settings(BaseSettings):
     """Where saved runs go; the user data dir's `runs` when unset."""
     sim: SimSettings = SimSettings()
     poll: PollSettings = PollSettings()
+    limits: LimitSettings = LimitSettings()
 
     def api_key_text(self) -> str:
         """The key itself ("" when none), only for redacting it from output and refusing it in files."""

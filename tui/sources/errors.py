@@ -38,11 +38,23 @@ class ProtocolError(SourceError):
 
 
 class ServerTimeout(SourceError):
-    """The server went silent for longer than the timeout."""
+    """The server went silent for longer than the timeout, or did not finish an answer within its deadline."""
+
+
+class AnswerTooSlow(httpx.TimeoutException):
+    """An answer did not arrive whole within its deadline (a server that drips); `str()` says within how long."""
+
+
+class AnswerRefused(httpx.DecodingError):
+    """phasetop stopped reading an answer: larger than its cap, or in an encoding it does not read; `str()` says which."""
 
 
 def from_httpx(error: httpx.HTTPError, url: str) -> SourceError:
     """Translate an httpx failure into a SourceError with a one-line message."""
+    if isinstance(error, AnswerTooSlow):
+        return ServerTimeout(f"{url}: {error}")
+    if isinstance(error, AnswerRefused):
+        return ProtocolError(f"{url}: {error}")
     if isinstance(error, httpx.UnsupportedProtocol | httpx.InvalidURL):
         return ServerUnavailable(f"bad URL {url!r}: {error}")
     if isinstance(error, httpx.ConnectTimeout):

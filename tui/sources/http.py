@@ -1,18 +1,27 @@
-"""The one place a server's client is made: base URL, bearer key, timeouts, and pools that survive stale connections.
+"""The one place a server's client is made: base URL, bearer key, deadlines, caps, and pools that survive stale connections.
 
 httpx for the JSON calls; token streams go over the aiohttp session it carries (token_wire.py).
+
+Every answer the httpx client gets is read whole inside its transport (`WholeAnswers`), under one
+deadline for the whole request (connect, head and body: a server that drips a byte a second never trips a
+per-read timeout) and a cap on its inflated size (a gzip bomb is stopped at the cap, not inflated whole).
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import ssl
+import zlib
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import httpx
 from pydantic import SecretStr
 
 from tui import __version__
+from tui.core.untrusted import one_line
+from tui.sources.errors import AnswerRefused, AnswerTooSlow
 
 if TYPE_CHECKING:
     from tui.sources.token_wire import TokenSession
@@ -22,6 +31,26 @@ STALE_CONNECTION_ERRORS = (httpx.RemoteProtocolError, httpx.ReadError)
 ("Server disconnected without sending a response") or its reset, before any response."""
 
 
+MB = 2**20
+
+
+@dataclass(frozen=True, slots=True)
+class BodyLimits:
+    """The most phasetop reads of one answer, in decoded (inflated) bytes; `tui.config.LimitSettings` has the same
+    fields and may be passed wherever this is."""
+
+    metrics_max_bytes: int = 16 * MB
+    """A /metrics page (vLLM's is a few hundred kB)."""
+    document_max_bytes: int = MB
+    """Any other answer: JSON documents, /tokenize, an error body."""
+    line_max_bytes: int = MB
+    """One SSE or NDJSON line of a token stream."""
+
+
+ACCEPT_ENCODING = "gzip, deflate"
+"""The encodings `WholeAnswers` inflates itself, bounded; nothing else is asked for."""
+
+
 class ServerClient(httpx.AsyncClient):
     """An httpx client for one server that also carries the aiohttp session its token streams use.
 
@@ -29,14 +58,16 @@ class ServerClient(httpx.AsyncClient):
     closed with the client.
     """
 
-    def __init__(self, base_url: str, headers: dict[str, str], timeout_s: float, max_connections: int) -> None:
+    def __init__(self, base_url: str, headers: dict[str, str], timeout_s: float, max_connections: int,
+                 limits: BodyLimits) -> None:
         super().__init__(
             base_url=base_url,
             headers=headers,
             timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)),
-            transport=ResendOnStaleConnection(max_connections),
+            transport=WholeAnswers(ResendOnStaleConnection(max_connections), limits),
         )
-        self._session_args = (base_url, headers, timeout_s, max_connections)
+        self.limits = limits
+        self._session_args = (base_url, headers, timeout_s, max_connections, limits)
         self._tokens: TokenSession | None = None
 
     def tokens(self) -> TokenSession:
@@ -68,17 +99,140 @@ def make_client(
     api_key: SecretStr | None = None,
     timeout_s: float = 30.0,
     max_connections: int = 256,
+    limits: BodyLimits | None = None,
 ) -> ServerClient:
     """A client for one server. The key goes into a header and nowhere else.
+
+    `timeout_s` is the deadline of a whole answer (a JSON document, /metrics), and of a token stream's head;
+    a stream's body may take as long as it likes, but not go silent that long. `limits`: `BodyLimits` or the
+    settings' `limits` section.
 
     It connects directly: HTTP(S)_PROXY in the environment is not used (a proxy would sit inside every
     TTFT; an explicit transport is also what turns httpx's environment proxies off, and aiohttp reads
     them only when asked).
     """
-    headers = {"User-Agent": f"phasetop/{__version__}"}
+    headers = {"User-Agent": f"phasetop/{__version__}", "Accept-Encoding": ACCEPT_ENCODING}
     if api_key is not None and api_key.get_secret_value():
         headers["Authorization"] = f"Bearer {api_key.get_secret_value()}"
-    return ServerClient(base_url.rstrip("/"), headers, timeout_s, max_connections)
+    limits = BodyLimits(limits.metrics_max_bytes, limits.document_max_bytes, limits.line_max_bytes) if limits else BodyLimits()
+    return ServerClient(base_url.rstrip("/"), headers, timeout_s, max_connections, limits)
+
+
+class WholeAnswers(httpx.AsyncBaseTransport):
+    """Reads each answer whole, inflated here with a cap, within one deadline for the request, and hands on a
+    response that is already in memory (so the client's own read is instant and can be neither slow nor large).
+
+    The deadline is the request's read timeout (the client's `timeout_s`, or a `timeout=` given to one call).
+    /metrics pages get `metrics_max_bytes`, everything else `document_max_bytes`. httpx's own decoders would
+    inflate each network read whole (64 kB of a bomb is 64 MB), so gzip and deflate are inflated here,
+    never past the cap; the response passed on carries no Content-Encoding.
+    """
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, limits: BodyLimits) -> None:
+        self._inner = inner
+        self._limits = limits
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        deadline_s = (request.extensions.get("timeout") or {}).get("read")
+        path = request.url.path.rstrip("/")
+        limit = self._limits.metrics_max_bytes if path.endswith("/metrics") else self._limits.document_max_bytes
+        try:
+            async with asyncio.timeout(deadline_s):
+                response = await self._inner.handle_async_request(request)
+                try:
+                    body = await _read_capped(response, limit, request)
+                finally:
+                    await response.aclose()
+        except TimeoutError:
+            raise AnswerTooSlow(f"no complete answer within {deadline_s:g} s", request=request) from None
+        headers = [(name, value) for name, value in response.headers.raw
+                   if name.lower() not in (b"content-encoding", b"content-length", b"transfer-encoding")]
+        headers.append((b"Content-Length", str(len(body)).encode()))
+        kept = {key: response.extensions[key] for key in ("http_version", "reason_phrase") if key in response.extensions}
+        return httpx.Response(response.status_code, headers=headers, stream=httpx.ByteStream(body), extensions=kept)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+async def _read_capped(response: httpx.Response, limit: int, request: httpx.Request) -> bytes:
+    """The body, inflated, raising AnswerRefused as soon as it passes `limit` bytes (nothing past it is held)."""
+    inflater = _Inflater.for_encoding(response.headers.get("content-encoding", ""), request)
+    parts: list[bytes] = []
+    size = 0
+    async for raw in response.stream:
+        for part in inflater.inflate(raw, limit - size):
+            size += len(part)
+            if size > limit:
+                raise AnswerRefused(f"answer larger than {size_text(limit)}: stopped reading", request=request)
+            parts.append(part)
+    for part in inflater.finish(limit - size):
+        size += len(part)
+        if size > limit:
+            raise AnswerRefused(f"answer larger than {size_text(limit)}: stopped reading", request=request)
+        parts.append(part)
+    return b"".join(parts)
+
+
+class _Inflater:
+    """gzip or deflate inflated at most `room + 1` bytes at a time (zlib's max_length), or bytes as they come."""
+
+    __slots__ = ("_zlib", "_raw_fallback", "_request")
+
+    def __init__(self, decompressor, raw_fallback: bool, request: httpx.Request) -> None:
+        self._zlib = decompressor
+        self._raw_fallback = raw_fallback
+        """deflate: a server may send raw deflate without the zlib header (as httpx allows, retried once)."""
+        self._request = request
+
+    @classmethod
+    def for_encoding(cls, header: str, request: httpx.Request) -> _Inflater:
+        codings = [c.strip().lower() for c in header.split(",") if c.strip() and c.strip().lower() != "identity"]
+        if not codings:
+            return cls(None, False, request)
+        if codings in (["gzip"], ["x-gzip"]):
+            return cls(zlib.decompressobj(zlib.MAX_WBITS | 16), False, request)
+        if codings == ["deflate"]:
+            return cls(zlib.decompressobj(), True, request)
+        raise AnswerRefused(f"answered in Content-Encoding {one_line(header, 40)!r}, which phasetop does not read "
+                            f"(it asks for {ACCEPT_ENCODING})", request=request)
+
+    def inflate(self, data: bytes, room: int) -> list[bytes]:
+        if self._zlib is None:
+            return [data]
+        parts = []
+        while data and not self._zlib.eof:
+            try:
+                part = self._zlib.decompress(data, max(room, 0) + 1)
+            except zlib.error as error:
+                if self._raw_fallback and not parts and not self._zlib.unused_data:
+                    self._zlib, self._raw_fallback = zlib.decompressobj(-zlib.MAX_WBITS), False
+                    continue
+                raise AnswerRefused(f"a compressed answer that does not inflate ({error})", request=self._request) from None
+            self._raw_fallback = False
+            parts.append(part)
+            room -= len(part)
+            if room < 0:
+                break  # over the cap: the caller stops reading
+            data = self._zlib.unconsumed_tail
+        return parts
+
+    def finish(self, room: int) -> list[bytes]:
+        if self._zlib is None:
+            return []
+        try:
+            return [self._zlib.flush()] if room >= 0 else []
+        except zlib.error as error:
+            raise AnswerRefused(f"a compressed answer that does not inflate ({error})", request=self._request) from None
+
+
+def size_text(n_bytes: int) -> str:
+    """16 MB, 1 MB, 512 kB, 100 bytes: a cap as a person reads it."""
+    if n_bytes >= MB:
+        return f"{n_bytes / MB:g} MB"
+    if n_bytes >= 1024:
+        return f"{n_bytes / 1024:g} kB"
+    return f"{n_bytes} bytes"
 
 
 class ResendOnStaleConnection(httpx.AsyncBaseTransport):

@@ -17,6 +17,7 @@ import httpx
 from tui.core.metric_names import read_scrape
 from tui.core.promstats import build_snapshot, restart_reasons
 from tui.core.telemetry import MetricsSnapshot, Restart, ServerReading
+from tui.core.untrusted import one_line
 from tui.sources.errors import ProtocolError, ServerRejected, from_httpx, rejected
 
 
@@ -86,7 +87,8 @@ class MetricsScraper:
         try:
             return read_scrape(text, *stamps, self._models_config)
         except ValueError as error:
-            raise ProtocolError(f"{self._url}: not Prometheus text ({error})") from None
+            # The parser quotes the server's bytes: one line, control characters shown, short.
+            raise ProtocolError(f"{self._url}: not Prometheus text ({one_line(str(error), 120)})") from None
 
     def _baseline(self, reading: ServerReading) -> ServerReading | None:
         """The newest reading at least window_s older than this one (else the oldest); keeps the history short."""
@@ -111,7 +113,8 @@ class MetricsScraper:
         if response.status_code >= 400:
             raise rejected(response.status_code, self._url, _short(response.text))
         if response.headers.get("content-type", "").startswith(("application/json", "text/html")):
-            raise MetricsNotExposed(f"{self._url}: answered {response.headers['content-type']}, {NO_METRICS_HINT}", 200)
+            content_type = one_line(response.headers["content-type"], 80)
+            raise MetricsNotExposed(f"{self._url}: answered {content_type}, {NO_METRICS_HINT}", 200)
         return response.text
 
     async def _read_models_config(self) -> dict[str, str]:
@@ -128,8 +131,7 @@ class MetricsScraper:
 
 
 def _short(text: str, limit: int = 200) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    return one_line(text, limit)
 
 
 async def snapshots(client: httpx.AsyncClient, interval_s: float, count: int | None = None) -> AsyncIterator[MetricsSnapshot]:

@@ -22,7 +22,7 @@ from tui.core.sse import SSE_DONE, LineSplitter, sse_field
 from tui.core.untrusted import one_line
 from tui.sources.chunks import Tally, read_llamacpp, read_ollama, read_openai
 from tui.sources.errors import ProtocolError, SourceError, rejected
-from tui.sources.http import ServerClient
+from tui.sources.http import ServerClient, size_text
 
 ApiName = str
 """One of "openai", "ollama", "llamacpp"."""
@@ -142,14 +142,18 @@ async def stream(client: ServerClient, request: StreamRequest, connect_s: float 
             answered = True
             sent_ns = clock.sent_ns or start_ns
             if response.status >= 400:
-                raise rejected(response.status, url, _error_message(await response.read()))
+                raise rejected(response.status, url, _error_message(await tokens.error_body(response, url)))
             _check_framing(response.headers.get("content-type", ""), route.sse, url)
             splitter = LineSplitter()
+            max_line = tokens.line_max_bytes
             payloads_of = _sse_payloads if route.sse else _ndjson_payloads
             async for data in response.content.iter_any():
                 # perf_counter_ns right after the read: nothing slower between read and stamp.
                 offset_s = (perf_counter_ns() - sent_ns) / 1e9
-                for text, events in _texts(payloads_of(splitter.feed(data), tally), route, tally, url):
+                lines = splitter.feed(data)
+                if len(splitter.pending) > max_line:  # a line that never ends must not grow without bound
+                    raise ProtocolError(f"{url}: a stream line longer than {size_text(max_line)}: stopped reading")
+                for text, events in _texts(payloads_of(lines, tally), route, tally, url):
                     offsets.append(offset_s)
                     texts.append(text)
                     positions.append(events - 1)

@@ -6,6 +6,10 @@ spends most of the run in `_assign_requests_to_connections`, quadratic in its id
 h11's per-chunk cost. aiohttp parses HTTP in C and costs about a quarter of the CPU per token.
 Everything that is not a token stream (JSON calls, /metrics, /tokenize) stays on httpx.
 
+Deadlines: a stream's head must arrive within `timeout_s` of sending (a server that drips its headers
+fails), its body may take as long as it likes but not go silent for `timeout_s` (aiohttp's sock_read);
+one line of it is capped (`line_max_bytes`, checked by the reader), an error body too.
+
 A request the server never read, written into a pooled keep-alive connection it had already closed
 (llama-server closes each one after a streamed answer while announcing keep-alive), fails before any
 response; only that case is sent again, once, on a connection of its own. A failure on a new
@@ -14,6 +18,7 @@ connection, or anything after the response head arrived (a server dying mid-answ
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import ssl
 import time
@@ -99,36 +104,85 @@ class TokenSession:
     errors = STREAM_ERRORS
     clock = WireClock
 
-    @staticmethod
-    def failure(error: Exception, url: str, answered: bool) -> SourceError:
-        return from_aiohttp(error, url, answered)
+    def failure(self, error: Exception, url: str, answered: bool) -> SourceError:
+        return from_aiohttp(error, url, answered, self.timeout_s)
 
-    def __init__(self, base_url: str, headers: Mapping[str, str], timeout_s: float, max_connections: int) -> None:
+    def __init__(self, base_url: str, headers: Mapping[str, str], timeout_s: float, max_connections: int,
+                 limits) -> None:
         self.base_url = base_url
+        self.timeout_s = timeout_s
+        """Deadline of a stream's head (and of a warm-up or error body); also the longest silence mid-stream."""
+        self.line_max_bytes: int = limits.line_max_bytes
+        """Longest stream line the reader holds (a line that never ends must not grow without bound)."""
+        self.document_max_bytes: int = limits.document_max_bytes
         self.connections_opened = 0
         """Connections opened so far, by both sessions: a warm-up for N streams should open N, and the streams none."""
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=min(timeout_s, 10.0), sock_read=timeout_s)
-        common = {"headers": dict(headers), "timeout": timeout, "trace_configs": [_wire_trace(self._connected)],
+        # The stream is read as sent (auto_decompress off): an Accept-Encoding meant for the JSON client stays off it.
+        headers = {name: value for name, value in headers.items() if name.lower() != "accept-encoding"}
+        common = {"headers": headers, "timeout": timeout, "trace_configs": [_wire_trace(self._connected)],
                   "auto_decompress": False, "skip_auto_headers": ("Accept-Encoding",)}
         # trust_env stays False: HTTP(S)_PROXY is not used, a proxy would sit inside every TTFT.
         self._pooled = aiohttp.ClientSession(connector=_connector(max_connections), **common)
         self._fresh = aiohttp.ClientSession(connector=_connector(max_connections, force_close=True), **common)
 
     async def post(self, path: str, body: bytes, clock: WireClock) -> aiohttp.ClientResponse:
-        """The response (head read, body not yet), resent once if a stale pooled connection swallowed it."""
+        """The response (head read, body not yet), resent once if a stale pooled connection swallowed it.
+
+        Raises ServerTimeout when the head is not all there within `timeout_s`."""
         url = self.base_url + path
         headers = {"Content-Type": "application/json"}
+        deadline = asyncio.timeout(self.timeout_s)
         try:
-            return await self._pooled.post(url, data=body, headers=headers, trace_request_ctx=clock)
-        except STALE_CONNECTION_ERRORS:
-            if clock.opened:
-                raise
-        return await self._fresh.post(url, data=body, headers=headers, trace_request_ctx=clock)
+            async with deadline:
+                try:
+                    return await self._pooled.post(url, data=body, headers=headers, trace_request_ctx=clock)
+                except STALE_CONNECTION_ERRORS:
+                    if clock.opened:
+                        raise
+                return await self._fresh.post(url, data=body, headers=headers, trace_request_ctx=clock)
+        except TimeoutError:
+            if deadline.expired():
+                raise self._too_slow(url) from None
+            raise
 
     async def get(self, path: str, clock: WireClock) -> None:
-        """A cheap GET whose answer is read and dropped (warming a connection); an error status is fine."""
-        async with self._pooled.get(self.base_url + path, trace_request_ctx=clock) as response:
-            await response.read()
+        """A cheap GET whose answer is read and dropped (warming a connection); an error status is fine.
+
+        The whole answer within `timeout_s` (else ServerTimeout), at most `document_max_bytes` of it read."""
+        url = self.base_url + path
+        deadline = asyncio.timeout(self.timeout_s)
+        try:
+            async with deadline, self._pooled.get(url, trace_request_ctx=clock) as response:
+                left = self.document_max_bytes
+                async for data in response.content.iter_any():
+                    left -= len(data)
+                    if left < 0:
+                        response.close()  # the connection goes: the rest of the answer is never read
+                        return
+        except TimeoutError:
+            if deadline.expired():
+                raise self._too_slow(url) from None
+            raise
+
+    async def error_body(self, response: aiohttp.ClientResponse, url: str) -> bytes:
+        """The start of an error answer's body (`document_max_bytes` at most), read within `timeout_s`; b"" if
+        it does not come in time (the status says enough)."""
+        parts: list[bytes] = []
+        left = self.document_max_bytes
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                async for data in response.content.iter_any():
+                    parts.append(data[:left])
+                    left -= len(data)
+                    if left <= 0:
+                        break
+        except (TimeoutError, aiohttp.ClientError):
+            pass
+        return b"".join(parts)
+
+    def _too_slow(self, url: str) -> ServerTimeout:
+        return ServerTimeout(f"{url}: no complete answer within {self.timeout_s:g} s")
 
     async def _connected(self, session, context: SimpleNamespace, params) -> None:
         self.connections_opened += 1
@@ -143,9 +197,9 @@ def _connector(limit: int, force_close: bool = False) -> aiohttp.TCPConnector:
     return aiohttp.TCPConnector(limit=limit, limit_per_host=0, force_close=force_close)
 
 
-def from_aiohttp(error: Exception, url: str, answered: bool) -> SourceError:
+def from_aiohttp(error: Exception, url: str, answered: bool, timeout_s: float | None = None) -> SourceError:
     """Translate an aiohttp failure into a SourceError worded like its httpx twin; `answered`: the response
-    head had arrived (a failure then is the server dying mid-answer)."""
+    head had arrived (a failure then is the server dying mid-answer); `timeout_s`: the silence allowed."""
     if isinstance(error, aiohttp.InvalidURL | aiohttp.NonHttpUrlClientError):
         return ServerUnavailable(f"bad URL {url!r}: {error}")
     if isinstance(error, aiohttp.ConnectionTimeoutError):
@@ -153,7 +207,9 @@ def from_aiohttp(error: Exception, url: str, answered: bool) -> SourceError:
     if isinstance(error, aiohttp.ClientConnectorError):
         return ServerUnavailable(f"cannot connect to {url}: {_connect_reason(error)}")
     if isinstance(error, TimeoutError):  # SocketTimeoutError is one: silence past sock_read
-        return ServerTimeout(f"{url}: no answer within the timeout")
+        if timeout_s is None:
+            return ServerTimeout(f"{url}: no answer within the timeout")
+        return ServerTimeout(f"{url}: silent for {timeout_s:g} s, no answer within the timeout")
     if isinstance(error, aiohttp.ClientPayloadError | aiohttp.ServerDisconnectedError | aiohttp.ClientOSError):
         if connection_reset(error):
             return ProtocolError(f"{url}: connection reset by the server{' mid-answer' if answered else ''}")
