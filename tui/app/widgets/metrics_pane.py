@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import deque
 
 from textual.app import ComposeResult
@@ -75,12 +76,18 @@ class MetricsPane(Vertical):
             "kv": _kv(snapshot),
         }
         for key, _ in ROWS:
-            self._history[key].append(IDLE if values[key] is None else values[key])
+            self._history[key].append(_plotted(values[key]))
             set_text(self.query_one(f"#value-{key}", Static), texts[key])
             self.query_one(f"#spark-{key}", Sparkline).data = list(self._history[key])
         set_text(self.query_one("#metrics-extra", Static), _extra(snapshot))
         self.set_class(snapshot.saturated, "-saturated")
         set_text(self.query_one("#metrics-saturation", Static), saturation_text(snapshot))
+
+
+def _plotted(value: float | None) -> float:
+    """A scrape's value as a sparkline sample: IDLE when there is none or it is not finite (a server may
+    report NaN or ±Inf for a gauge; the Sparkline cannot scale either, and the value column shows it as sent)."""
+    return value if value is not None and math.isfinite(value) else IDLE
 
 
 def _p(quantiles: HistogramQuantiles | None, name: str) -> float | None:
@@ -116,6 +123,8 @@ def _kv(snapshot: MetricsSnapshot) -> str:
 
 
 def _tokens(n: float) -> str:
+    if not math.isfinite(n):
+        return f"{n}"
     if n < 10_000:
         return f"{n:,.0f}"
     return f"{n / 1e3:.1f}k" if n < 1e6 else f"{n / 1e6:.2f}M"

@@ -57,7 +57,7 @@ def describe(state: ServerState | None) -> str:
     else:
         parts.append("up")
     if state.model:
-        parts.append(state.model + (f" (max_model_len {state.max_model_len:,})" if state.max_model_len else ""))
+        parts.append(f"{state.model}" + (f" (max_model_len {state.max_model_len:,})" if state.max_model_len else ""))
     if state.config:
         parts.append(state.config)
     return " · ".join(parts)

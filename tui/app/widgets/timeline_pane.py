@@ -30,6 +30,10 @@ AXIS_ROWS = 4
 
 PREFILL_MARK = "━"
 DECODE_MARK = "•"
+SENT_MARK = "▶"
+"""A lane sent and waiting for its first token."""
+FAILED_MARK = "✗"
+"""A lane that failed before its first token: it is over, not waiting."""
 
 
 class TimelinePlot(PlotextPlot):
@@ -108,8 +112,8 @@ class TimelinePlot(PlotextPlot):
             if lane.token_s:
                 ticks = thin(lane.token_s, 0.0, end_s, self.size.width)
                 plt.scatter(ticks, [y] * len(ticks), marker=DECODE_MARK, color=decode)
-            elif prefill_end is None:
-                plt.scatter([lane.sent_s], [y], marker="▶", color=prefill)
+            elif prefill_end is None:  # sent, no token yet; or failed before its first (the toast says why)
+                plt.scatter([lane.sent_s], [y], marker=SENT_MARK if lane.ok else FAILED_MARK, color=prefill)
         if count:
             plt.yticks(list(range(count, 0, -1)), [lane.label for lane in shown])
             plt.ylim(0.5, count + 0.5)
