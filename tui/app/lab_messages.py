@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tui.app.messages import Fact, LatestFact
+from tui.runs_store import RunListing
 from tui.sources.detect import ServerInfo
 from tui.sources.experiments import ExperimentResult, Progress
 from tui.sources.load import LoadProgress
@@ -70,12 +71,14 @@ class ExperimentFinished(Fact):
         self.error = error
 
 
-class RunsListed(Fact):
-    """The saved runs' headers (`list_runs`), oldest first."""
+class RunsScanned(Fact):
+    """The runs dir was read (`scan_runs`): the runs and the files skipped, or `error` when it could not be read."""
 
-    def __init__(self, headers: list[dict]) -> None:
+    def __init__(self, listing: RunListing, error: str | None = None) -> None:
         super().__init__()
-        self.headers = headers
+        self.listing = listing
+        self.error = error
+        """Why the runs dir could not be read, one line."""
 
 
 class RunsCompared(Fact):

@@ -17,8 +17,7 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from tui.app.lab_messages import RunsCompared
-from tui.app.messages import Fact
+from tui.app.lab_messages import RunsCompared, RunsScanned
 from tui.app.screens.compare import CompareScreen
 from tui.core.compare_text import started_text
 from tui.core.sessions import compare_sessions
@@ -29,16 +28,6 @@ PICK_MARKS = ("1", "2")
 """Shown beside the first and second run picked."""
 SKIPPED_SHOWN = 5
 """Unreadable files named one a line; more are counted."""
-
-
-class RunsScanned(Fact):
-    """The runs dir was read (`scan_runs`): the runs and the files skipped, or `error` when it could not be read."""
-
-    def __init__(self, listing: RunListing, error: str | None = None) -> None:
-        super().__init__()
-        self.listing = listing
-        self.error = error
-        """Why the runs dir could not be read, one line."""
 
 
 class RunsScreen(Screen[None]):
