@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from tui.core.sse import LineSplitter, one_line, sse_field
+from tui.core.sse import LineSplitter, sse_field
 from tui.sources.chunks import Tally, read_llamacpp, read_ollama, read_openai
 from tui.sources.prompts import filler_text, make_nonce
 from tui.sources.stream import StreamRequest, route_for
@@ -33,11 +33,6 @@ def test_splitter_keeps_a_partial_line_for_the_next_read():
 )
 def test_sse_field(line, field):
     assert sse_field(line) == field
-
-
-def test_one_line_strips_control_characters_and_bounds_length():
-    assert one_line("bad\n\x1b[31mred\x07 text") == "bad [31mred text"
-    assert len(one_line("x" * 500, 50)) == 50
 
 
 def test_openai_chat_role_chunk_carries_no_text():
