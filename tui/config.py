@@ -6,40 +6,99 @@ environment at import; `load_settings` does, when called.
 
 from __future__ import annotations
 
+import difflib
+import os
+import tomllib
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
+from dotenv import dotenv_values
 from platformdirs import user_config_dir
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     TomlConfigSettingsSource,
 )
+from pydantic_settings import SettingsError as _SourceError
 
+from tui.core.devices import UnknownDeviceError, find_device
+from tui.core.models import find_model
 from tui.core.untrusted import register_secret, register_url_credentials
 
 ApiKind = Literal["auto", "openai", "ollama", "llamacpp"]
+ENV_PREFIX = "PHASETOP_"
+MIN_POLL_INTERVAL_S = 0.1
+"""The fastest a telemetry source may sample: ten a second is already more than a pane can show."""
 
 
-class SimSettings(BaseModel):
+class SettingsError(ValueError):
+    """A setting, file or variable phasetop cannot use, in one line that names where it came from."""
+
+
+def url_problem(url: str) -> str | None:
+    """Why `url` is not http(s)://HOST[:PORT] with a port in 1–65535, or None when it is.
+
+    The reason never repeats the URL: it may hold credentials, and it is checked before they are registered
+    for redaction."""
+    give = "give http://HOST:PORT or https://HOST:PORT"
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as error:  # an out-of-range or non-numeric port, a broken IPv6 literal
+        reason = str(error).rstrip(".").replace("0-65535", "1–65535")
+        return f"{reason[:1].lower()}{reason[1:]}; {give}"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return give
+    if port == 0:
+        return f"port 0 is out of range 1–65535; {give}"
+    return None
+
+
+class _Section(BaseModel):
+    """A `[section]` of the settings: an unknown key in it is an error, not ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class SimSettings(_Section):
     """The embedded simulator started when no server answers."""
 
     gpu: str = "H100 SXM"
     """Device preset whose bandwidth and FLOPs set the simulated timings."""
     model: str = "8b"
     """Model preset or a config.json path."""
-    time_scale: float = 1.0
+    time_scale: float = Field(default=1.0, gt=0, le=1000, allow_inf_nan=False)
     """Stretch simulated time (2.0 = twice as slow) for demos."""
 
+    @field_validator("gpu")
+    @classmethod
+    def _known_gpu(cls, name: str) -> str:
+        """Checked at load, so the UI never starts a simulator that cannot run."""
+        try:
+            find_device(name)
+        except UnknownDeviceError as error:
+            raise ValueError(str(error)) from None
+        return name
 
-class PollSettings(BaseModel):
+    @field_validator("model")
+    @classmethod
+    def _known_model(cls, name: str) -> str:
+        try:
+            find_model(name)
+        except (ValueError, OSError, KeyError, TypeError) as error:
+            raise ValueError(str(error)) from None
+        return name
+
+
+class PollSettings(_Section):
     """How often the telemetry sources sample."""
 
-    metrics_interval_s: float = 1.0
+    metrics_interval_s: float = Field(default=1.0, ge=MIN_POLL_INTERVAL_S, le=3600, allow_inf_nan=False)
     """Seconds between /metrics scrapes."""
-    gpu_interval_s: float = 1.0
+    gpu_interval_s: float = Field(default=1.0, ge=MIN_POLL_INTERVAL_S, le=3600, allow_inf_nan=False)
     """Seconds between NVML samples."""
 
 
@@ -73,9 +132,9 @@ class Settings(BaseSettings):
     """Bearer token for the server. Never printed, logged, shown or saved."""
     model: str | None = None
     """Model name to request; the server's first model when unset."""
-    timeout_s: float = Field(default=30.0, gt=0)
+    timeout_s: float = Field(default=30.0, gt=0, allow_inf_nan=False)
     """Longest silence from the server before a request is called failed."""
-    bandwidth_gbs: float | None = Field(default=None, gt=0)
+    bandwidth_gbs: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     """Memory bandwidth of the server's device for its decode ceiling, GB/s, when NVML and the presets
     cannot say (a CPU host's measured bandwidth, a GPU on another host)."""
     exact_length: bool = True
@@ -86,6 +145,15 @@ class Settings(BaseSettings):
     sim: SimSettings = SimSettings()
     poll: PollSettings = PollSettings()
     limits: LimitSettings = LimitSettings()
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str) -> str:
+        """A URL no connection can use is a usage error at load, never an error deep in a client."""
+        problem = url_problem(url)
+        if problem:
+            raise ValueError(f"bad URL: {problem}")
+        return url
 
     def api_key_text(self) -> str:
         """The key itself ("" when none), only for redacting it from output and refusing it in files."""
@@ -109,14 +177,25 @@ def default_config_file() -> Path:
     return Path(user_config_dir("phasetop")) / "config.toml"
 
 
-def load_settings(config_file: str | Path | None = None, **cli_values: Any) -> Settings:
+def load_settings(config_file: str | Path | None = None, flag_names: dict[str, str] | None = None,
+                  **cli_values: Any) -> Settings:
     """Settings from every source; CLI values that are None (flag not given) do not override.
 
-    Nested sections take dotted keys from the CLI (`**{"sim.gpu": "H200"}`).
+    Nested sections take dotted keys from the CLI (`**{"sim.gpu": "H200"}`); `flag_names` (`{"sim.gpu": "--gpu"}`)
+    lets an error name the flag a bad value came from. Raises FileNotFoundError for a
+    named file that is not there and SettingsError for everything else: a file that cannot be read or is not
+    TOML, an unknown key (in the file, `.env`, or a PHASETOP_ variable close to a setting's name), a value out
+    of range; the message names the file or variable.
     """
     path = Path(config_file) if config_file else default_config_file()
-    if config_file and not path.is_file():
+    if config_file and not path.exists():
         raise FileNotFoundError(f"config file not found: {path}")
+    toml = _read_toml(path) if config_file or path.exists() else {}
+    _refuse_unknown_keys(toml, Settings, f"in {path}")
+    dotenv_path = Path.cwd() / ".env"
+    dotenv = _read_dotenv(dotenv_path)
+    _refuse_unknown_variables(os.environ, "in the environment")
+    _refuse_unknown_variables(dotenv, f"in {dotenv_path}")
 
     class _FromFile(Settings):
         model_config = SettingsConfigDict(toml_file=path)
@@ -127,8 +206,134 @@ def load_settings(config_file: str | Path | None = None, **cli_values: Any) -> S
             continue
         section, _, name = key.rpartition(".")
         (init.setdefault(section, {}) if section else init)[name] = value
-    settings = _FromFile(**init)
+    try:
+        settings = _FromFile(**init)
+    except ValidationError as error:
+        raise SettingsError(_describe(error, init, flag_names or {}, dotenv, dotenv_path, toml, path)) from None
+    except _SourceError as error:  # e.g. a section's variable that is not JSON
+        raise SettingsError(str(error)) from None
     # From here on every output path redacts the key and the URL's credentials (tui.core.untrusted).
     register_secret(settings.api_key_text())
     register_url_credentials(settings.url)
     return settings
+
+
+def _read_toml(path: Path) -> dict:
+    try:
+        with path.open("rb") as file:
+            return tomllib.load(file)
+    except OSError as error:
+        raise SettingsError(f"cannot read config file {path}: {error.strerror or error}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise SettingsError(f"config file {path} is not valid TOML: {error}") from None
+
+
+def _read_dotenv(path: Path) -> dict[str, str | None]:
+    if not path.exists():
+        return {}
+    try:
+        path.read_bytes()  # python-dotenv reports an unreadable file no better than a traceback
+        return dotenv_values(path)
+    except (OSError, UnicodeDecodeError) as error:
+        reason = getattr(error, "strerror", None) or error
+        raise SettingsError(f"cannot read {path}: {reason}") from None
+
+
+def _sections(model: type[BaseModel]) -> dict[str, type[BaseModel]]:
+    """The fields of `model` that are sections (nested models), by name."""
+    found = {}
+    for name, field in model.model_fields.items():
+        if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
+            found[name] = field.annotation
+    return found
+
+
+def _leaves(model: type[BaseModel], prefix: str = "") -> list[str]:
+    """Every dotted key `model` takes: `url`, `sim.gpu`, ..."""
+    sections = _sections(model)
+    keys = []
+    for name in model.model_fields:
+        keys += _leaves(sections[name], f"{prefix}{name}.") if name in sections else [f"{prefix}{name}"]
+    return keys
+
+
+def _refuse_unknown_keys(data: dict, model: type[BaseModel], where: str, prefix: str = "") -> None:
+    """A TOML key no setting has is an error, with the closest key there is: a typo is never ignored."""
+    sections = _sections(model)
+    for key, value in data.items():
+        if key in sections and isinstance(value, dict):
+            _refuse_unknown_keys(value, sections[key], where, f"{prefix}{key}.")
+        elif key not in model.model_fields:
+            close = difflib.get_close_matches(key, list(model.model_fields), n=1, cutoff=0.6)
+            if close:
+                close = [prefix + close[0]]
+            else:  # a key in the wrong section: `gpu` at the top for `sim.gpu`
+                leaves = {leaf.rpartition(".")[2]: leaf for leaf in _leaves(Settings)}
+                close = [leaves[k] for k in difflib.get_close_matches(key, list(leaves), n=1, cutoff=0.8)]
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise SettingsError(f"unknown setting {prefix + key!r} {where}{hint}")
+
+
+def _refuse_unknown_variables(names, where: str) -> None:
+    """A PHASETOP_ variable for an unknown key of a section, or one close to a setting's name, is an error.
+
+    Others (PHASETOP_DEBUG, a test suite's own) are left alone: the prefix is shared with tools around phasetop.
+    """
+    sections = _sections(Settings)
+    for name in names:
+        if not name.upper().startswith(ENV_PREFIX):
+            continue
+        rest = name[len(ENV_PREFIX):].lower()
+        section, nested, key = rest.partition("__")
+        if nested and section in sections:
+            fields = list(sections[section].model_fields)
+            if key in fields:
+                continue
+            close = [f"{section}__{k}" for k in difflib.get_close_matches(key, fields, n=1, cutoff=0.6)]
+        elif rest in Settings.model_fields:
+            continue
+        else:
+            known = [leaf.replace(".", "__") for leaf in _leaves(Settings)]
+            close = difflib.get_close_matches(rest, known, n=1, cutoff=0.8)
+            if not close:
+                continue
+        hint = f" (did you mean {ENV_PREFIX}{close[0].upper()}?)" if close else ""
+        raise SettingsError(f"unknown setting {name} {where}{hint}")
+
+
+def _describe(error: ValidationError, init: dict, flag_names: dict[str, str], dotenv: dict, dotenv_path: Path,
+              toml: dict, path: Path) -> str:
+    """The first problem in one line: the key, where its value came from (flag, variable, file), and why."""
+    first = error.errors()[0]
+    loc = [str(part) for part in first["loc"]]
+    key = ".".join(loc)
+    message = first["msg"].removeprefix("Value error, ")
+    more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
+    if _has(init, loc) and key in flag_names:
+        return f"{flag_names[key]}: {message}{more}"
+    return f"{key} {_source(loc, init, dotenv, dotenv_path, toml, path)}: {message}{more}"
+
+
+def _source(loc: list[str], init: dict, dotenv: dict, dotenv_path: Path, toml: dict, path: Path) -> str:
+    """Where the value at `loc` came from, by the sources' precedence."""
+    if _has(init, loc):
+        return "from the command line"
+    environ = {name.upper(): name for name in os.environ}
+    in_dotenv = {name.upper(): name for name in dotenv}
+    for depth in range(len(loc), 0, -1):
+        variable = ENV_PREFIX + "__".join(loc[:depth]).upper()
+        if variable in environ:
+            return f"from {environ[variable]}"
+        if variable in in_dotenv:
+            return f"from {in_dotenv[variable]} in {dotenv_path}"
+    if _has(toml, loc):
+        return f"in {path}"
+    return "(default)"
+
+
+def _has(data: dict, loc: list[str]) -> bool:
+    for part in loc:
+        if not isinstance(data, dict) or part not in data:
+            return False
+        data = data[part]
+    return True
