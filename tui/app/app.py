@@ -11,6 +11,7 @@ from textual.screen import Screen
 
 from tui.app.screens.main import MainScreen
 from tui.config import Settings
+from tui.sim.launcher import SimulatorProcess
 
 
 class PhasetopApp(App[None]):
@@ -21,10 +22,12 @@ class PhasetopApp(App[None]):
     BINDINGS = [Binding("q", "quit", "Quit", tooltip="Quit (a simulator phasetop started is stopped)", id="quit")]
 
     def __init__(self, settings: Settings, server_url: str, simulated: str | None = None,
-                 ceiling: tuple[float, float, float] | None = None, live: bool = True, save_runs: bool = True) -> None:
+                 ceiling: tuple[float, float, float] | None = None, live: bool = True, save_runs: bool = True,
+                 simulator: SimulatorProcess | None = None) -> None:
         super().__init__()
         self._main = MainScreen(settings, server_url, simulated, ceiling, live)
         self._main.save_runs = save_runs
+        self._main.simulator = simulator
 
     def on_mount(self) -> None:
         self.push_screen(self._main)

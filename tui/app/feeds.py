@@ -13,7 +13,9 @@ from collections.abc import Callable, Collection
 import httpx
 import psutil
 from textual import work
+from textual.binding import Binding
 from textual.message import Message
+from textual.reactive import reactive
 from textual.worker import get_current_worker
 
 from tui.app.messages import (
@@ -27,11 +29,15 @@ from tui.app.messages import (
     RequestStarted,
     ServerCameUp,
     ServerWentDown,
+    SimulatorExited,
+    SimulatorRestarted,
     TokenBatch,
 )
+from tui.app.widgets.gpu_pane import GpuPane
 from tui.app.widgets.timeline_pane import KEEP_LANES
 from tui.core.client_load import ClientLoad
 from tui.core.records import mark_cold
+from tui.core.untrusted import one_line
 from tui.sources import loop, reach
 from tui.sources.detect import WARM_UP_PATHS, describe_server, detect_api
 from tui.sources.errors import SourceError
@@ -42,6 +48,7 @@ from tui.sources.prompts import prompt_of
 from tui.sources.scrape import MetricsNotExposed, MetricsScraper
 from tui.sources.http import make_client
 from tui.sources.stream import ChunkArrived, RequestFinished, StreamRequest, stream, warm_up
+from tui.sim.launcher import SimulatorError, SimulatorProcess
 
 TOKEN_BATCH_S = 0.05
 """Token arrivals are posted in batches this far apart: about 20 timeline updates a second at most."""
@@ -56,6 +63,14 @@ within about this long of the server being ready, however long it was down."""
 LISTENING_RETRY_S = 1.0
 """The longest wait before asking again a server that listens but failed (an error status, a bad answer):
 once a second is the metrics poll's own default rate, so it costs the server nothing more."""
+
+
+SIMULATOR_BINDINGS = [
+    Binding("R", "restart_simulator", "Restart simulator", show=False, id="simulator.restart",
+            tooltip="Start the simulator phasetop started again, on the same port (once it has exited)"),
+]
+"""Listed in the help screen while phasetop runs a simulator, usable once it exited (the toast and the GPU/host
+pane then name the key); off the footer, which has no room to spare."""
 
 
 def backoff(attempt: int) -> float:
@@ -130,6 +145,57 @@ class FeedsMixin:
     api: str | None
     model: str | None
     server_fresh: bool | None
+
+    simulator: SimulatorProcess | None = None
+    """The simulator phasetop started for this screen, if it did."""
+    simulator_state: reactive[str] = reactive("running", bindings=True)
+    """That simulator's state: "running", "exited" (without being asked: R restarts it) or "starting" (again)."""
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "restart_simulator":
+            if self.simulator is None:
+                return False  # hidden: phasetop started no simulator
+            return True if self.simulator_state == "exited" else None
+        return super().check_action(action, parameters)
+
+    def follow_simulator(self) -> None:
+        """Be told when the simulator exits on its own (its reading thread reaps it and posts the fact)."""
+        simulator = self.simulator
+        if simulator is None:
+            return
+        simulator.on_exit = lambda reason: self.post_message(SimulatorExited(reason))
+        if not simulator.running:  # it died before the screen was up
+            self.post_message(SimulatorExited(simulator.exit_line()))
+
+    def on_simulator_exited(self, event: SimulatorExited) -> None:
+        reason = one_line(event.reason, 300)
+        self.simulator_state = "exited"
+        self.query_one(GpuPane).server_exit = reason
+        self.notify(f"the simulator phasetop started exited ({reason}). Press R to start it again.",
+                    title="simulator exited", severity="error", timeout=30, markup=False)
+
+    def action_restart_simulator(self) -> None:
+        self.simulator_state = "starting"
+        self.restart_simulator()
+
+    @work(exclusive=True, group="simulator", thread=True, exit_on_error=False)
+    def restart_simulator(self) -> None:
+        """Start the simulator again on its old port: the URL, the client and the host sampler all stay right."""
+        try:
+            self.simulator.restart()
+        except SimulatorError as error:
+            self.post_message(SimulatorRestarted(str(error)))
+        else:
+            self.post_message(SimulatorRestarted())
+
+    def on_simulator_restarted(self, event: SimulatorRestarted) -> None:
+        if event.error:
+            self.simulator_state = "exited"
+            self.notify(one_line(event.error, 300), title="simulator not restarted", severity="error", markup=False)
+            return
+        self.simulator_state = "running"
+        self.query_one(GpuPane).server_exit = None
+        self.notify("the simulator is running again", title="simulator restarted", markup=False)
 
     @work(exclusive=True, group="server", exit_on_error=False)
     async def find_server(self) -> None:

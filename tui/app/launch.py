@@ -62,7 +62,7 @@ def run_ui(settings: Settings, url_given: bool, save_runs: bool = True) -> int:
             return 1
         url = simulator.url
     try:
-        return run_app(PhasetopApp(settings, url, simulated, decode_ceiling, save_runs=save_runs))
+        return run_app(PhasetopApp(settings, url, simulated, decode_ceiling, save_runs=save_runs, simulator=simulator))
     finally:
         if simulator is not None:
             simulator.stop()

@@ -142,3 +142,20 @@ class ServerCameUp(Fact):
         self.fresh = fresh
         """True when it had served no generation request since it started (its /metrics counters all 0), so
         the next request pays its cold start; None when its /metrics cannot say."""
+
+
+class SimulatorExited(Fact):
+    """The simulator phasetop started exited without being asked (killed from outside, or it crashed)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__()
+        self.reason = reason
+        """How it ended and the last line it wrote ("killed by SIGKILL; last said: …")."""
+
+
+class SimulatorRestarted(Fact):
+    """The simulator was started again on its old port, or could not be (`error` says why)."""
+
+    def __init__(self, error: str | None = None) -> None:
+        super().__init__()
+        self.error = error

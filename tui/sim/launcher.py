@@ -1,22 +1,26 @@
-"""Start the simulator as a child process on a free loopback port, and stop it.
+"""Start the simulator as a child process on a free loopback port, notice when it dies, start it again, stop it.
 
     with SimulatorProcess.start(["--gpu", "H200"]) as sim:
         ...  # talk to sim.url
 
 The child is `python -m tui sim --port 0 …`; it prints one ready line with its URL on stdout. Its
 stdin is a pipe from us, so if this process dies without stopping it, the child sees EOF and exits.
+A child that dies on its own (killed from outside) closes its stdout: the thread reading it reaps the
+child at once (no zombie) and tells whoever asked (`on_exit`).
 """
 
 from __future__ import annotations
 
 import os
 import queue
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from urllib.parse import urlsplit
 
 from tui.sim.options import READY_PREFIX
 
@@ -28,12 +32,18 @@ class SimulatorError(RuntimeError):
 
 
 class SimulatorProcess:
-    """A running child simulator: `.url`, `.stop()`, and a context manager."""
+    """A running child simulator: `.url`, `.stop()`, `.restart()`, `on_exit`, and a context manager."""
 
-    def __init__(self, process: subprocess.Popen, url: str, stderr_file) -> None:
-        self.process = process
-        self.url = url
-        self._stderr = stderr_file
+    def __init__(self, command: list[str], env: Mapping[str, str]) -> None:
+        self._command = command
+        self._env = env
+        self.process: subprocess.Popen | None = None
+        self.url = ""
+        self._stderr = None
+        self._last_stdout = ""
+        self._stopping = False
+        self.on_exit: Callable[[str], None] | None = None
+        """Called (from the reading thread) with `exit_line()` when the child exits without being stopped."""
 
     @classmethod
     def start(
@@ -48,11 +58,25 @@ class SimulatorProcess:
         `env` adds variables for the child (e.g. VLLM_API_KEY, which keeps a key off the command line).
         """
         command = [sys.executable, "-m", "tui", "sim", "--host", host, "--port", "0", "--stop-on-stdin-close", *args]
+        simulator = cls(command, {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
+        simulator._launch(command, timeout_s)
+        return simulator
+
+    def restart(self, timeout_s: float = START_TIMEOUT_S) -> None:
+        """Start the child again with the same flags on the same port (so the URL the UI holds stays right).
+
+        Raises SimulatorError when it does not start (the port taken meanwhile, say)."""
+        self.stop()
+        port = urlsplit(self.url).port
+        self._stopping = False
+        self._launch([*self._command, "--port", str(port)] if port else self._command, timeout_s)
+
+    def _launch(self, command: list[str], timeout_s: float) -> None:
         stderr_file = tempfile.TemporaryFile(mode="w+b")
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-        process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr_file, env=env)
+        process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr_file, env=self._env)
+        self.process, self._stderr, self._last_stdout = process, stderr_file, ""
         lines: queue.Queue[bytes] = queue.Queue()
-        threading.Thread(target=_pump, args=(process.stdout, lines), daemon=True, name="sim-stdout").start()
+        threading.Thread(target=self._pump, args=(process, lines), daemon=True, name="sim-stdout").start()
         deadline = time.monotonic() + timeout_s
         while True:
             try:
@@ -60,29 +84,62 @@ class SimulatorProcess:
             except queue.Empty:
                 line = None
             if line is not None and line.startswith(READY_PREFIX.encode()):
-                return cls(process, line[len(READY_PREFIX):].decode().strip(), stderr_file)
+                self.url = line[len(READY_PREFIX):].decode().strip()
+                return
             if process.poll() is not None or time.monotonic() > deadline or line == b"":
-                reason = _last_line(stderr_file) or ("timed out" if process.poll() is None else f"exit status {process.returncode}")
+                reason = _last_line(stderr_file) or ("timed out" if process.poll() is None else _status(process.returncode))
+                self._stopping = True  # the reading thread reports nothing: this failure is raised here
                 _kill(process)
                 stderr_file.close()
                 raise SimulatorError(f"the simulator did not start: {reason}")
 
     def stop(self, timeout_s: float = 5.0) -> None:
         """Ask the child to stop (SIGTERM), and kill it if it has not within the timeout."""
-        if self.process.poll() is None:
-            self.process.terminate()
+        self._stopping = True
+        process = self.process
+        if process is None:
+            return
+        if process.poll() is None:
+            process.terminate()
             try:
-                self.process.wait(timeout_s)
+                process.wait(timeout_s)
             except subprocess.TimeoutExpired:
-                _kill(self.process)
-        for pipe in (self.process.stdin, self.process.stdout):
+                _kill(process)
+        for pipe in (process.stdin, process.stdout):
             if pipe is not None:
                 pipe.close()
-        self._stderr.close()
+        if self._stderr is not None:
+            self._stderr.close()
 
     @property
     def running(self) -> bool:
-        return self.process.poll() is None
+        return self.process is not None and self.process.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    def exit_line(self) -> str:
+        """How the child ended and the last line it wrote: "killed by SIGKILL; last said: …"."""
+        process = self.process
+        status = _status(process.returncode) if process is not None and process.returncode is not None else "still running"
+        last = (_last_line(self._stderr) if self._stderr is not None and not self._stderr.closed else "") or self._last_stdout
+        return f"{status}; last said: {last}" if last else status
+
+    def _pump(self, process: subprocess.Popen, lines: queue.Queue) -> None:
+        """Hand stdout lines to the starter and keep draining (the child never blocks on a full pipe); at EOF
+        the child is gone or going: reap it, and report it if nobody stopped it."""
+        try:
+            for line in iter(process.stdout.readline, b""):
+                lines.put(line)
+                if line.strip():
+                    self._last_stdout = line.decode(errors="replace").strip()
+        except (OSError, ValueError):  # stop() closed the pipe under us: it is stopping the child itself
+            pass
+        lines.put(b"")
+        process.wait()
+        if process is self.process and not self._stopping and self.on_exit is not None:
+            self.on_exit(self.exit_line())
 
     def __enter__(self) -> "SimulatorProcess":
         return self
@@ -91,11 +148,13 @@ class SimulatorProcess:
         self.stop()
 
 
-def _pump(stream, lines: queue.Queue) -> None:
-    """Hand stdout lines to the starter; keep draining afterwards so the child never blocks on a full pipe."""
-    for line in iter(stream.readline, b""):
-        lines.put(line)
-    lines.put(b"")
+def _status(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exit status {returncode}"
 
 
 def _kill(process: subprocess.Popen) -> None:

@@ -70,7 +70,7 @@ class ListenerFinder:
 
     def find(self) -> tuple[psutil.Process | None, str | None]:
         if self._process is not None:
-            if self._process.is_running():
+            if _serving(self._process):
                 return self._process, None
             self._process, self._next_scan = None, 0.0  # it exited: look again now
         now = time.monotonic()
@@ -78,6 +78,14 @@ class ListenerFinder:
             self._process, self._reason = find_listening_process(self.port)
             self._next_scan = now + self.rescan_s
         return self._process, self._reason
+
+
+def _serving(process: psutil.Process) -> bool:
+    """Still running and not a zombie: a dead child its parent has not reaped yet is still "running" to psutil."""
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def server_family(process: psutil.Process) -> list[psutil.Process]:

@@ -12,7 +12,7 @@ from textual.containers import Container
 from textual.reactive import reactive
 from textual.widgets import Footer
 
-from tui.app.feeds import FeedsMixin
+from tui.app.feeds import SIMULATOR_BINDINGS, FeedsMixin
 from tui.app.messages import (
     ClientSampled,
     GpuSampled,
@@ -73,6 +73,7 @@ class MainScreen(FeedsMixin, LabMixin):
                 group=PRESET_KEYS),
         Binding("c", "clear", "Clear", tooltip="Clear the timeline", id="clear"),
         *LAB_BINDINGS,
+        *SIMULATOR_BINDINGS,
     ]
 
     # The screen draws nothing itself (panes get these through data_bind): repaint=True would redraw
@@ -168,6 +169,7 @@ class MainScreen(FeedsMixin, LabMixin):
             self.find_server()
             self.poll_metrics()
             self.poll_gpu()
+            self.follow_simulator()
 
     async def on_unmount(self) -> None:
         self.workers.cancel_all()

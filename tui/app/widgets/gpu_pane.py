@@ -26,15 +26,18 @@ class GpuPane(Static):
     """How the decode ceiling of a server phasetop did not start was derived (its GPU, or the CPU row), or why it has none."""
     metrics: reactive[MetricsSnapshot | None] = reactive(None, always_update=True, repaint=False)
     """The latest /metrics snapshot: for vLLM's own estimate of the bytes it reads, beside NVML's measurement."""
+    server_exit: reactive[str | None] = reactive(None, repaint=False)
+    """How the simulator phasetop started ended, while it is not running again; shown in place of its process."""
 
     def __init__(self, **kwargs) -> None:
         super().__init__("waiting for the first sample…", markup=False, **kwargs)
 
     def _refresh_text(self) -> None:
-        lines = gpu_lines(self.gpu) + estimate_lines(self.metrics) + host_lines(self.host, self.cpu_ceiling)
+        lines = gpu_lines(self.gpu) + estimate_lines(self.metrics) + host_lines(self.host, self.cpu_ceiling, self.server_exit)
         set_text(self, "\n".join(lines))
+        self.set_class(self.server_exit is not None, "-server-exited")
 
-    watch_gpu = watch_host = watch_cpu_ceiling = watch_metrics = _refresh_text
+    watch_gpu = watch_host = watch_cpu_ceiling = watch_metrics = watch_server_exit = _refresh_text
 
 
 def gpu_lines(sample: GpuSample | None) -> list[str]:
@@ -73,16 +76,23 @@ def estimate_lines(snapshot: MetricsSnapshot | None) -> list[str]:
     return [f"  vLLM estimate: {shown} GB/s read per GPU (from the model's shape, not measured)"]
 
 
-def host_lines(sample: HostSample | None, cpu_ceiling: str | None) -> list[str]:
+def host_lines(sample: HostSample | None, cpu_ceiling: str | None, server_exit: str | None = None) -> list[str]:
+    """The host's CPU and RAM, then the server process (or how the simulator phasetop started ended)."""
     if sample is None:
-        return []
+        return [exit_line(server_exit)] if server_exit else []
     lines = [
         f"host CPU {sample.cpu_percent:.0f}% of {sample.cpu_count} cores · "
         f"RAM {sample.ram_used_bytes / GIB:.1f} / {sample.ram_total_bytes / GIB:.1f} GiB"
     ]
-    if sample.process:
+    if server_exit:
+        lines.append(exit_line(server_exit))
+    elif sample.process:
         p = sample.process
         lines.append(f"server process {p.name} (pid {p.pid}): CPU {p.cpu_percent:.0f}% · RSS {p.rss_bytes / GIB:.2f} GiB")
     if cpu_ceiling:
         lines.append(cpu_ceiling)
     return lines
+
+
+def exit_line(server_exit: str) -> str:
+    return f"server process: the simulator exited ({server_exit}); press R to start it again"
