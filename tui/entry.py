@@ -5,12 +5,12 @@ This is the one module that sees both `tui.cli` and `tui.app`, so the CLI itself
 
 from __future__ import annotations
 
-from tui.cli.main import build_parser, run_command
+from tui.cli.main import parse_args, run_command
 from tui.cli.output import CliError, note
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     if args.command is not None:
         return run_command(args)
     from tui.cli.common import settings_from

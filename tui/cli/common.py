@@ -4,18 +4,24 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+
+from pathlib import Path
 
 from pydantic import ValidationError
 
 from tui.cli.output import EXIT_USAGE, CliError, note
-from tui.config import Settings, load_settings
+from tui.config import Settings, load_settings, url_problem
 from tui.sources.ceiling import server_decode_ceiling
 from tui.sources.identity import server_is_fresh
+
+
+EXIT_INTERRUPTED = 130
+"""Ctrl-C ended the command (128 + SIGINT, as a shell reports it), after it printed and saved what it measured."""
 
 
 def add_json_option(parser: argparse.ArgumentParser) -> None:
@@ -35,11 +41,18 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+FLAG_NAMES = {"url": "--url", "api": "--api", "model": "--model", "timeout_s": "--timeout", "bandwidth_gbs": "--bandwidth-gbs",
+              "sim.gpu": "--gpu", "sim.model": "--model", "sim.time_scale": "--time-scale"}
+"""The flag each setting comes from on the command line, so an error names what was typed."""
+
+
 def settings_from(args: argparse.Namespace, **extra: object) -> Settings:
     """Settings with this command's flags on top; a bad value or config file is a usage error."""
     flags = {name: getattr(args, name, None) for name in ("url", "api", "model", "timeout_s", "exact_length")}
+    if flags["url"] is not None:
+        check_url(flags["url"])  # as --url, before the other sources are read
     try:
-        return load_settings(getattr(args, "config", None), **flags, **extra)
+        return load_settings(getattr(args, "config", None), FLAG_NAMES, **flags, **extra)
     except (ValidationError, FileNotFoundError, ValueError) as error:
         raise CliError(f"bad settings: {_one_line(error)}", EXIT_USAGE) from None
 
@@ -86,10 +99,34 @@ def note_short_answers(command: str, server_kind: str, timings, max_tokens: int)
 
 
 def check_url(url: str) -> None:
-    """A usage error, before any connection, for a URL that is not http(s)://HOST[:PORT]."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise CliError(f"bad URL {url!r}: give http://HOST:PORT or https://HOST:PORT", EXIT_USAGE)
+    """A usage error, before any connection, for a URL that is not http(s)://HOST[:PORT] (port 1–65535).
+
+    The message does not repeat the URL: its credentials are not yet registered for redaction."""
+    problem = url_problem(url)
+    if problem:
+        raise CliError(f"bad URL: {problem}", EXIT_USAGE)
+
+
+def check_writable(path: Path, flag: str) -> None:
+    """A usage error, before anything is measured, for a file the command writes at its end that it could not."""
+    if path.is_dir():
+        raise CliError(f"{flag} {path}: that is a directory; give a file name", EXIT_USAGE)
+    directory = path.parent
+    if not directory.is_dir():
+        raise CliError(f"{flag} {path}: no such directory {directory}", EXIT_USAGE)
+    if not os.access(directory, os.W_OK):
+        raise CliError(f"{flag} {path}: cannot write in {directory}", EXIT_USAGE)
+
+
+def port_number(text: str) -> int:
+    """argparse's type for a port to listen on: 0 (pick a free one) to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0–65535)") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is out of range (0–65535; 0 picks a free port)")
+    return port
 
 
 def base_url(url: str) -> str:

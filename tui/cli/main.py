@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
+import re
 import sys
+from typing import NoReturn
 
 from tui import __version__
 from tui.cli.common import add_server_options
@@ -15,8 +18,71 @@ SUBCOMMANDS = ("ceiling", "probe", "sim", "metrics", "gpu", "serve_llamacpp", "s
 """Modules of `tui.cli`, each with `register(subparsers)` and a `run(args)` handler."""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+GLOBAL_ONLY = ("--config", "-h", "--help", "--version")
+"""Flags before a subcommand that stay there; every other one is the subcommand's (see `hoist_flags`)."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with a usage error in one line and a hint, not its usage block (its subcommands' parsers too)."""
+
+    def error(self, message: str) -> NoReturn:
+        note(f"{self.prog}: {self.reworded(message)}")
+        raise SystemExit(EXIT_USAGE)
+
+    def reworded(self, message: str) -> str:
+        typo = re.match(r"argument COMMAND: invalid choice: '(.*)' \(choose from", message)
+        if typo:
+            close = difflib.get_close_matches(typo[1], self.commands(), n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            return f"unknown command {typo[1]!r}{hint}; {self.prog} --help lists them"
+        return f"{message}; {self.prog} --help lists the options"
+
+    def commands(self) -> dict[str, argparse.ArgumentParser]:
+        """The subcommands' parsers by name (none for a subcommand's own parser)."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                return dict(action.choices)
+        return {}
+
+    def refuse_unknown(self, extras: list[str]) -> NoReturn:
+        """`phasetop probe --bogus`: one line naming the flag, with the closest one this parser has."""
+        flags = [s for action in self._actions for s in action.option_strings if s.startswith("--")]
+        first = next((e for e in extras if e.startswith("-")), extras[0])
+        close = difflib.get_close_matches(first.partition("=")[0], flags, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        what = "unknown option" if first.startswith("-") else "unexpected argument"
+        note(f"{self.prog}: {what} {first!r}{hint}; {self.prog} --help lists the options")
+        raise SystemExit(EXIT_USAGE)
+
+
+def hoist_flags(parser: Parser, argv: list[str]) -> list[str]:
+    """`phasetop --url X probe` means `phasetop probe --url X`: flags before a subcommand go after it, where its
+    own parser checks them (a flag it lacks is then one line, never silently dropped). `--config` stays global.
+
+    Anything this cannot read (an abbreviation, an unknown flag) leaves argv as it is, for argparse to report.
+    """
+    actions = {s: a for a in parser._actions for s in a.option_strings}
+    kept: list[str] = []
+    moved: list[str] = []
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if not token.startswith("-"):
+            if token in parser.commands() and moved:
+                return [*kept, token, *moved, *argv[i + 1:]]
+            return argv
+        name, eq, _ = token.partition("=")
+        action = actions.get(name)
+        if action is None or name in GLOBAL_ONLY and name != "--config":
+            return argv
+        width = 1 if eq or action.nargs == 0 else 2
+        (kept if name in GLOBAL_ONLY else moved).extend(argv[i:i + width])
+        i += width
+    return argv
+
+
+def build_parser() -> Parser:
+    parser = Parser(
         prog="phasetop",
         description="Watch LLM inference split into prefill (time to first token) and decode (tokens per second).",
     )
@@ -33,10 +99,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse_args(argv: list[str] | None = None, parser: Parser | None = None) -> argparse.Namespace:
+    """The command line read, flags before a subcommand moved after it; a usage error exits 2 with one line."""
+    parser = parser or build_parser()
+    words = list(sys.argv[1:] if argv is None else argv)
+    args, extras = parser.parse_known_args(hoist_flags(parser, words))
+    if extras:
+        parser.commands().get(args.command, parser).refuse_unknown(extras)
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand (the headless entry used by tests and scripts)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse_args(argv, parser)
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from tui.cli.common import add_json_option, settings_from
-from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note
+from tui.cli.common import add_json_option, port_number, settings_from
+from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note, say
 from tui.core.devices import UnknownDeviceError, find_device
 from tui.core.models import MODELS, find_model
 from tui.sim.blocks import BLOCK_SIZE
@@ -28,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(one stream decodes just under 209 tok/s). Serves until stopped (Ctrl-C).",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
+    parser.add_argument("--port", type=port_number, default=8000, help="port (default 8000; 0 picks a free one)")
     parser.add_argument("--gpu", metavar="NAME", help="device preset (default: settings, else 'H100 SXM'; see `phasetop ceiling --list`)")
     parser.add_argument("--model", metavar="NAME", help=f"model preset ({', '.join(MODELS)}) or a config.json path (default 8b)")
     parser.add_argument("--served-model-name", metavar="NAME", help="model id on the wire (default: the preset's Hugging Face id, or Ollama tag)")
@@ -68,8 +68,6 @@ def build_options(args: argparse.Namespace) -> SimOptions:
         layout = find_model(settings.sim.model)
     except (UnknownDeviceError, ValueError) as error:
         raise CliError(str(error), EXIT_USAGE) from None
-    if settings.sim.time_scale <= 0:
-        raise CliError("--time-scale must be > 0", EXIT_USAGE)
     config = EngineConfig(
         device=device,
         layout=layout,
@@ -129,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
             emit_json({"url": url, "api": options.api, "model": options.served_model_name, **options.sim_info(),
                        "num_gpu_blocks": config.num_gpu_blocks})
         else:
-            print(f"{READY_PREFIX}{url}", flush=True)
+            say(f"{READY_PREFIX}{url}")
         note(f"phasetop sim: {config.device.name}, {config.layout.name} at {config.bits} bit as "
              f"{options.served_model_name!r}; {config.num_gpu_blocks} KV blocks; Ctrl-C stops")
 
