@@ -215,7 +215,7 @@ def test_ctrl_c_stops_sending_and_reports_what_finished(sim, tmp_path):
     time.sleep(1.0)
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=60)
-    assert process.returncode == 1, err
+    assert process.returncode == 130, err
     document = json.loads(out)
     assert document["error"].startswith("interrupted")
     assert 1 <= document["figures"]["completed"] < 400

@@ -277,7 +277,7 @@ def test_a_sweep_cut_short_saves_the_rows_it_finished(capsys, tmp_path):
 
 
 def test_ctrl_c_ends_the_sweep_after_its_row_and_keeps_the_rows(sim, tmp_path):
-    """The first Ctrl-C lets the row under way finish; the rows so far are printed and saved, exit 1."""
+    """The first Ctrl-C lets the row under way finish; the rows so far are printed and saved, exit 130."""
     env = {**os.environ, "PHASETOP_RUNS_DIR": str(tmp_path / "runs")}
     process = subprocess.Popen(
         [sys.executable, "-m", "tui", "sweep", "--url", sim.url, "--vary", "prompt-tokens",
@@ -289,7 +289,7 @@ def test_ctrl_c_ends_the_sweep_after_its_row_and_keeps_the_rows(sim, tmp_path):
         pass  # until the first row is done
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=60)
-    assert process.returncode == 1, err
+    assert process.returncode == 130, err
     document = json.loads(out)
     assert 1 <= len(document["rows"]) < 30
     assert [row["prompt_tokens"] for row in document["rows"]] == [100 * n for n in range(1, len(document["rows"]) + 1)]

@@ -11,11 +11,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from tui.cli.common import (
+    EXIT_INTERRUPTED,
     Guard,
     add_json_option,
     add_server_options,
     base_url,
     check_url,
+    check_writable,
     guard_for,
     note_short_answers,
     settings_from,
@@ -46,6 +48,8 @@ PROGRESS_EVERY_S = 0.25
 """A terminal's progress line is redrawn this often."""
 PROGRESS_LOG_EVERY_S = 5.0
 """Into a file or pipe, a progress line is written this often instead (no carriage returns there)."""
+INTERRUPTED = "interrupted"
+"""The reason a run stopped by Ctrl-C gives (`LoadResult.aborted`)."""
 MAX_IN_FLIGHT = 512
 """Without --max-concurrency, at most this many requests are in flight, one connection each (within the
 usual limit of 1,024 open files); later arrivals wait their turn in order, unmeasured, rather than in
@@ -118,14 +122,16 @@ def run(args: argparse.Namespace) -> int:
             write_atomic(Path(args.save), json.dumps(document, indent=2) + "\n")
         except OSError as error:
             raise CliError(f"cannot write {args.save}: {error.strerror or error}", EXIT_FAILED) from None
-    if error:
-        raise CliError(error)
+    if error:  # after the figures and the saves: Ctrl-C keeps what was measured
+        raise CliError(error, EXIT_INTERRUPTED if result.aborted == INTERRUPTED else EXIT_FAILED)
     note_short_answers("bench", server.kind, requests, args.max_tokens)
     return EXIT_OK
 
 
 def _check(args: argparse.Namespace, settings: Settings) -> None:
     check_url(settings.url)
+    if args.save:
+        check_writable(Path(args.save), "--save")
     if args.num_prompts < 1:
         raise CliError("--num-prompts must be at least 1", EXIT_USAGE)
     if not args.request_rate > 0:
@@ -171,7 +177,7 @@ async def _bench(settings: Settings, args: argparse.Namespace,
 
 def _interrupt(runner: LoadRunner) -> None:
     """Ctrl-C: send nothing more; the requests in flight finish and everything measured is reported."""
-    runner.stop(reason="interrupted")
+    runner.stop(reason=INTERRUPTED)
     note(f"bench: stopping; waiting for {runner.progress().in_flight} requests in flight (Ctrl-C again to abandon them)")
 
 

@@ -6,6 +6,7 @@ import argparse
 from datetime import UTC, datetime
 
 from tui.cli.common import (
+    EXIT_INTERRUPTED,
     add_json_option,
     add_server_options,
     base_url,
@@ -14,7 +15,7 @@ from tui.cli.common import (
     settings_from,
     stop_on_first_interrupt,
 )
-from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note, say
+from tui.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, emit_json, note, say
 from tui.cli.runs_common import add_runs_options, save_run_from_cli
 from tui.config import Settings
 from tui.core.experiments import COLUMNS, DEFAULT_VALUES, EXPERIMENTS, Plan, make_plan
@@ -63,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     values = _values(args.values)
     _plan(args, values, None)  # bad flags fail before any request
     started = datetime.now(UTC)
-    server, identity, result, failure = loop.run(_sweep(settings, args, values))
+    server, identity, result, failure, interrupted = loop.run(_sweep(settings, args, values))
     document = {"server": server.to_json(), **result.to_json()}
     if args.json:
         emit_json(document)
@@ -73,8 +74,8 @@ def run(args: argparse.Namespace) -> int:
         run_record = new_run("sweep", _params(result.plan, server), identity, [t.to_json() for t in result.requests],
                              document, started, datetime.now(UTC))
         save_run_from_cli(args, settings, run_record)
-    if failure:
-        raise CliError(failure)
+    if failure:  # after the rows and the save: Ctrl-C keeps what was measured
+        raise CliError(failure, EXIT_INTERRUPTED if interrupted else EXIT_FAILED)
     return EXIT_OK
 
 
@@ -99,8 +100,10 @@ def _values(text: str | None) -> list[int] | None:
     return values
 
 
-async def _sweep(settings: Settings, args: argparse.Namespace, values: list[int] | None) -> tuple[ServerInfo, dict, ExperimentResult, str | None]:
-    """Detect the server, check the plan against its context length, run the experiment, read its identity."""
+async def _sweep(settings: Settings, args: argparse.Namespace,
+                 values: list[int] | None) -> tuple[ServerInfo, dict, ExperimentResult, str | None, bool]:
+    """Detect the server, check the plan against its context length, run the experiment, read its identity; the
+    reason it stopped short (or None), and whether that was a Ctrl-C."""
     async with make_client(base_url(settings.url), settings.api_key, settings.timeout_s) as client:
         try:
             kind = settings.api if settings.api != "auto" else await detect_api(client)
@@ -128,7 +131,7 @@ async def _sweep(settings: Settings, args: argparse.Namespace, values: list[int]
         except SourceError as error:
             raise CliError(str(error)) from None
         identity = await server_identity(client, server)
-    return server, identity, result, failure
+    return server, identity, result, failure, stopping and failure is not None
 
 
 def _print_progress(progress: Progress) -> None:
