@@ -60,8 +60,12 @@ def _sample_json(sample: GpuSample, host: HostSample) -> dict:
     return {**sample.to_json(), "host": host.to_json()}
 
 
-def _gb(value: float | None) -> str:
-    return "–" if value is None else f"{value / 1e9:,.1f} GB"
+GIB = 1024**3
+"""Memory in GiB, as the UI, `free -h` and nvidia-smi's MiB show it (bandwidth stays in decimal GB/s, as vendors quote it)."""
+
+
+def _gib(value: float | None) -> str:
+    return "–" if value is None else f"{value / GIB:,.1f} GiB"
 
 
 def _pct(value: float | None) -> str:
@@ -78,9 +82,9 @@ def _device_line(d: GpuReading) -> str:
     else:
         bandwidth = "bandwidth –"
     line = (f"GPU {d.index} {d.name}: {bandwidth}  SM {_pct(d.sm_util)}  "
-            f"mem {_gb(d.mem_used_bytes)} / {_gb(d.mem_total_bytes)}")
+            f"mem {_gib(d.mem_used_bytes)} / {_gib(d.mem_total_bytes)}")
     if d.server_mem_bytes is not None:
-        line += f"  server {_gb(d.server_mem_bytes)}"
+        line += f"  server {_gib(d.server_mem_bytes)}"
     if d.reason:
         line += f"\n  ({d.reason})"
     return line
@@ -94,9 +98,9 @@ def format_sample(sample: GpuSample, host: HostSample) -> str:
     elif sample.reason:
         lines.append(f"({sample.reason})")
     host_line = (f"host: CPU {host.cpu_percent:.0f}% of {host.cpu_count} cores  "
-                 f"RAM {_gb(host.ram_used_bytes)} / {_gb(host.ram_total_bytes)}")
+                 f"RAM {_gib(host.ram_used_bytes)} / {_gib(host.ram_total_bytes)}")
     if host.process:
         p = host.process
-        host_line += f"  server {p.name} (pid {p.pid}): CPU {p.cpu_percent:.0f}%  RSS {_gb(p.rss_bytes)}"
+        host_line += f"  server {p.name} (pid {p.pid}): CPU {p.cpu_percent:.0f}%  RSS {_gib(p.rss_bytes)}"
     lines.append(host_line)
     return "\n".join(lines)

@@ -31,8 +31,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "metrics",
         help="the server's /metrics: running, waiting, KV usage, token rates, latency quantiles",
-        description="Scrape the server's Prometheus /metrics and show SPEC's canonical fields (vLLM, SGLang, "
-        "llama.cpp, TGI names). Rates and p50/p90/p99 are over the window between two scrapes: the "
+        description="Scrape the server's Prometheus /metrics and show one set of fields whatever the server calls them "
+        "(vLLM's names across versions, SGLang's, llama.cpp's, TGI's): running, waiting, kv_cache_usage, token "
+        "counters, prefix-cache hit rate, latency quantiles, engine_config, and source_names (which raw metric fed "
+        "each). Rates and p50/p90/p99 are over the window between two scrapes: the "
         "first scrape is a baseline, so every snapshot shown spans --interval seconds (its `window_s`), "
         "except across a server restart: then the window is the new process's life, or null (no rates) "
         "when the server gives no start time. "

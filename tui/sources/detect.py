@@ -84,6 +84,8 @@ async def describe_server(client: httpx.AsyncClient, kind: str, model: str | Non
             model_bytes, n_params = first.size_bytes, first.n_params
     chosen = model or listed
     if not chosen:
+        if kind == "ollama" and version is None:  # nothing at /api/version: not Ollama at all
+            raise ProtocolError(f"{base}: the server did not answer as Ollama (/api/version); try --api auto")
         raise ProtocolError(f"{base}: the server lists no model; pass --model")
     return ServerInfo(
         kind=kind,
