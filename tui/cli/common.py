@@ -21,7 +21,8 @@ from tui.sources.identity import server_is_fresh
 
 
 EXIT_INTERRUPTED = 130
-"""Ctrl-C ended the command (128 + SIGINT, as a shell reports it), after it printed and saved what it measured."""
+"""Ctrl-C cut short a set amount of work (128 + SIGINT, as a shell reports it), after the command printed and saved
+what it measured. A command that runs until stopped (sim, serve-*, metrics without --count) exits 0 on Ctrl-C."""
 
 
 def add_json_option(parser: argparse.ArgumentParser) -> None:
