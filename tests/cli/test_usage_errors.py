@@ -49,6 +49,9 @@ def one_line(err: str) -> str:
     (["prob"], "phasetop: unknown command 'prob' (did you mean probe?); phasetop --help lists them"),
     (["metircs"], "phasetop: unknown command 'metircs' (did you mean metrics?); phasetop --help lists them"),
     (["probe", "--urll", "x"], "phasetop probe: unknown option '--urll' (did you mean --url?); phasetop probe --help lists the options"),
+    (["probe", "--config", "c.toml"],
+     "phasetop probe: unknown option '--config' (it goes before the command: phasetop --config FILE probe); "
+     "phasetop probe --help lists the options"),
     (["probe", "stray"], "phasetop probe: unexpected argument 'stray'; phasetop probe --help lists the options"),
     (["bench"], "phasetop bench: the following arguments are required: --num-prompts; phasetop bench --help lists the options"),
     (["bench", "--num-prompts", "x"], "phasetop bench: argument --num-prompts: invalid int value: 'x'; phasetop bench --help lists the options"),

@@ -50,6 +50,8 @@ class Parser(argparse.ArgumentParser):
         first = next((e for e in extras if e.startswith("-")), extras[0])
         close = difflib.get_close_matches(first.partition("=")[0], flags, n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""
+        if first.partition("=")[0] == "--config" and self.prog != "phasetop":
+            hint = f" (it goes before the command: phasetop --config FILE {self.prog.removeprefix('phasetop ')})"
         what = "unknown option" if first.startswith("-") else "unexpected argument"
         note(f"{self.prog}: {what} {first!r}{hint}; {self.prog} --help lists the options")
         raise SystemExit(EXIT_USAGE)

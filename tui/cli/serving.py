@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from tui.cli.output import EXIT_OK, CliError, emit_json, note
+from tui.cli.output import EXIT_OK, CliError, emit_json, note, say
 from tui.sources.managed_server import ManagedServer
 
 
@@ -21,7 +21,7 @@ def serve_until_stopped(server: ManagedServer, command: str, ready_prefix: str, 
         if as_json:
             emit_json({"url": server.url, "pid": server.pid, **described})
         else:
-            print(f"{ready_prefix}{server.url}", flush=True)
+            say(f"{ready_prefix}{server.url}")
         note(f"phasetop {command}: pid {server.pid}{detail}; measure it with `phasetop --url {server.url}`; Ctrl-C stops")
         if ui:
             subprocess.run([sys.executable, "-m", "tui", "--url", server.url], check=False)
