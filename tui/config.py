@@ -118,7 +118,7 @@ class Settings(BaseSettings):
     """Everything phasetop can be configured with."""
 
     model_config = SettingsConfigDict(
-        env_prefix="PHASETOP_",
+        env_prefix=ENV_PREFIX,
         env_nested_delimiter="__",
         env_file=".env",
         extra="ignore",
