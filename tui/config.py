@@ -121,7 +121,7 @@ class Settings(BaseSettings):
         env_prefix=ENV_PREFIX,
         env_nested_delimiter="__",
         env_file=".env",
-        extra="ignore",
+        extra="ignore",  # load_settings refuses unknown keys itself, naming the file or variable
     )
 
     url: str = "http://127.0.0.1:8000"
