@@ -16,6 +16,7 @@ from tui.core.untrusted import (
     printable,
     redact,
     redact_all,
+    secret_begun,
     register_secret,
     register_url_credentials,
     without_credentials,
@@ -101,3 +102,29 @@ def test_no_text_shows_a_registered_secret(secret, before, after):
 def test_printable_text_passes_unchanged(text):
     safe = "".join(ch for ch in text if ord(ch) not in CONTROL_BYTES and ch.isprintable() or ch in "\n\t")
     assert printable(safe) == safe
+
+
+def test_the_start_of_a_secret_at_the_end_of_a_piece_is_held_back():
+    register_secret("sk-abc123")
+    assert secret_begun("your key is sk-a") == 4
+    assert secret_begun("your key is s") == 1
+    assert secret_begun("nothing here") == 0
+    assert secret_begun("done: ***") == 0
+
+
+@BOUNDED
+@given(st.text(min_size=3, max_size=30), st.text(max_size=40), st.lists(st.integers(0, 80), max_size=4))
+def test_a_secret_split_over_pieces_is_never_shown(secret, before, cuts):
+    """The prompt pane's rule: redact what is held plus the new piece, show all but what could begin a secret."""
+    assume("*" not in secret)
+    forget_secrets()
+    register_secret(secret)
+    said = before + secret
+    pieces = [said[a:b] for a, b in zip([0, *sorted(cuts)], [*sorted(cuts), len(said)])]
+    shown, held = "", ""
+    for i, piece in enumerate(pieces):
+        text = redact(held + piece)
+        keep = 0 if i == len(pieces) - 1 else secret_begun(text)
+        held = text[len(text) - keep:] if keep else ""
+        shown += text[:len(text) - keep]
+    assert secret not in shown

@@ -11,6 +11,7 @@ from textual.screen import Screen
 
 from tui.app.screens.main import MainScreen
 from tui.config import Settings
+from tui.core.untrusted import printable
 from tui.sim.launcher import SimulatorProcess
 
 
@@ -31,6 +32,10 @@ class PhasetopApp(App[None]):
 
     def on_mount(self) -> None:
         self.push_screen(self._main)
+
+    def notify(self, message: str, *, title: str = "", **kwargs) -> None:
+        """Every toast (screens' too: theirs call this) through `printable`: it often carries a server's words."""
+        super().notify(printable(message), title=printable(title), **kwargs)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)

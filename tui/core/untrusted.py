@@ -59,6 +59,18 @@ def redact(text: str) -> str:
     return text
 
 
+def secret_begun(text: str) -> int:
+    """How many characters at the end of `text` could be the start of a registered secret: a stream shown
+    piece by piece holds those back until the next piece says whether the secret follows."""
+    begun = 0
+    for secret in _secrets:
+        for length in range(min(len(secret) - 1, len(text)), begun, -1):
+            if text.endswith(secret[:length]):
+                begun = length
+                break
+    return begun
+
+
 def redact_all(value: Any) -> Any:
     """`redact` through a JSON-like document: every string in it, keys included."""
     if not _secrets:

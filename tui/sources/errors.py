@@ -1,7 +1,7 @@
 """Failures of a source, each worded as one line a person can act on.
 
 Messages never contain the API key: they are built from the URL, the status and the server's
-own error text only.
+own error text only, and that text is redacted as the error is made (a server may echo the key).
 """
 
 from __future__ import annotations
@@ -11,14 +11,17 @@ import ssl
 
 import httpx
 
-from tui.core.untrusted import one_line
+from tui.core.untrusted import one_line, redact
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 """Statuses that send the client elsewhere (with a Location): phasetop never follows one."""
 
 
 class SourceError(Exception):
-    """A source could not get what it asked for; `str()` is one line for a person."""
+    """A source could not get what it asked for; `str()` is one line for a person, secrets redacted."""
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(redact(message))
 
 
 class ServerUnavailable(SourceError):

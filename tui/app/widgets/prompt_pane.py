@@ -10,6 +10,8 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Button, Log, TextArea
 
+from tui.core.untrusted import redact, secret_begun
+
 
 @dataclass(frozen=True, slots=True)
 class Preset:
@@ -35,6 +37,9 @@ PRESETS = (
 
 class PromptPane(Vertical):
     """Where a person asks for a request; it posts intents and never does IO itself."""
+
+    _held = ""
+    """The answer's last characters, held back while they could begin a secret (`append_answer`)."""
 
     class SendRequested(Message):
         """Send a request: the typed text, or a generated prompt of a preset's size."""
@@ -78,11 +83,17 @@ class PromptPane(Vertical):
     def start_answer(self, heading: str) -> None:
         log = self.query_one(Log)
         log.clear()
+        self._held = ""
         log.write(heading + "\n")
 
-    def append_answer(self, text: str) -> None:
-        """Model output is untrusted: a Log writes it as plain text, never markup or escapes."""
-        self.query_one(Log).write(strip_control(text))
+    def append_answer(self, text: str, final: bool = False) -> None:
+        """Model output is untrusted: a Log writes it as plain text, never markup or escapes, and a secret the
+        model repeats is redacted, even split over pieces: what could begin one waits for the next piece,
+        or for `final` (the answer's end)."""
+        text = redact(self._held + text)
+        held = 0 if final else secret_begun(text)
+        self._held = text[len(text) - held:] if held else ""
+        self.query_one(Log).write(strip_control(text[:len(text) - held]))
 
 
 def strip_control(text: str) -> str:

@@ -8,6 +8,8 @@ from datetime import datetime
 from textual.reactive import reactive
 from textual.widgets import Static
 
+from tui.core.untrusted import one_line, without_credentials
+
 
 @dataclass(frozen=True, slots=True)
 class ServerState:
@@ -42,22 +44,24 @@ class StatusLine(Static):
 
 
 def describe(state: ServerState | None) -> str:
+    """The line; every part a server or a user's URL sent is shown through one_line (redacted, no control
+    characters), the URL without credentials."""
     if state is None:
         return "phasetop · connecting…"
     parts = []
     if state.simulated:
         parts.append(f"{state.simulated} · no GPU needed")
-    parts.append(f"{state.kind} {state.url}")
+    parts.append(f"{one_line(state.kind)} {without_credentials(state.url)}")
     # The state comes before model and config: a long config line is cut at the right edge, the state never.
     if state.down_since is not None:
         since = datetime.fromtimestamp(state.down_since).strftime("%H:%M:%S")
-        parts.append(f"DOWN since {since}" + (f": {state.down_reason}" if state.down_reason else ""))
+        parts.append(f"DOWN since {since}" + (f": {one_line(state.down_reason, 400)}" if state.down_reason else ""))
     elif state.kind == "?":
         parts.append("connecting…")
     else:
         parts.append("up")
     if state.model:
-        parts.append(f"{state.model}" + (f" (max_model_len {state.max_model_len:,})" if state.max_model_len else ""))
+        parts.append(one_line(state.model) + (f" (max_model_len {state.max_model_len:,})" if state.max_model_len else ""))
     if state.config:
-        parts.append(state.config)
+        parts.append(one_line(state.config, 400))
     return " · ".join(parts)
