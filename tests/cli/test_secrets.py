@@ -5,6 +5,7 @@ file holds them. (The UI's side: tests/app/test_secrets_ui.py.)"""
 from __future__ import annotations
 
 import base64
+import json
 import os
 import subprocess
 import sys
@@ -78,3 +79,10 @@ def test_a_bench_save_file_holds_no_secret(echo, tmp_path):
     done = run(tmp_path, "env", echo.url, *COMMANDS["bench"], "--save", str(target))
     assert done.returncode == 1  # every request failed (the server answers 500), and says so
     assert not target.exists() or leaks(target.read_text()) == []
+
+
+def test_a_url_with_credentials_is_reported_without_them(echo, tmp_path):
+    done = run(tmp_path, "url", echo.url, *COMMANDS["probe"], "--json")
+    assert json.loads(done.stdout)["server"]["url"] == echo.url, "the URL as given, less user:password@"
+    [saved_run] = [json.loads(p.read_text()) for p in (tmp_path / "runs").glob("*.json")] or [None]
+    assert saved_run is None or saved_run["server"]["url"] == echo.url

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 
 import httpx
 
-from tui.core.untrusted import one_line
+from tui.core.untrusted import one_line, without_credentials
 from tui.sources.documents import listed_model, llamacpp_props, ollama_first, version_of
 from tui.sources.errors import ProtocolError, from_httpx, rejected
 
@@ -34,7 +34,8 @@ class ServerInfo:
     """Parameter count as the server reports it (llama.cpp's `meta.n_params`)."""
 
     def to_json(self) -> dict:
-        return asdict(self)
+        """As in the JSON contracts; the URL without credentials (they are the user's, not the server's)."""
+        return {**asdict(self), "url": without_credentials(self.url)}
 
 
 async def detect_api(client: httpx.AsyncClient) -> str:
