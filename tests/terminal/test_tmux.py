@@ -60,9 +60,14 @@ def exit_line(exit_file, timeout_s: float) -> str:
 def test_send_in_a_real_terminal_shows_ttft_and_q_exits_0(tmp_path):
     assert shutil.which("tmux"), "tmux is not installed (CI installs it: .ci/run)"
     socket, exit_file = tmp_path / "tmux.sock", tmp_path / "exit"
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    dead_temp = runs / ".run.99999999.x1y2.tmp"  # what a save killed mid-write leaves (pid 99999999 never runs)
+    dead_temp.write_text("{")
     with SimulatorProcess.start([]) as sim:
         # cwd and config dir in tmp_path: no .env or user config file changes what the UI does.
-        command = (f"XDG_CONFIG_HOME={shlex.quote(str(tmp_path))} {shlex.quote(sys.executable)} -m tui --url {sim.url}; "
+        command = (f"XDG_CONFIG_HOME={shlex.quote(str(tmp_path))} PHASETOP_RUNS_DIR={shlex.quote(str(runs))} "
+                   f"{shlex.quote(sys.executable)} -m tui --url {sim.url}; "
                    f"echo EXIT=$? > {shlex.quote(str(exit_file))}")
         tmux(socket, "new-session", "-d", "-s", "ui", "-x", str(WIDTH), "-y", str(HEIGHT), "-c", str(tmp_path),
              "sh", "-c", command)
@@ -71,6 +76,7 @@ def test_send_in_a_real_terminal_shows_ttft_and_q_exits_0(tmp_path):
             header = wait_for(socket, lambda s: f"{sim.url} · up" in s, "header saying the server is up", 90)
             assert header.splitlines()[0].strip().startswith(f"openai {sim.url} · up")
             assert not TTFT.search(header), "a TTFT figure before anything was sent"
+            assert not dead_temp.exists(), "a dead save's temp file is removed as the UI starts"
             tmux(socket, "send-keys", "-t", "ui", "s")
             screen = wait_for(socket, lambda s: TTFT.search(s), "TTFT figure after pressing s", 90)
             assert "── short 200 ──" in screen, "s with an empty text area sends the short preset"

@@ -16,6 +16,7 @@ from tui.core.devices import find_device
 from tui.core.models import find_model
 from tui.core.server_ceiling import simulator_ceiling
 from tui.core.untrusted import one_line
+from tui.runs_store import default_runs_dir, remove_dead_temps
 from tui.sim.launcher import SimulatorError, SimulatorProcess
 
 PROBE_TIMEOUT_S = 0.5
@@ -53,6 +54,8 @@ def run_ui(settings: Settings, url_given: bool, save_runs: bool = True) -> int:
     """Open the UI on the configured server, or on a simulator when none was named and none answers."""
     simulator: SimulatorProcess | None = None
     url, simulated, decode_ceiling = settings.url, None, None
+    if save_runs:  # a save killed mid-write (kill -9) left a hidden temp file: gone before the first save
+        remove_dead_temps(default_runs_dir(settings.runs_dir))
     if not url_given and not something_answers(settings.url):
         simulated, decode_ceiling = simulated_server(settings)
         try:
