@@ -1,4 +1,8 @@
+import math
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tui.core.stats import percentile, summarize
 
@@ -30,3 +34,18 @@ def test_single_sample_is_every_percentile():
 def test_percentile_of_nothing_raises():
     with pytest.raises(ValueError):
         percentile([], 50)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True))))
+def test_summarize_takes_whatever_a_server_reports(samples):
+    """NaN, ±inf and values near 1e308 are what a hostile server may send: never a crash, never a non-finite figure."""
+    summary = summarize(samples)
+    finite = [s for s in samples if s is not None and math.isfinite(s)]
+    assert summary.n == len(finite)
+    for figure in (summary.mean, summary.p50, summary.p90, summary.p99):
+        assert figure is None if not finite else math.isfinite(figure)
+    if finite:
+        assert min(finite) <= summary.p50 <= max(finite)
+        slack = 1e-9 * max(abs(min(finite)), abs(max(finite)))
+        assert min(finite) - slack <= summary.mean <= max(finite) + slack

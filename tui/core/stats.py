@@ -32,18 +32,33 @@ def percentile(sorted_samples: list[float], q: float) -> float:
     low = math.floor(rank)
     high = min(low + 1, len(sorted_samples) - 1)
     fraction = rank - low
-    return sorted_samples[low] + (sorted_samples[high] - sorted_samples[low]) * fraction
+    below, above = sorted_samples[low], sorted_samples[high]
+    spread = above - below
+    if math.isinf(spread):  # two values near ±1e308 of opposite sign: weigh them rather than overflow
+        return below * (1 - fraction) + above * fraction
+    return below + spread * fraction
 
 
 def summarize(samples: Iterable[float | None]) -> Summary:
-    """Mean, p50, p90, p99 and n of the samples that are not None."""
-    values = sorted(s for s in samples if s is not None)
+    """Mean, p50, p90, p99 and n of the samples that are finite numbers.
+
+    None, NaN and ±inf are not measurements (a server can report them in its timings): left out, as if
+    absent.
+    """
+    values = sorted(s for s in samples if s is not None and math.isfinite(s))
     if not values:
         return Summary(None, None, None, None, 0)
     return Summary(
-        mean=math.fsum(values) / len(values),
+        mean=_mean(values),
         p50=percentile(values, 50),
         p90=percentile(values, 90),
         p99=percentile(values, 99),
         n=len(values),
     )
+
+
+def _mean(values: list[float]) -> float:
+    try:
+        return math.fsum(values) / len(values)
+    except OverflowError:  # values near 1e308: each one's share, summed
+        return math.fsum(v / len(values) for v in values)
