@@ -112,6 +112,8 @@ class RequestLog:
     """perf_counter_ns when the request's first bytes reached the server's process."""
     content_write_ns: list[int] = field(default_factory=list)
     """perf_counter_ns just after each chunk carrying text went to the socket."""
+    hung_up_ns: int | None = None
+    """perf_counter_ns when the server found the client had closed the connection mid-answer (checked before each token)."""
 
 
 def count_tokens(text: str, tokenizer: str = "words") -> int:
@@ -299,6 +301,7 @@ class _Stream:
         for i, token in enumerate(s.tokens):
             await asyncio.sleep(max(0.0, start + s.ttft_s + i * s.itl_s - loop.time()))
             if self.writer.transport.is_closing():  # the client hung up: stop quietly
+                self.entry.hung_up_ns = perf_counter_ns()
                 return False
             if i == s.fault_after and self.fault in ("malformed", "error_event", "cut", "silence"):
                 return await self._fault()

@@ -227,13 +227,15 @@ class FeedsMixin:
             self.app.call_from_thread(self.notify, "the server is not known yet: wait for the header to say it is up",
                                       severity="warning")
             return
+        # Cancelled (the app quits): the answers in flight are dropped at once, not waited for.
         loop.run(self._send_all(api, model, first_id, label, text, prompt_tokens, concurrency, max_tokens, shared_prefix,
-                                   bool(fresh)))
+                                   bool(fresh)), get_current_worker().cancelled_event)
 
     async def _send_all(self, api: str, model: str, first_id: int, label: str, text: str | None,
                         prompt_tokens: int | None, concurrency: int, max_tokens: int, shared_prefix: str | None,
                         fresh: bool) -> None:
-        async with make_client(self.server_url, self.settings.api_key, self.settings.timeout_s) as client:
+        async with make_client(self.server_url, self.settings.api_key, self.settings.timeout_s,
+                               limits=self.settings.limits) as client:
             try:
                 connect_s = await warm_up(client, WARM_UP_PATHS[api], concurrency)
             except SourceError as error:

@@ -79,32 +79,33 @@ class LabFeedsMixin:
 
     @work(exclusive=True, group="load", thread=True, exit_on_error=False)
     def run_load(self, info: ServerInfo, dial: LoadDial, workload: Workload, stop: threading.Event) -> None:
-        """Send the load until `stop` is set (or the worker is cancelled); the dial may turn meanwhile."""
-        cancelled: threading.Event = get_current_worker().cancelled_event
-        loop.run(self._drive_load(info, dial, workload, stop, cancelled))
+        """Send the load until `stop` is set (or the worker is cancelled: the app quits, requests in flight are dropped
+        at once); the dial may turn meanwhile."""
+        loop.run(self._drive_load(info, dial, workload, stop), get_current_worker().cancelled_event)
 
-    async def _drive_load(self, info: ServerInfo, dial: LoadDial, workload: Workload,
-                          stop: threading.Event, cancelled: threading.Event) -> None:
+    async def _drive_load(self, info: ServerInfo, dial: LoadDial, workload: Workload, stop: threading.Event) -> None:
         started = datetime.now(UTC)
         recent: deque[RequestTiming] = deque(maxlen=LOAD_RECENT)
-        async with make_client(self.server_url, self.settings.api_key, self.settings.timeout_s) as client:
+        async with make_client(self.server_url, self.settings.api_key, self.settings.timeout_s,
+                               limits=self.settings.limits) as client:
             runner = LoadRunner(client, info, workload, dial)
             # A request timed while phasetop itself was near a core is marked, and left out of the dial's medians.
             task = asyncio.create_task(runner.run(on_finished=lambda _request, timing: recent.append(self.client_load.mark(timing))))
-            while not task.done():
-                await asyncio.wait({task}, timeout=LOAD_PROGRESS_S)
-                if cancelled.is_set():  # the app is closing: do not wait for requests in flight
-                    task.cancel()
-                elif stop.is_set():
-                    runner.stop()  # requests in flight finish, so their timings count
-                flagged = flag_bursts([r for r in recent if r.ok])
-                done = [r for r in flagged if not r.burst]
-                self.post_message(LoadProgressed(runner.progress(), summarize(r.ttft_s for r in done).p50,
-                                                 summarize(g for r in done for g in r.itl_s).p50, len(flagged) - len(done)))
+            try:
+                while not task.done():
+                    await asyncio.wait({task}, timeout=LOAD_PROGRESS_S)
+                    if stop.is_set():
+                        runner.stop()  # requests in flight finish, so their timings count
+                    flagged = flag_bursts([r for r in recent if r.ok])
+                    done = [r for r in flagged if not r.burst]
+                    self.post_message(LoadProgressed(runner.progress(), summarize(r.ttft_s for r in done).p50,
+                                                     summarize(g for r in done for g in r.itl_s).p50, len(flagged) - len(done)))
+            except asyncio.CancelledError:  # the app is closing: the requests in flight go with it
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+                raise
             try:
                 result = task.result()
-            except asyncio.CancelledError:
-                return
             except SourceError as error:
                 self.post_message(LoadStopped(None, str(error)))
                 return

@@ -180,7 +180,7 @@ async def _collect(settings, interval_s: float, down_timeout_s: float, as_json: 
     Raises CliError when the first scrape fails (the server never answered), on a failure that is not
     the server being down, or once it has been down for down_timeout_s.
     """
-    async with make_client(settings.url, settings.api_key, timeout_s=settings.timeout_s) as client:
+    async with make_client(settings.url, settings.api_key, timeout_s=settings.timeout_s, limits=settings.limits) as client:
         scraper = MetricsScraper(client)
         try:
             baseline = await scraper.read()

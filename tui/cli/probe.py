@@ -98,18 +98,18 @@ async def _probe(settings: Settings, args: argparse.Namespace) -> tuple[ServerIn
     """Detect, then run the requests; stops at the first failure and returns it as one line."""
     base = base_url(settings.url)
     try:
-        async with make_client(base, settings.api_key, settings.timeout_s) as client:
+        async with make_client(base, settings.api_key, settings.timeout_s, limits=settings.limits) as client:
             kind = settings.api if settings.api != "auto" else await detect_api(client)
             server = await describe_server(client, kind, settings.model)
             guard = await guard_for(client, server, settings)
     except SourceError as error:
         raise CliError(str(error)) from None
     timings: list[RequestTiming] = []
-    async with make_client(base, settings.api_key, settings.timeout_s) as metrics_client:
+    async with make_client(base, settings.api_key, settings.timeout_s, limits=settings.limits) as metrics_client:
         counters = CacheCounters(metrics_client) if server.kind != "ollama" else None
         for index in range(args.repeat):
             # A fresh client per request: its connection is opened (and timed) by the warm-up, not inside TTFT.
-            async with make_client(base, settings.api_key, settings.timeout_s) as client:
+            async with make_client(base, settings.api_key, settings.timeout_s, limits=settings.limits) as client:
                 try:
                     connect_s = await warm_up(client, WARM_UP_PATHS[server.kind])
                     request = await _request(client, server, args, settings.exact_length)
@@ -131,11 +131,13 @@ class CacheCounters:
     """The server's cache-hit counters read around each request: its cached prompt tokens where the reply has
     no count of its own (vLLM without --enable-prompt-tokens-details). Requests run one at a time, so the
     growth is that request's, and the reading after one is the reading before the next (one scrape a
-    request); a server with no /metrics gives None."""
+    request); a server with no /metrics gives None. Once a read failed none is tried again: a /metrics that
+    drips or floods would cost a deadline per request."""
 
     def __init__(self, client) -> None:
         self._scraper = MetricsScraper(client)
         self._last = None
+        self._failed = False
 
     async def before_request(self) -> None:
         if self._last is None:
@@ -146,15 +148,18 @@ class CacheCounters:
         return cached_prompt_tokens(before, self._last) if before is not None and self._last is not None else None
 
     async def _reading(self):
+        if self._failed:
+            return None
         try:
             await self._scraper.read()
         except SourceError:
+            self._failed = True
             return None
         return self._scraper.last_reading
 
 
 async def _identity(settings: Settings, server: ServerInfo) -> dict:
-    async with make_client(server.url, settings.api_key, settings.timeout_s) as client:
+    async with make_client(server.url, settings.api_key, settings.timeout_s, limits=settings.limits) as client:
         return await server_identity(client, server)
 
 

@@ -64,7 +64,7 @@ class ServerClient(httpx.AsyncClient):
             base_url=base_url,
             headers=headers,
             timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)),
-            transport=WholeAnswers(ResendOnStaleConnection(max_connections), limits),
+            transport=WholeAnswers(ResendOnStaleConnection(max_connections), limits, timeout_s),
         )
         self.limits = limits
         self._session_args = (base_url, headers, timeout_s, max_connections, limits)
@@ -122,18 +122,21 @@ class WholeAnswers(httpx.AsyncBaseTransport):
     """Reads each answer whole, inflated here with a cap, within one deadline for the request, and hands on a
     response that is already in memory (so the client's own read is instant and can be neither slow nor large).
 
-    The deadline is the request's read timeout (the client's `timeout_s`, or a `timeout=` given to one call).
+    The deadline is the client's `timeout_s`, or a shorter `timeout=` given to one call (identity.py's 5 s); never
+    longer, so `--timeout 1` bounds every answer.
     /metrics pages get `metrics_max_bytes`, everything else `document_max_bytes`. httpx's own decoders would
     inflate each network read whole (64 kB of a bomb is 64 MB), so gzip and deflate are inflated here,
     never past the cap; the response passed on carries no Content-Encoding.
     """
 
-    def __init__(self, inner: httpx.AsyncBaseTransport, limits: BodyLimits) -> None:
+    def __init__(self, inner: httpx.AsyncBaseTransport, limits: BodyLimits, deadline_s: float) -> None:
         self._inner = inner
         self._limits = limits
+        self._deadline_s = deadline_s
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        deadline_s = (request.extensions.get("timeout") or {}).get("read")
+        asked_s = (request.extensions.get("timeout") or {}).get("read")
+        deadline_s = self._deadline_s if asked_s is None else min(asked_s, self._deadline_s)
         path = request.url.path.rstrip("/")
         limit = self._limits.metrics_max_bytes if path.endswith("/metrics") else self._limits.document_max_bytes
         try:

@@ -160,7 +160,8 @@ class MainScreen(FeedsMixin, LabMixin):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.client = make_client(self.server_url, self.settings.api_key, self.settings.timeout_s)
+        self.client = make_client(self.server_url, self.settings.api_key, self.settings.timeout_s,
+                                  limits=self.settings.limits)
         if self._ceiling:
             self.decode_ceiling_tok_s = self._ceiling[0]
         if not self._live:  # a recorded feed: every replot at once, so no timer is live at a snapshot
