@@ -133,7 +133,8 @@ class Settings(BaseSettings):
     model: str | None = None
     """Model name to request; the server's first model when unset."""
     timeout_s: float = Field(default=30.0, gt=0, allow_inf_nan=False)
-    """Longest silence from the server before a request is called failed."""
+    """Seconds a whole answer may take (a JSON document, /metrics, a stream's head); a token stream may run
+    longer, but not go silent this long."""
     bandwidth_gbs: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     """Memory bandwidth of the server's device for its decode ceiling, GB/s, when NVML and the presets
     cannot say (a CPU host's measured bandwidth, a GPU on another host)."""
