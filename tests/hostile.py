@@ -65,6 +65,20 @@ def dripping(path: str, kind: str = "openai", byte_every_s: float = 1.0) -> Scri
     return script
 
 
+def dripping_head(path: str = "/v1/completions", byte_every_s: float = 1.0) -> Script:
+    """A server whose answer to `path` (a generation, by default) drips from its first byte: the head never
+    completes within any deadline, though no read ever waits a second."""
+    script = Script()
+    script.replies[path] = Reply(b"data: [DONE]\n\n", content_type="text/event-stream", drip_s=byte_every_s,
+                                 drip_head=True)
+    return script
+
+
+def endless_line(piece_bytes: int = 64 * 1024, pieces: int = 64) -> Script:
+    """A stream that sends bytes fast but never a line end: `pieces` × `piece_bytes` of one SSE line."""
+    return Script(stream=[b"data: " + b"x" * piece_bytes] * pieces, stream_gap_s=0.0)
+
+
 @functools.cache
 def bomb(inflated_mb: int = 64) -> bytes:
     """A gzip body of `inflated_mb` MB of a repeated metric line: a few hundred kB on the wire."""

@@ -9,7 +9,7 @@ from time import perf_counter_ns
 from tests import hostile
 from tests.scripted_server import Script
 from tui.app.app import PhasetopApp
-from tui.app.messages import RequestCompleted, RequestStarted, ServerCameUp
+from tui.app.messages import RequestCompleted, ServerCameUp
 from tui.config import Settings
 
 SLOW_ITL_S = 0.1

@@ -145,10 +145,8 @@ async def test_garbage_metrics_are_one_safe_line():
 
 
 async def test_a_stream_line_that_never_ends_is_stopped_at_the_cap():
-    piece = b"data: " + b"x" * (64 * 1024)  # no line end, ever
-    script = Script(stream=[piece] * 8, stream_gap_s=0.0)
     limits = BodyLimits(line_max_bytes=256 * 1024)
-    with hostile.serving(script) as server:
+    with hostile.serving(hostile.endless_line(pieces=8)) as server:
         async with make_client(server.url, limits=limits) as client:
             timing = await measure(client, StreamRequest(api="openai", model="m", prompt="hi", max_tokens=4))
     assert not timing.ok
