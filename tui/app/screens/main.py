@@ -129,6 +129,8 @@ class MainScreen(FeedsMixin, LabMixin):
         self._publish_pending = False
         self._published_at = 0.0
         self._answer: list[str] = []
+        self._answer_ended = False
+        """The request the prompt pane shows has ended: the next publish writes all its text."""
         """Answer text that arrived since the last publish (the prompt pane's, painted with the rest)."""
         self._publish_interval_s = PUBLISH_INTERVAL_S if live else 0.0
         """A recorded feed (tests, snapshots) publishes after each message: no timer is live at a snapshot."""
@@ -242,6 +244,8 @@ class MainScreen(FeedsMixin, LabMixin):
     @on(RequestCompleted)
     def _completed(self, event: RequestCompleted) -> None:
         self._arrived.pop(event.request_id, None)
+        if self._records and event.request_id == max(self._records):
+            self._answer_ended = True
         if event.request_id in self._records:  # not when it was dropped as one too many to keep
             # Clumped arrivals time the delivery, not the generation: flagged, shown as such, kept out of the diagnosis.
             [self._records[event.request_id]] = flag_bursts([event.timing], self.decode_ceiling_tok_s)
@@ -310,9 +314,10 @@ class MainScreen(FeedsMixin, LabMixin):
     def _publish(self) -> None:
         self._publish_pending = False
         self._published_at = monotonic()
-        if self._answer:
-            self.query_one(PromptPane).append_answer("".join(self._answer))
+        if self._answer or self._answer_ended:
+            self.query_one(PromptPane).append_answer("".join(self._answer), final=self._answer_ended)
             self._answer.clear()
+            self._answer_ended = False
         ids = sorted(self._records)[-KEEP_REQUESTS:]
         for stale in [i for i in self._records if i not in ids]:
             del self._records[stale], self._labels[stale]
