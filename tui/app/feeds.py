@@ -46,7 +46,7 @@ from tui.sources.host import HostSampler, local_port
 from tui.sources.identity import server_is_fresh
 from tui.sources.prompts import prompt_of
 from tui.sources.scrape import MetricsNotExposed, MetricsScraper
-from tui.sources.http import make_client
+from tui.sources.http import client_for
 from tui.sources.stream import ChunkArrived, RequestFinished, StreamRequest, stream, warm_up
 from tui.sim.launcher import SimulatorError, SimulatorProcess
 
@@ -234,8 +234,7 @@ class FeedsMixin:
     async def _send_all(self, api: str, model: str, first_id: int, label: str, text: str | None,
                         prompt_tokens: int | None, concurrency: int, max_tokens: int, shared_prefix: str | None,
                         fresh: bool) -> None:
-        async with make_client(self.server_url, self.settings.api_key, self.settings.timeout_s,
-                               limits=self.settings.limits) as client:
+        async with client_for(self.settings, self.server_url) as client:
             try:
                 connect_s = await warm_up(client, WARM_UP_PATHS[api], concurrency)
             except SourceError as error:

@@ -28,7 +28,7 @@ from tui.runs_store import default_runs_dir, save_run
 from tui.sources import loop
 from tui.sources.detect import ServerInfo, describe_server, detect_api
 from tui.sources.errors import SourceError
-from tui.sources.http import make_client
+from tui.sources.http import client_for
 from tui.sources.identity import server_identity
 from tui.sources.load import LoadDial, LoadRunner, Workload
 
@@ -86,8 +86,7 @@ class LabFeedsMixin:
     async def _drive_load(self, info: ServerInfo, dial: LoadDial, workload: Workload, stop: threading.Event) -> None:
         started = datetime.now(UTC)
         recent: deque[RequestTiming] = deque(maxlen=LOAD_RECENT)
-        async with make_client(self.server_url, self.settings.api_key, self.settings.timeout_s,
-                               limits=self.settings.limits) as client:
+        async with client_for(self.settings, self.server_url) as client:
             runner = LoadRunner(client, info, workload, dial)
             # A request timed while phasetop itself was near a core is marked, and left out of the dial's medians.
             task = asyncio.create_task(runner.run(on_finished=lambda _request, timing: recent.append(self.client_load.mark(timing))))

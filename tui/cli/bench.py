@@ -36,7 +36,7 @@ from tui.runs_store import write_atomic
 from tui.sources import loop
 from tui.sources.detect import ServerInfo, describe_server, detect_api
 from tui.sources.errors import SourceError
-from tui.sources.http import make_client
+from tui.sources.http import client_for
 from tui.sources.identity import server_identity
 from tui.sources.load import LoadDial, LoadProgress, LoadResult, LoadRunner, Workload
 from tui.sources.own_cpu import watch_own_cpu
@@ -152,7 +152,7 @@ async def _bench(settings: Settings, args: argparse.Namespace,
     """Detect the server, note its identity, run the load with a progress line on stderr; `busy` gets the
     intervals in which phasetop itself was near a core."""
     in_flight = min(args.max_concurrency or MAX_IN_FLIGHT, args.num_prompts)
-    async with make_client(base_url(settings.url), settings.api_key, settings.timeout_s, in_flight) as client:
+    async with client_for(settings, base_url(settings.url), in_flight) as client:
         try:
             kind = settings.api if settings.api != "auto" else await detect_api(client)
             server = await describe_server(client, kind, settings.model)

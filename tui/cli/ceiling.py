@@ -15,7 +15,7 @@ from tui.sources import loop
 from tui.sources.ceiling import server_decode_ceiling
 from tui.sources.detect import ServerInfo, describe_server, detect_api
 from tui.sources.errors import SourceError
-from tui.sources.http import make_client
+from tui.sources.http import client_for
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -126,7 +126,7 @@ def _served(args: argparse.Namespace) -> int:
 
 async def _server_ceiling(settings: Settings) -> tuple[ServerInfo, ServerCeiling]:
     try:
-        async with make_client(base_url(settings.url), settings.api_key, settings.timeout_s) as client:
+        async with client_for(settings, base_url(settings.url)) as client:
             kind = settings.api if settings.api != "auto" else await detect_api(client)
             info = await describe_server(client, kind, settings.model)
             return info, await server_decode_ceiling(client, info, settings.bandwidth_gbs)

@@ -34,7 +34,9 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", help="server base URL (default: settings, else http://127.0.0.1:8000)")
     parser.add_argument("--api", choices=("auto", "openai", "ollama", "llamacpp"), help="wire API (default: auto-detect)")
     parser.add_argument("--model", help="model name (default: the server's first model)")
-    parser.add_argument("--timeout", type=float, dest="timeout_s", metavar="S", help="longest silence from the server, seconds (default 30)")
+    parser.add_argument("--timeout", type=float, dest="timeout_s", metavar="S",
+                        help="deadline of a whole answer (a JSON document, /metrics, a stream's head) and longest "
+                        "silence inside a stream, seconds (default 30)")
     parser.add_argument(
         "--allow-eos", action="store_false", dest="exact_length", default=None,
         help="let the model stop before --max-tokens (default: ask for exactly that many with ignore_eos/min_tokens; "

@@ -14,7 +14,7 @@ from tui.core.slots import SlotState, slots_line
 from tui.core.untrusted import one_line
 from tui.core.telemetry import MetricsSnapshot, kv_tokens_text, saturation_text, waiting_text
 from tui.sources.errors import ServerRejected, SourceError
-from tui.sources.http import make_client
+from tui.sources.http import client_for
 from tui.sources.scrape import MetricsNotExposed, MetricsScraper
 from tui.sources.slots import fetch_slots
 
@@ -180,7 +180,7 @@ async def _collect(settings, interval_s: float, down_timeout_s: float, as_json: 
     Raises CliError when the first scrape fails (the server never answered), on a failure that is not
     the server being down, or once it has been down for down_timeout_s.
     """
-    async with make_client(settings.url, settings.api_key, timeout_s=settings.timeout_s, limits=settings.limits) as client:
+    async with client_for(settings) as client:
         scraper = MetricsScraper(client)
         try:
             baseline = await scraper.read()

@@ -27,7 +27,7 @@ from tui.core.stats import summarize
 from tui.sources import loop
 from tui.sources.detect import WARM_UP_PATHS, ServerInfo, describe_server, detect_api
 from tui.sources.errors import SourceError
-from tui.sources.http import make_client
+from tui.sources.http import client_for
 from tui.sources.identity import server_identity
 from tui.sources.prompts import estimate_tokens, prompt_of
 from tui.sources.scrape import MetricsScraper
@@ -98,18 +98,18 @@ async def _probe(settings: Settings, args: argparse.Namespace) -> tuple[ServerIn
     """Detect, then run the requests; stops at the first failure and returns it as one line."""
     base = base_url(settings.url)
     try:
-        async with make_client(base, settings.api_key, settings.timeout_s, limits=settings.limits) as client:
+        async with client_for(settings, base) as client:
             kind = settings.api if settings.api != "auto" else await detect_api(client)
             server = await describe_server(client, kind, settings.model)
             guard = await guard_for(client, server, settings)
     except SourceError as error:
         raise CliError(str(error)) from None
     timings: list[RequestTiming] = []
-    async with make_client(base, settings.api_key, settings.timeout_s, limits=settings.limits) as metrics_client:
+    async with client_for(settings, base) as metrics_client:
         counters = CacheCounters(metrics_client) if server.kind != "ollama" else None
         for index in range(args.repeat):
             # A fresh client per request: its connection is opened (and timed) by the warm-up, not inside TTFT.
-            async with make_client(base, settings.api_key, settings.timeout_s, limits=settings.limits) as client:
+            async with client_for(settings, base) as client:
                 try:
                     connect_s = await warm_up(client, WARM_UP_PATHS[server.kind])
                     request = await _request(client, server, args, settings.exact_length)
@@ -159,7 +159,7 @@ class CacheCounters:
 
 
 async def _identity(settings: Settings, server: ServerInfo) -> dict:
-    async with make_client(server.url, settings.api_key, settings.timeout_s, limits=settings.limits) as client:
+    async with client_for(settings, server.url) as client:
         return await server_identity(client, server)
 
 

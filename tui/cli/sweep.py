@@ -24,7 +24,7 @@ from tui.sources import loop
 from tui.sources.detect import ServerInfo, describe_server, detect_api
 from tui.sources.errors import SourceError
 from tui.sources.experiments import ExperimentFailed, ExperimentResult, Progress, run_experiment
-from tui.sources.http import make_client
+from tui.sources.http import client_for
 from tui.sources.identity import server_identity
 
 VALUES_HELP = "; ".join(f"{name}: {','.join(str(v) for v in values)}" for name, values in DEFAULT_VALUES.items())
@@ -104,7 +104,7 @@ async def _sweep(settings: Settings, args: argparse.Namespace,
                  values: list[int] | None) -> tuple[ServerInfo, dict, ExperimentResult, str | None, bool]:
     """Detect the server, check the plan against its context length, run the experiment, read its identity; the
     reason it stopped short (or None), and whether that was a Ctrl-C."""
-    async with make_client(base_url(settings.url), settings.api_key, settings.timeout_s) as client:
+    async with client_for(settings, base_url(settings.url)) as client:
         try:
             kind = settings.api if settings.api != "auto" else await detect_api(client)
             server = await describe_server(client, kind, settings.model)

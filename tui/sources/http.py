@@ -24,6 +24,7 @@ from tui.core.untrusted import one_line
 from tui.sources.errors import AnswerRefused, AnswerTooSlow
 
 if TYPE_CHECKING:
+    from tui.config import Settings
     from tui.sources.token_wire import TokenSession
 
 STALE_CONNECTION_ERRORS = (httpx.RemoteProtocolError, httpx.ReadError)
@@ -116,6 +117,11 @@ def make_client(
         headers["Authorization"] = f"Bearer {api_key.get_secret_value()}"
     limits = BodyLimits(limits.metrics_max_bytes, limits.document_max_bytes, limits.line_max_bytes) if limits else BodyLimits()
     return ServerClient(base_url.rstrip("/"), headers, timeout_s, max_connections, limits)
+
+
+def client_for(settings: Settings, url: str | None = None, max_connections: int = 256) -> ServerClient:
+    """`make_client` for `url` (default: the settings' URL) with the settings' key, timeout and limits."""
+    return make_client(url or settings.url, settings.api_key, settings.timeout_s, max_connections, settings.limits)
 
 
 class WholeAnswers(httpx.AsyncBaseTransport):

@@ -30,7 +30,7 @@ from tui.sources import loop
 from tui.sources.detect import ServerInfo
 from tui.sources.errors import SourceError
 from tui.sources.experiments import ExperimentFailed, run_experiment
-from tui.sources.http import make_client
+from tui.sources.http import client_for
 from tui.sources.identity import server_identity
 
 CANCEL_POLL_S = 0.1
@@ -170,7 +170,7 @@ class ExperimentScreen(Screen[None]):
 
     async def _run(self, cancelled: threading.Event) -> None:
         started = datetime.now(UTC)
-        async with make_client(self.server_url, self.settings.api_key, self.settings.timeout_s) as client:
+        async with client_for(self.settings, self.server_url) as client:
             task = asyncio.create_task(run_experiment(client, self.info, self.plan,
                                                       lambda p: self.post_message(ExperimentProgressed(p)),
                                                       ceiling_tok_s=self.ceiling_tok_s,

@@ -41,7 +41,7 @@ from tui.core.records import RequestTiming
 from tui.core.server_ceiling import ServerCeiling, ceiling_for
 from tui.core.telemetry import GpuSample, HostSample, MetricsSnapshot
 from tui.sources.host import local_port
-from tui.sources.http import make_client
+from tui.sources.http import client_for
 from tui.sources.prompts import filler_text
 
 KEEP_REQUESTS = 24
@@ -162,8 +162,7 @@ class MainScreen(FeedsMixin, LabMixin):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.client = make_client(self.server_url, self.settings.api_key, self.settings.timeout_s,
-                                  limits=self.settings.limits)
+        self.client = client_for(self.settings, self.server_url)
         if self._ceiling:
             self.decode_ceiling_tok_s = self._ceiling[0]
         if not self._live:  # a recorded feed: every replot at once, so no timer is live at a snapshot
