@@ -129,6 +129,17 @@ async def test_a_redirect_on_detection_says_where_to(status):
                                   "not followed: point --url at the server itself")
 
 
+async def test_a_redirected_metrics_says_where_to():
+    script = Script()
+    script.replies["/metrics"] = Reply(b"<html>moved</html>", status=301, content_type="text/html", headers={"Location": ELSEWHERE})
+    with serving(script) as server:
+        async with make_client(server.url) as client:
+            with pytest.raises(ServerRejected) as failure:
+                await MetricsScraper(client).read()
+    assert str(failure.value) == (f"{server.url}/metrics: redirected (HTTP 301) to {ELSEWHERE}, "
+                                  "not followed: point --url at the server itself")
+
+
 async def test_a_redirect_location_is_shown_safely():
     script = Script()
     script.replies["/api/version"] = Reply(b"", status=302, headers={"Location": "http://evil.example/\u202e\x9b[2J"})

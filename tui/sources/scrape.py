@@ -18,7 +18,7 @@ from tui.core.metric_names import read_scrape
 from tui.core.promstats import build_snapshot, restart_reasons
 from tui.core.telemetry import MetricsSnapshot, Restart, ServerReading
 from tui.core.untrusted import one_line
-from tui.sources.errors import ProtocolError, ServerRejected, from_httpx, rejected
+from tui.sources.errors import ProtocolError, ServerRejected, from_httpx, redirected, rejected
 
 
 class MetricsNotExposed(ServerRejected):
@@ -108,6 +108,8 @@ class MetricsScraper:
             response = await self.client.get(self.path)
         except httpx.HTTPError as error:
             raise from_httpx(error, self._url) from None
+        if response.is_redirect:
+            raise redirected(response.status_code, self._url, response.headers.get("location"))
         if response.status_code == 404:
             raise MetricsNotExposed(f"{self._url}: HTTP 404, {NO_METRICS_HINT}", 404)
         if response.status_code >= 400:
