@@ -8,7 +8,7 @@ lies, stalls, floods or echoes secrets sends. Each returns a Script; `serving(sc
 from __future__ import annotations
 
 import functools
-import gzip
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -83,7 +83,9 @@ def endless_line(piece_bytes: int = 64 * 1024, pieces: int = 64) -> Script:
 def bomb(inflated_mb: int = 64) -> bytes:
     """A gzip body of `inflated_mb` MB of a repeated metric line: a few hundred kB on the wire."""
     line = b"vllm:num_requests_running 1\n"
-    return gzip.compress(line * (inflated_mb * 2**20 // len(line)), compresslevel=9)
+    megabyte = line * (2**20 // len(line))
+    packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)  # gzip framing, built a megabyte at a time
+    return b"".join(packer.compress(megabyte) for _ in range(inflated_mb)) + packer.flush()
 
 
 def gzip_bomb(path: str = "/metrics", kind: str = "openai", inflated_mb: int = 64) -> Script:
