@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import functools
 import zlib
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from tests.scripted_server import GENERATION_PATHS, Reply, Script, ScriptedServer
 
@@ -23,6 +27,27 @@ CONTROL_BYTES = set(range(0x00, 0x09)) | set(range(0x0B, 0x20)) | {0x7F} | set(r
 
 SECRET = "sk-hostile-0123456789abcdef"
 """The API key tests set; it must appear in no output, run file or screenshot."""
+
+
+COMMANDS = {
+    "probe": ["probe", "--prompt-tokens", "20", "--max-tokens", "4"],
+    "bench": ["bench", "--num-prompts", "2", "--prompt-tokens", "20", "--max-tokens", "4"],
+    "metrics": ["metrics", "--once"],
+    "ceiling": ["ceiling"],
+    "sweep": ["sweep", "--vary", "prompt-tokens", "--values", "20,40", "--max-tokens", "4"],
+}
+"""Every command that talks to a server, with a workload small enough to run many times; add `--url`."""
+
+
+def phasetop(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`python -m tui ARGS` in `cwd`, with no PHASETOP_ variable or user config of this machine's, runs saved
+    under cwd/runs; `env` adds variables. Its stdout and stderr come back as text."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("PHASETOP_")}
+    clean |= {"XDG_CONFIG_HOME": str(cwd / "config"), "PHASETOP_RUNS_DIR": str(cwd / "runs"), **(env or {})}
+    done = subprocess.run([sys.executable, "-m", "tui", *args], cwd=cwd, env=clean, capture_output=True, timeout=120)
+    # Decoded by hand: text mode would turn a raw "\r" into "\n" and hide it from `raw_controls`.
+    done.stdout, done.stderr = done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace")
+    return done
 
 
 def raw_controls(text: str) -> list[str]:

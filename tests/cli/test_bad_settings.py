@@ -4,28 +4,15 @@ any connection and before any simulator starts; never a traceback or an "interna
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 
 import pytest
 
+from tests.loopback import closed_port_url
 from tui.cli.main import main
 
-
-def closed_port_url() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{s.getsockname()[1]}"
-
-
-@pytest.fixture(autouse=True)
-def isolated(monkeypatch, tmp_path):
-    monkeypatch.chdir(tmp_path)  # no stray .env
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
-    for name in list(os.environ):
-        if name.startswith("PHASETOP_"):
-            monkeypatch.delenv(name)
+pytestmark = pytest.mark.usefixtures("isolated")
 
 
 def one_usage_line(capsys, argv: list[str], *words: str) -> str:

@@ -4,27 +4,10 @@ carries no raw control character, and --json keeps the server's text exact (esca
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
-from tests.hostile import ESCAPES, escape_laden, raw_controls, serving
-
-COMMANDS = {
-    "probe": ["probe", "--prompt-tokens", "20", "--max-tokens", "4"],
-    "bench": ["bench", "--num-prompts", "2", "--prompt-tokens", "20", "--max-tokens", "4"],
-    "metrics": ["metrics", "--once"],
-    "ceiling": ["ceiling"],
-    "sweep": ["sweep", "--vary", "prompt-tokens", "--values", "20,40", "--max-tokens", "4"],
-}
-
-
-def phasetop(tmp_path, *args: str) -> subprocess.CompletedProcess[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PHASETOP_")}
-    env |= {"XDG_CONFIG_HOME": str(tmp_path), "PHASETOP_RUNS_DIR": str(tmp_path / "runs")}
-    return subprocess.run([sys.executable, "-m", "tui", *args], cwd=tmp_path, env=env, capture_output=True, timeout=120)
+from tests.hostile import COMMANDS, ESCAPES, escape_laden, phasetop, raw_controls, serving
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +25,7 @@ def failing():
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_a_command_prints_no_raw_control_character(laden, tmp_path, command):
     done = phasetop(tmp_path, *COMMANDS[command], "--url", laden.url)
-    out, err = done.stdout.decode(), done.stderr.decode()
+    out, err = done.stdout, done.stderr
     assert done.returncode == 0, err
     assert raw_controls(out) == [] and raw_controls(err) == [], (out, err)
     if command != "metrics":  # the others name the model
@@ -52,9 +35,9 @@ def test_a_command_prints_no_raw_control_character(laden, tmp_path, command):
 @pytest.mark.parametrize("command", ["probe", "bench", "sweep"])
 def test_an_error_body_with_escapes_is_one_safe_line(failing, tmp_path, command):
     done = phasetop(tmp_path, *COMMANDS[command], "--url", failing.url)
-    err = done.stderr.decode()
+    err = done.stderr
     assert done.returncode == 1, err
-    assert raw_controls(done.stdout.decode()) == [] and raw_controls(err) == [], err
+    assert raw_controls(done.stdout) == [] and raw_controls(err) == [], err
     assert "engine died\\x1b]0;pwned-title" in err
 
 
@@ -62,5 +45,5 @@ def test_an_error_body_with_escapes_is_one_safe_line(failing, tmp_path, command)
 def test_json_keeps_the_server_text_exact(laden, tmp_path, command):
     done = phasetop(tmp_path, *COMMANDS[command], "--url", laden.url, "--json")
     assert done.returncode == 0, done.stderr
-    assert raw_controls(done.stdout.decode()) == [], "the JSON encoder escapes control characters"
+    assert raw_controls(done.stdout) == [], "the JSON encoder escapes control characters"
     assert json.loads(done.stdout)["server"]["model"] == f"evil{ESCAPES}model"

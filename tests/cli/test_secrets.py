@@ -6,21 +6,12 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import subprocess
-import sys
 
 import pytest
 
-from tests.hostile import SECRET, echoing_key, serving
+from tests.hostile import COMMANDS, SECRET, echoing_key, phasetop, serving
 
-COMMANDS = {
-    "probe": ["probe", "--prompt-tokens", "20", "--max-tokens", "4"],
-    "bench": ["bench", "--num-prompts", "2", "--prompt-tokens", "20", "--max-tokens", "4"],
-    "metrics": ["metrics", "--once"],
-    "ceiling": ["ceiling"],
-    "sweep": ["sweep", "--vary", "prompt-tokens", "--values", "20,40", "--max-tokens", "4"],
-}
 WAYS = ("env", "dotenv", "toml", "url")
 """PHASETOP_API_KEY; a .env in the working dir; api_key in the TOML config; user:key@ in --url (the client
 has no --api-key flag on purpose: argv is visible to every user of the host in `ps`)."""
@@ -33,8 +24,7 @@ def echo():
 
 
 def run(tmp_path, way: str, url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PHASETOP_")}
-    env |= {"XDG_CONFIG_HOME": str(tmp_path / "config"), "PHASETOP_RUNS_DIR": str(tmp_path / "runs")}
+    env = {}
     if way == "env":
         env["PHASETOP_API_KEY"] = SECRET
     elif way == "dotenv":
@@ -44,8 +34,7 @@ def run(tmp_path, way: str, url: str, *args: str) -> subprocess.CompletedProcess
         (tmp_path / "config" / "phasetop" / "config.toml").write_text(f'api_key = "{SECRET}"\n')
     elif way == "url":
         url = url.replace("http://", f"http://alice:{SECRET}@")
-    return subprocess.run([sys.executable, "-m", "tui", *args, "--url", url], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return phasetop(tmp_path, *args, "--url", url, env=env)
 
 
 def leaks(text: str) -> list[str]:

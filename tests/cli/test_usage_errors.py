@@ -3,31 +3,15 @@ would write at its end is checked before it starts; `--api ollama` at a server t
 
 from __future__ import annotations
 
-import os
-import socket
-
 import pytest
 
+from tests.loopback import closed_port_url
 from tui.cli.gpu import format_sample
 from tui.cli.main import main
 from tui.core.telemetry import GpuReading, GpuSample, HostSample, ProcessSample
 from tui.sim.launcher import SimulatorProcess
 
-
-def closed_port_url() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{s.getsockname()[1]}"
-
-
-@pytest.fixture(autouse=True)
-def isolated(monkeypatch, tmp_path):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
-    monkeypatch.setenv("PHASETOP_RUNS_DIR", str(tmp_path / "runs"))
-    for name in list(os.environ):
-        if name.startswith("PHASETOP_") and name != "PHASETOP_RUNS_DIR":
-            monkeypatch.delenv(name)
+pytestmark = pytest.mark.usefixtures("isolated")
 
 
 def run(capsys, *argv: str) -> tuple[int, str]:
