@@ -52,10 +52,11 @@ def forget_secrets() -> None:
 
 
 def redact(text: str) -> str:
-    """`text` with every registered secret replaced by "***" (the longest first, so none leaves a tail)."""
+    """`text` with every registered secret replaced by "***" (the longest first, so none leaves a tail); a
+    URL's redacted `user:password@` goes altogether (`http://host`, as `without_credentials` shows it)."""
     for secret in sorted(_secrets, key=len, reverse=True):
         if secret in text:
-            text = text.replace(secret, REDACTED)
+            text = text.replace(secret, REDACTED).replace(f"://{REDACTED}@", "://")
     return text
 
 
