@@ -14,7 +14,7 @@ from tui.app.app import PhasetopApp
 from tui.config import Settings
 from tui.core.devices import find_device
 from tui.core.models import find_model
-from tui.core.server_ceiling import simulator_ceiling
+from tui.core.server_ceiling import simulated_ceiling
 from tui.core.untrusted import one_line
 from tui.runs_store import default_runs_dir, remove_dead_temps
 from tui.sim.launcher import SimulatorError, SimulatorProcess
@@ -46,7 +46,7 @@ def simulated_server(settings: Settings) -> tuple[str, tuple[float, float, float
     label = f"simulated {device.name.removeprefix('NVIDIA ')} · {layout.name}"
     if settings.sim.time_scale != 1:
         label += f" · {settings.sim.time_scale:g}× slower"
-    row = simulator_ceiling({"gpu": settings.sim.gpu, "model": settings.sim.model, "time_scale": str(settings.sim.time_scale)})
+    row = simulated_ceiling(device, layout, time_scale=settings.sim.time_scale)
     return label, (row.decode_ceiling_tok_s, row.kv_bytes_per_token, row.weight_bytes)
 
 

@@ -76,15 +76,22 @@ MODELS["llama-3.1-8b"] = MODELS["8b"]
 
 
 def find_model(name_or_path: str) -> ModelLayout:
-    """A preset by name (case and punctuation forgiven), or a `config.json` path."""
+    """A preset by name (case and punctuation forgiven), or a `config.json` path (read: only for names the
+    user gave; a name a server sends goes to `find_preset`)."""
     path = Path(name_or_path)
     if path.suffix == ".json" or path.is_file():
         return ModelLayout.from_file(path)
-    key = name_or_path.strip().lower().replace("_", "-").replace(" ", "-")
+    layout = find_preset(name_or_path)
+    if layout is None:
+        raise ValueError(f"unknown model {name_or_path!r} (presets: {', '.join(MODELS)}; or a config.json path)")
+    return layout
+
+
+def find_preset(name: str) -> ModelLayout | None:
+    """The preset `name` names (`8b`, `Llama-3.1-8B`, `meta-llama/llama-3.1-8b`), or None; never touches disk."""
+    key = name.strip().lower().replace("_", "-").replace(" ", "-")
     key = key.removeprefix("meta-llama/").removeprefix("qwen/").removeprefix("google/")
-    if key in MODELS:
-        return MODELS[key]
-    raise ValueError(f"unknown model {name_or_path!r} (presets: {', '.join(MODELS)}; or a config.json path)")
+    return MODELS.get(key)
 
 
 _SERVED_SUFFIXES = ("instruct", "chat", "it", "hf", "base", "dynamic", "gguf")

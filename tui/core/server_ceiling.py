@@ -12,8 +12,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from tui.core.devices import UnknownDeviceError, find_device
-from tui.core.models import find_served_model
+from tui.core.devices import Device, UnknownDeviceError, find_device
+from tui.core.models import ModelLayout, find_preset, find_served_model
 from tui.core.roofline import kv_bytes_per_token, served_ceiling, weight_bytes
 from tui.core.telemetry import GpuReading
 from tui.core.untrusted import one_line
@@ -90,12 +90,11 @@ def ceiling_for(simulator_flags: Mapping[str, object] | None, model_id: str | No
 def simulator_ceiling(flags: Mapping[str, object]) -> ServerCeiling | None:
     """The ceiling of a phasetop simulator from the flags it publishes (`/version`'s `phasetop_sim`).
 
-    Its device is simulated, so this host's GPUs (or lack of them) say nothing about it; a simulator
-    slowed by `time_scale` decodes that many times below its device's ceiling. None when the flags name
-    a device or model this phasetop does not know. The flags come from a server: a bit width or time
-    scale that is not a usable number gives a ceiling with no figure whose line says what was sent.
-    The model is looked up among the presets only (`find_served_model`): a name a server sends is never
-    read as a config file path.
+    Its device is simulated, so this host's GPUs (or lack of them) say nothing about it. None when the
+    flags name a device or model this phasetop does not know. The flags come from a server: a bit width
+    or time scale that is not a usable number gives a ceiling with no figure whose line says what was
+    sent, and the model is looked up among the presets only (`find_preset`): a name a server sends is
+    never read as a config file path.
     """
     gpu, model = flags.get("gpu"), flags.get("model")
     if not isinstance(gpu, str) or not isinstance(model, str):
@@ -104,16 +103,21 @@ def simulator_ceiling(flags: Mapping[str, object]) -> ServerCeiling | None:
         device = find_device(gpu)
     except UnknownDeviceError:
         return None
-    served = find_served_model(model)
-    if served is None:
+    layout = find_preset(model)
+    if layout is None:
         return None
-    layout = served[0]
     bits = _whole(flags.get("bits", "16"))
     if bits is None or not MIN_BITS <= bits <= MAX_BITS:
         return _sent("bits", flags.get("bits"), f"a whole number from {MIN_BITS} to {MAX_BITS}")
     time_scale = _number(flags.get("time_scale", "1"))
     if time_scale is None or not time_scale > 0:
         return _sent("time_scale", flags.get("time_scale"), "a number above 0")
+    return simulated_ceiling(device, layout, bits, time_scale)
+
+
+def simulated_ceiling(device: Device, layout: ModelLayout, bits: int = 16, time_scale: float = 1.0) -> ServerCeiling:
+    """A simulator's ceiling on its device and model: slowed by `time_scale`, it decodes that many times below
+    its device's ceiling."""
     weights = weight_bytes(layout.params, bits)
     slower = f"; {time_scale:g}× slower" if time_scale != 1 else ""
     bandwidth_gbs = device.mem_bandwidth_gbs / time_scale
