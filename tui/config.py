@@ -156,8 +156,14 @@ class Settings(BaseSettings):
             raise ValueError(f"bad URL: {problem}")
         return url
 
+    def model_post_init(self, context: Any) -> None:
+        # However these settings were made, from here on every output path redacts the key and the URL's
+        # credentials (tui.core.untrusted).
+        register_secret(self.api_key_text())
+        register_url_credentials(self.url)
+
     def api_key_text(self) -> str:
-        """The key itself ("" when none), only for redacting it from output and refusing it in files."""
+        """The key itself ("" when none), only for registering it to be redacted."""
         return self.api_key.get_secret_value() if self.api_key else ""
 
     @classmethod
@@ -213,9 +219,6 @@ def load_settings(config_file: str | Path | None = None, flag_names: dict[str, s
         raise SettingsError(_describe(error, init, flag_names or {}, dotenv, dotenv_path, toml, path)) from None
     except _SourceError as error:  # e.g. a section's variable that is not JSON
         raise SettingsError(str(error)) from None
-    # From here on every output path redacts the key and the URL's credentials (tui.core.untrusted).
-    register_secret(settings.api_key_text())
-    register_url_credentials(settings.url)
     return settings
 
 

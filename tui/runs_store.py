@@ -24,7 +24,7 @@ from platformdirs import user_data_dir
 
 from tui.core.run_schema import RunInvalid, check_run
 from tui.core.runs import is_bench_document, run_from_bench_document, run_header
-from tui.core.untrusted import redact_all, register_secret, without_credentials
+from tui.core.untrusted import redact_all, without_credentials
 
 TEMP_SUFFIX = ".tmp"
 STALE_TEMP_S = 600.0
@@ -79,15 +79,13 @@ def default_runs_dir(chosen: str | None = None) -> Path:
     return Path(chosen).expanduser() if chosen else Path(user_data_dir("phasetop")) / "runs"
 
 
-def save_run(run: dict, directory: Path, secret: str | None = None) -> Path:
+def save_run(run: dict, directory: Path) -> Path:
     """Write the run as `<directory>/<id>.json` atomically and return its path.
 
-    Every registered secret (`tui.core.untrusted`: the API key, URL credentials, registered when settings
-    load) is redacted from the run before it is written, and `server.url` is saved without credentials.
-    `secret` is registered first (callers that hold the key themselves). Raises OSError when the directory
-    cannot be written.
+    Every registered secret (`tui.core.untrusted`: the API key, URL credentials, registered as settings are
+    made) is redacted from the run before it is written, and `server.url` is saved without credentials.
+    Raises OSError when the directory cannot be written.
     """
-    register_secret(secret)
     text = json.dumps(_finite(redact_all(_without_url_credentials(run))), indent=1, allow_nan=False) + "\n"
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tui.core.runs import new_run
-from tui.core.untrusted import forget_secrets, register_secret
+from tui.core.untrusted import forget_secrets, register_secret, register_url_credentials
 from tui.runs_store import RunFileError, RunNotFound, list_runs, load_run, save_run
 
 REQUEST = {"ok": True, "ttft_s": 0.05, "itl_s": [0.005, 0.006], "tpot_s": 0.0055, "e2e_s": 0.061,
@@ -85,11 +85,12 @@ def secrets_forgotten():
 def test_a_run_holding_a_registered_secret_is_saved_redacted(tmp_path, secrets_forgotten):
     """The key a server echoed, and the URL's credentials, are saved as *** (the run is kept, not refused)."""
     key = "sk-secret-123-run-file"
-    register_secret(key)  # as loading settings does
+    register_secret(key)  # as making settings does
+    register_url_credentials("http://alice:pa55word@127.0.0.1:8000/v1")
     run = make_run(echoed=f"HTTP 500: invalid credentials: Bearer {key}", quoted={"a\"b": f'"{key}"'})
     run["server"] = {**run["server"], "url": "http://alice:pa55word@127.0.0.1:8000/v1", "model": f"m-{key}"}
     run["requests"] = [{**run["requests"][0], "error": key}]
-    path = save_run(run, tmp_path, secret="pa55word")
+    path = save_run(run, tmp_path)
     text = path.read_text()
     for trace in (key, key[3:17], "pa55word", "alice"):
         assert trace not in text, f"{trace!r} saved in the run file"

@@ -47,7 +47,7 @@ def runs_dir(settings: Settings) -> Path:
 def save_quietly(run: dict, settings: Settings, what: str) -> RunSaved:
     """Save the run; the outcome as a message, never an exception (a full disk must not stop the UI)."""
     try:
-        save_run(run, runs_dir(settings), secret=settings.api_key_text() or None)
+        save_run(run, runs_dir(settings))
     except (OSError, ValueError) as error:
         return RunSaved(what, None, str(error))
     return RunSaved(what, run["id"])

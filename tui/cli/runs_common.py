@@ -33,7 +33,7 @@ def save_run_from_cli(args: argparse.Namespace, settings: Settings, run: dict) -
     if getattr(args, "no_save", False):
         return None
     try:
-        path = save_run(run, runs_dir_from(args, settings), secret=settings.api_key_text() or None)
+        path = save_run(run, runs_dir_from(args, settings))
     except (OSError, ValueError) as error:
         note(f"run not saved: {error}")
         return None
