@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tui.core.runs import new_run
-from tui.core.untrusted import forget_secrets, register_secret, register_url_credentials
+from tui.core.untrusted import register_secret, register_url_credentials
 from tui.runs_store import RunFileError, RunNotFound, list_runs, load_run, save_run
 
 REQUEST = {"ok": True, "ttft_s": 0.05, "itl_s": [0.005, 0.006], "tpot_s": 0.0055, "e2e_s": 0.061,
@@ -75,14 +75,7 @@ def test_load_by_id_prefix_and_path(tmp_path):
         load_run("broken", tmp_path)
 
 
-@pytest.fixture
-def secrets_forgotten():
-    forget_secrets()
-    yield
-    forget_secrets()
-
-
-def test_a_run_holding_a_registered_secret_is_saved_redacted(tmp_path, secrets_forgotten):
+def test_a_run_holding_a_registered_secret_is_saved_redacted(tmp_path):
     """The key a server echoed, and the URL's credentials, are saved as *** (the run is kept, not refused)."""
     key = "sk-secret-123-run-file"
     register_secret(key)  # as making settings does

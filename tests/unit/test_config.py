@@ -186,11 +186,7 @@ def leaves(model: type[BaseModel], prefix: str = "") -> list[str]:
 
 
 def test_settings_however_made_register_their_secrets_for_redaction():
-    from tui.core.untrusted import forget_secrets, redact
+    from tui.core.untrusted import redact
 
-    forget_secrets()
-    try:
-        Settings(_env_file=None, api_key="sk-made-directly-42", url="http://bob:hunter22@127.0.0.1:8000")
-        assert redact("Bearer sk-made-directly-42 at http://bob:hunter22@127.0.0.1:8000") == "Bearer *** at http://127.0.0.1:8000"
-    finally:
-        forget_secrets()
+    Settings(_env_file=None, api_key="sk-made-directly-42", url="http://bob:hunter22@127.0.0.1:8000")
+    assert redact("Bearer sk-made-directly-42 at http://bob:hunter22@127.0.0.1:8000") == "Bearer *** at http://127.0.0.1:8000"

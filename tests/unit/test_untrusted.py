@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -23,13 +22,6 @@ from tui.core.untrusted import (
 )
 
 BOUNDED = settings(max_examples=300, deadline=None)
-
-
-@pytest.fixture(autouse=True)
-def no_secrets():
-    forget_secrets()
-    yield
-    forget_secrets()
 
 
 def test_escape_sequences_are_shown_not_acted_on():
