@@ -279,23 +279,27 @@ async def test_turning_the_load_dial_up_raises_the_achieved_rate(sim_url, tmp_pa
     assert bench["result"]["completed"] == len([r for r in bench["requests"] if r["ok"]])
 
 
-async def test_lab_keys_are_in_help_and_palette_and_idle_ones_do_nothing(tmp_path):
+async def test_lab_keys_are_in_help_and_palette_and_idle_ones_say_why_not(tmp_path):
     app = PhasetopApp(settings(tmp_path / "runs"), "http://127.0.0.1:9", None, None)  # nothing listens
     async with app.run_test(size=(120, 40)) as pilot:
         screen = app.screen
         titles = {c.title for c in app.get_system_commands(screen)}
         assert {"Runs", "Load", "Compare with before", "Load rate up", "Sweep: prompt length", "Sweep: prefix cache",
                 "Sweep: concurrency", "Sweep: long-prompt interference", "Sweep: context growth"} <= titles
-        # No load, no session before, no server: the dial's keys and b are disabled, l and p only warn.
+        # No load, no session before, no server: the dial's keys and b are disabled and say why; l and p warn.
         await pilot.press("plus", "right_square_bracket", "b", "l", "p")
         await pilot.pause(0.2)
         assert app.screen is screen and screen.dial is None and not screen.load_running
+        said = [n.message for n in app._notifications]
+        assert said.count("the load dial is off: press l to start it, then + - ] [ turn it") == 2, said
+        assert any(m.startswith("nothing to compare with yet") for m in said), said
         await pilot.press("question_mark")
         await pilot.pause(0.1)
         help_text = str(app.screen.query_one("#help-body Static").render())
         for key, description in (("p", "Sweep: prompt length"), ("b", "Compare with before"), ("+", "Load rate up"),
                                  ("]", "Load concurrency up"), ("r", "Runs")):
             assert any(line.split()[:1] == [key] and description in line for line in help_text.splitlines()), key
+        assert "Load rate up (not now)" in help_text and "Runs (not now)" not in help_text
 
 
 async def test_no_save_keeps_the_runs_dir_empty(sim_url, tmp_path):

@@ -33,6 +33,16 @@ class PhasetopApp(App[None]):
     def on_mount(self) -> None:
         self.push_screen(self._main)
 
+    async def run_action(self, action: str, default_namespace=None, namespaces=None) -> bool:
+        """A key whose action cannot act now says why in a toast (its target's `why_disabled`), not nothing."""
+        target, name, params = self._parse_action(action, self if default_namespace is None else default_namespace, namespaces)
+        why_disabled = getattr(target, "why_disabled", None)
+        reason = why_disabled(name) if why_disabled is not None and target.check_action(name, params) is None else None
+        if reason:
+            self.notify(reason, title="not now", severity="warning")
+            return True
+        return await super().run_action(action, default_namespace, namespaces)
+
     def notify(self, message: str, *, title: str = "", **kwargs) -> None:
         """Every toast (screens' too: theirs call this) through `printable`: it often carries a server's words."""
         super().notify(printable(message), title=printable(title), **kwargs)

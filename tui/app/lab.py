@@ -97,11 +97,15 @@ class LabMixin(LabFeedsMixin, Screen):
         self._load_stop: threading.Event | None = None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ("turn_rate", "turn_concurrency"):
-            return True if self.load_running else None
-        if action == "compare_before":
-            return True if self.has_before else None
-        return True
+        return None if self.why_disabled(action) else True
+
+    def why_disabled(self, action: str) -> str | None:
+        """Why a key cannot act now (its binding is shown disabled, and pressing it says this), or None."""
+        if action in ("turn_rate", "turn_concurrency") and not self.load_running:
+            return "the load dial is off: press l to start it, then + - ] [ turn it"
+        if action == "compare_before" and not self.has_before:
+            return "nothing to compare with yet: b compares with the session before the server restarted"
+        return None
 
     # ---- sessions -------------------------------------------------------------------------------
 

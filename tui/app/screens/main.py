@@ -197,7 +197,7 @@ class MainScreen(FeedsMixin, LabMixin):
         self._publish()
 
     def action_help(self) -> None:
-        keys = [(b.binding.key_display or b.binding.key, b.binding.description)
+        keys = [(b.binding.key_display or b.binding.key, b.binding.description + ("" if b.enabled else " (not now)"))
                 for b in self.active_bindings.values() if b.binding.description]
         self.app.push_screen(HelpScreen(keys))
 
