@@ -1,7 +1,8 @@
 import pytest
 
 from tui.core.records import RequestTiming
-from tui.core.timeline import lanes, thin
+from tui.core.timeline import (ALIGNED, WALL_CLOCK, Lane, axis_cells, axis_range, batches, default_view, keep_count,
+                               lane_label, lanes, layout, thin)
 
 
 def test_lanes_share_one_axis_from_the_earliest_send():
@@ -40,3 +41,97 @@ def test_thin_keeps_every_cell_that_had_a_tick_and_few_points_per_cell():
 def test_thin_leaves_a_short_lane_alone():
     ticks = [0.1, 0.2, 0.3]
     assert thin(ticks, 0.0, 1.0, cells=80) == ticks
+
+
+# ---- views and layout ---------------------------------------------------------------------------------
+
+
+def offsets(ttft_s, itl_s=0.01, count=50):
+    return tuple(ttft_s + i * itl_s for i in range(count))
+
+
+def short_then_long():
+    """Three single sends, seconds apart: short (8 ms prefill), long (79 ms), short."""
+    timings = [RequestTiming(True, 100.0, offsets(0.008)), RequestTiming(True, 110.0, offsets(0.079)),
+               RequestTiming(True, 120.0, offsets(0.008))]
+    return timings, ["short", "long", "short"]
+
+
+def test_a_batch_is_one_label_sent_at_once():
+    timings = [RequestTiming(True, 100.0 + i * 0.001, ()) for i in range(8)]
+    timings += [RequestTiming(True, 100.01, ()), RequestTiming(True, 105.0, ()), RequestTiming(True, 105.1, ())]
+    labels = ["8 at once"] * 8 + ["long", "short", "short"]
+    assert batches(timings, labels) == [0] * 8 + [1, 2, 2]
+    assert batches([RequestTiming(True, 1.0, ()), RequestTiming(True, 2.0, ())], ["a", "a"]) == [0, 1]
+
+
+@pytest.mark.parametrize(("batch_of", "view"), [([], ALIGNED), ([0, 1, 2], ALIGNED), ([0, 1, 1], WALL_CLOCK),
+                                                 ([0, 0, 1], ALIGNED)])
+def test_a_batch_defaults_to_wall_clock_a_single_send_to_aligned(batch_of, view):
+    assert default_view(batch_of) == view
+
+
+def test_the_last_batch_is_kept_whole_beyond_the_lane_limit():
+    assert keep_count([0, 1] + [2] * 40, keep=32) == 40
+    assert keep_count([0] * 5 + [1] * 8, keep=6) == 8
+    assert keep_count(list(range(50)), keep=32) == 32
+    assert keep_count([], keep=32) == 0
+
+
+def test_aligned_starts_every_lane_at_its_send_and_zooms_to_the_longest():
+    timings, labels = short_then_long()
+    drawn = layout(lanes(timings, labels), ALIGNED, rows=10, width=80)
+    assert [row.sent_s for row in drawn.rows] == [0.0, 0.0, 0.0]
+    assert drawn.x_min == 0.0 and drawn.x_max == pytest.approx(0.079 + 0.49), "the longest lane, not 20 s"
+    short, long, _ = drawn.rows
+    assert drawn.span_cells(long) >= 5 * drawn.span_cells(short)
+
+
+def test_wall_clock_spans_the_lanes_in_view():
+    timings, labels = short_then_long()
+    drawn = layout(lanes(timings, labels), WALL_CLOCK, rows=10, width=80, batch_of=batches(timings, labels))
+    assert [row.sent_s for row in drawn.rows] == [0.0, 10.0, 20.0]
+    assert (drawn.x_min, drawn.x_max) == pytest.approx((0.0, 20.0 + 0.008 + 0.49))
+
+
+def test_wall_clock_zooms_to_the_last_batch_and_leaves_older_lanes_off_the_axis():
+    timings = [RequestTiming(True, 90.0, offsets(0.01))] + [RequestTiming(True, 100.0 + i * 0.002, offsets(0.02 + i * 0.01))
+                                                            for i in range(8)]
+    labels = ["short"] + ["8 at once"] * 8
+    batch_of = batches(timings, labels)
+    drawn = layout(lanes(timings, labels, keep=9), WALL_CLOCK, rows=20, width=100, batch_of=batch_of)
+    assert drawn.x_min == pytest.approx(10.0) and drawn.x_max == pytest.approx(10.014 + 0.09 + 0.49)
+    old = drawn.rows[0]
+    assert old.prefill is None and old.ticks == ()
+    assert all(row.prefill is not None and row.ticks for row in drawn.rows[1:])
+    assert axis_range([], WALL_CLOCK) == (0.0, 1.0)
+
+
+@pytest.mark.parametrize("width", [40, 80, 200])
+def test_a_prefill_span_is_never_thinner_than_one_cell(width):
+    timings = [RequestTiming(True, 100.0, offsets(0.0001, 0.1, 100))]  # 0.1 ms prefill on a 10 s lane
+    drawn = layout(lanes(timings, ["tiny"]), ALIGNED, rows=5, width=width)
+    [row] = drawn.rows
+    assert drawn.span_cells(row) == pytest.approx(1.0)
+    assert drawn.cells == axis_cells(width, [row.lane]) and drawn.cells < width
+    assert row.label == "tiny 0.1 ms", "the TTFT, which no span this short can hold, is in the label"
+
+
+def test_the_newest_lanes_that_fit_are_shown_and_the_rest_counted():
+    timings = [RequestTiming(True, 100.0 + i * 0.001, offsets(0.02)) for i in range(8)]
+    drawn = layout(lanes(timings, ["8 at once"] * 8), WALL_CLOCK, rows=5, width=80)
+    assert len(drawn.rows) == 5 and drawn.hidden == 3
+    assert layout(lanes(timings), ALIGNED, rows=0, width=80).hidden == 7, "at least one lane"
+
+
+def test_a_lane_in_prefill_or_failed_is_labelled_so():
+    assert lane_label(Lane("long", 0.0, None, ())) == "long …"
+    assert lane_label(Lane("long", 0.0, None, (), ok=False)) == "long failed"
+    assert lane_label(Lane("long", 1.0, 1.25, (1.25,))) == "long 250 ms"
+    [row] = layout([Lane("long", 0.0, None, ())], ALIGNED, rows=3, width=80).rows
+    assert row.prefill is None and row.ticks == ()
+
+
+def test_bursts_are_marked_on_the_lane():
+    [lane] = lanes([RequestTiming(True, 1.0, (0.1, 0.1), burst="arrived in 1 clump")])
+    assert lane.burst

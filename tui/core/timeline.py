@@ -1,4 +1,5 @@
-"""Timeline lanes: each request as a prefill span then decode ticks on one shared time axis."""
+"""Timeline lanes: each request as a prefill span then decode ticks, in two views (aligned at each send, or
+one wall clock), with the layout arithmetic: which lanes fit, the axis each view zooms to, spans ≥ one cell."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ class Lane:
     token_s: tuple[float, ...]
     """Arrival of every content chunk, on the shared axis."""
     ok: bool = True
+    burst: bool = False
+    """Its arrivals were flagged as clumped by delivery (they time the delivery, not the generation)."""
 
 
 def lanes(timings: Sequence[RequestTiming], labels: Sequence[str] | None = None, keep: int = 8) -> list[Lane]:
@@ -32,7 +35,7 @@ def lanes(timings: Sequence[RequestTiming], labels: Sequence[str] | None = None,
     for timing, label in zip(shown, shown_labels, strict=True):
         sent = timing.t_sent_unix - origin
         ticks = tuple(sent + offset for offset in timing.token_offsets_s)
-        result.append(Lane(label, sent, ticks[0] if ticks else None, ticks, timing.ok))
+        result.append(Lane(label, sent, ticks[0] if ticks else None, ticks, timing.ok, bool(timing.burst)))
     return result
 
 
@@ -68,3 +71,165 @@ def thin(ticks: Sequence[float], start_s: float, end_s: float, cells: int, per_c
     if kept[-1] != ticks[-1]:
         kept.append(ticks[-1])
     return kept
+
+
+# ---- views and layout ---------------------------------------------------------------------------------
+
+ALIGNED = "aligned"
+"""Every lane starts at its own send: prefill spans compare directly."""
+WALL_CLOCK = "wall clock"
+"""One shared axis: batching, and a long prompt landing among streams, show."""
+VIEWS = (ALIGNED, WALL_CLOCK)
+
+BATCH_GAP_S = 0.25
+"""Requests with one label sent within this long of the first of them are one batch (one key sent them)."""
+MIN_AXIS_S = 0.01
+"""The shortest axis drawn: a lane still in prefill has no length yet."""
+
+
+def batches(timings: Sequence[RequestTiming], labels: Sequence[str] | None = None) -> list[int]:
+    """One batch number per timing (0 for the first): a new batch starts at a new label, or a send more
+    than `BATCH_GAP_S` after the current batch's first send. Timings are oldest first."""
+    result: list[int] = []
+    batch, first_sent, last_label = -1, 0.0, None
+    for index, timing in enumerate(timings):
+        label = labels[index] if labels is not None and index < len(labels) else None
+        if batch < 0 or label != last_label or timing.t_sent_unix - first_sent > BATCH_GAP_S:
+            batch, first_sent, last_label = batch + 1, timing.t_sent_unix, label
+        result.append(batch)
+    return result
+
+
+def keep_count(batch_of: Sequence[int], keep: int) -> int:
+    """How many of the newest timings to keep: `keep`, or more to keep the last batch whole."""
+    if not batch_of:
+        return 0
+    last = batch_of[-1]
+    whole = sum(1 for b in batch_of if b == last)
+    return min(len(batch_of), max(keep, whole))
+
+
+def default_view(batch_of: Sequence[int]) -> str:
+    """Wall clock when the last send was a batch (several at once), else aligned."""
+    if not batch_of:
+        return ALIGNED
+    last = batch_of[-1]
+    return WALL_CLOCK if sum(1 for b in batch_of if b == last) > 1 else ALIGNED
+
+
+@dataclass(frozen=True, slots=True)
+class LaneLayout:
+    """One lane as drawn: times on the view's axis, the prefill span at least one cell wide."""
+
+    lane: Lane
+    label: str
+    """The lane's label with its TTFT (it rarely fits inside a span)."""
+    sent_s: float
+    prefill: tuple[float, float] | None
+    """(start, end) of the drawn prefill span, clipped to the axis and widened to one cell; None while
+    prefill runs (or when the span is off the axis)."""
+    ticks: tuple[float, ...]
+    """Decode ticks on the axis (those off it dropped)."""
+
+    @property
+    def prefill_s(self) -> float:
+        """The drawn span's length in seconds (0 while none is drawn)."""
+        return 0.0 if self.prefill is None else self.prefill[1] - self.prefill[0]
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineLayout:
+    view: str
+    rows: tuple[LaneLayout, ...]
+    """The lanes shown, oldest first."""
+    hidden: int
+    """Older lanes kept but not shown: the pane has no rows for them ("+N more")."""
+    x_min: float
+    x_max: float
+    cells: int
+    """Axis width in character cells."""
+
+    @property
+    def cell_s(self) -> float:
+        return (self.x_max - self.x_min) / self.cells
+
+    def span_cells(self, row: LaneLayout) -> float:
+        """A lane's drawn prefill span in cells."""
+        return row.prefill_s / self.cell_s
+
+
+def _ttft_text(lane: Lane) -> str:
+    if lane.first_token_s is None:
+        return "…" if lane.ok else "failed"
+    ms = (lane.first_token_s - lane.sent_s) * 1e3
+    return f"{ms:,.0f} ms" if ms >= 10 else f"{ms:.1f} ms"
+
+
+def lane_label(lane: Lane) -> str:
+    return f"{lane.label} {_ttft_text(lane)}"
+
+
+def _end(lane: Lane) -> float:
+    return lane.token_s[-1] if lane.token_s else lane.first_token_s if lane.first_token_s is not None else lane.sent_s
+
+
+def _shift(lane: Lane, by: float) -> Lane:
+    return replace(lane, sent_s=lane.sent_s - by,
+                   first_token_s=None if lane.first_token_s is None else lane.first_token_s - by,
+                   token_s=tuple(t - by for t in lane.token_s))
+
+
+def axis_range(shown: Sequence[Lane], view: str, batch_of: Sequence[int] | None = None) -> tuple[float, float]:
+    """The axis for `shown` lanes (already placed for the view): aligned, 0 → the longest lane; wall clock,
+    the last batch's span when it was several at once, else the span of the lanes shown."""
+    if not shown:
+        return 0.0, 1.0
+    compared = list(shown)
+    if view == WALL_CLOCK and batch_of is not None and len(batch_of) == len(shown):
+        last = [lane for lane, b in zip(shown, batch_of, strict=True) if b == batch_of[-1]]
+        if len(last) > 1:
+            compared = last
+    start = 0.0 if view == ALIGNED else min(lane.sent_s for lane in compared)
+    end = max(_end(lane) for lane in compared)
+    return start, max(end, start + MIN_AXIS_S)
+
+
+def label_width(shown: Sequence[Lane]) -> int:
+    return max((len(lane_label(lane)) for lane in shown), default=0)
+
+
+def axis_cells(width: int, shown: Sequence[Lane]) -> int:
+    """Cells of the x axis in a plot `width` wide: less the y labels, their gap and the frame (an
+    underestimate only widens the narrowest spans)."""
+    return max(4, width - label_width(shown) - 4)
+
+
+def layout(lanes_kept: Sequence[Lane], view: str, rows: int, width: int,
+           batch_of: Sequence[int] | None = None) -> TimelineLayout:
+    """What the pane draws: the newest lanes that fit `rows`, placed for `view` (aligned: each from its own
+    send; wall clock: as given, zero at the earliest send shown), on an axis zoomed to what is compared, in a
+    plot `width` cells wide. `batch_of` (one batch number per lane kept) lets wall clock zoom to the last batch."""
+    fit = max(1, rows)
+    shown = list(lanes_kept)[-fit:]
+    hidden = len(lanes_kept) - len(shown)
+    shown_batches = list(batch_of)[-fit:] if batch_of is not None and len(batch_of) == len(lanes_kept) else None
+    if view == ALIGNED:
+        placed = [_shift(lane, lane.sent_s) for lane in shown]
+    else:
+        origin = min((lane.sent_s for lane in shown), default=0.0)
+        placed = [_shift(lane, origin) for lane in shown]
+    x_min, x_max = axis_range(placed, view, shown_batches)
+    cells = axis_cells(width, placed)
+    cell_s = (x_max - x_min) / cells
+    drawn = []
+    for lane in placed:
+        prefill = None
+        if lane.first_token_s is not None and lane.first_token_s >= x_min and lane.sent_s <= x_max:
+            start, end = max(lane.sent_s, x_min), min(lane.first_token_s, x_max)
+            if end - start < cell_s:  # never thinner than one cell
+                start = min(start, x_max - cell_s)
+                end = start + cell_s
+            prefill = (start, end)
+        ticks = tuple(t for t in lane.token_s if x_min <= t <= x_max)
+        drawn.append(LaneLayout(lane, lane_label(lane), lane.sent_s, prefill, ticks))
+    return TimelineLayout(view, tuple(drawn), hidden, x_min, x_max, cells)
