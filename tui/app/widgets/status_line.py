@@ -1,7 +1,8 @@
-"""The header line: which server, what model, and whether it is up."""
+"""The header: which server, what model, whether it is up, and the engine config a restart changes."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -10,6 +11,10 @@ from textual.widgets import Static
 
 from tui.core.untrusted import one_line, without_credentials
 
+CONFIG_KEYS = ("max_num_batched_tokens", "enable_prefix_caching", "max_model_len", "block_size", "num_gpu_blocks")
+"""The engine's flags a restart changes, in the header's order, by the engine's own names (what a person
+passes to restart it); from its /metrics config, else from a phasetop simulator's published flags."""
+
 
 @dataclass(frozen=True, slots=True)
 class ServerState:
@@ -17,7 +22,8 @@ class ServerState:
 
     url: str
     kind: str = "?"
-    """The detected API; "?" until the server has answered once (the line then says "connecting…")."""
+    """The detected API; "?" until the server has answered once (the line then says "connecting…", or
+    "unknown API" once it is down)."""
     model: str | None = None
     max_model_len: int | None = None
     simulated: str | None = None
@@ -26,11 +32,25 @@ class ServerState:
     """Unix time the server stopped answering; None while it answers."""
     down_reason: str | None = None
     config: str | None = None
-    """Engine config in one line (block size, prefix caching, ...)."""
+    """Engine config in one line (`config_from`: max_num_batched_tokens, prefix caching, ...)."""
+    device: str | None = None
+    """The device the server runs on, when known ("H100 SXM", "CPU")."""
+    ceiling_tok_s: float | None = None
+    """The single-stream decode ceiling for the model on that device, when known."""
+
+    @staticmethod
+    def config_from(engine_config: Mapping[str, str], simulator_flags: Mapping[str, str] | None = None) -> str | None:
+        """The config line: the engine's /metrics config first, a simulator's published flags for what it
+        lacks (vLLM's /metrics has no max_num_batched_tokens); every value as the server sent it, so shown
+        through one_line when described."""
+        merged = {**(simulator_flags or {}), **engine_config}
+        shown = [f"{key}={merged[key]}" for key in CONFIG_KEYS if merged.get(key) not in (None, "", "None")]
+        return " ".join(shown) or None
 
 
 class StatusLine(Static):
-    """One line (two on a narrow terminal): server, model, state."""
+    """The header: the server and its state on the first line, the config beside it when it fits, else on a
+    second; a DOWN reason wraps whole rather than being cut."""
 
     state: reactive[ServerState | None] = reactive(None)
     """The server as last seen."""
@@ -40,19 +60,43 @@ class StatusLine(Static):
 
     def watch_state(self, state: ServerState | None) -> None:
         self.set_class(bool(state and state.down_since), "-down")
-        self.update(describe(state))
+        self._show()
+
+    def on_resize(self) -> None:
+        self._show()
+
+    def _show(self) -> None:
+        # A str to a markup=False Static is plain text: nothing a server sent is read as markup.
+        self.update(describe(self.state, self.content_size.width or None))
 
 
-def describe(state: ServerState | None) -> str:
-    """The line; every part a server or a user's URL sent is shown through one_line (redacted, no control
-    characters), the URL without credentials."""
+def describe(state: ServerState | None, width: int | None = None) -> str:
+    """The header's text: the server line, then the config on the same line when both fit in `width`, else
+    on a line of its own. Every part a server or a user's URL sent is shown through one_line (redacted, no
+    control characters), the URL without credentials."""
     if state is None:
         return "phasetop · connecting…"
+    first = " · ".join(_server_parts(state))
+    config = one_line(state.config, 400) if state.config else ""
+    if not config and state.max_model_len:
+        config = f"max_model_len={state.max_model_len}"
+    if not config:
+        return first
+    if width is not None and len(first) + 3 + len(config) <= width:
+        return f"{first} · {config}"
+    return f"{first}\n{config}"
+
+
+def _server_parts(state: ServerState) -> list[str]:
     parts = []
     if state.simulated:
         parts.append(f"{state.simulated} · no GPU needed")
-    parts.append(f"{one_line(state.kind)} {without_credentials(state.url)}")
-    # The state comes before model and config: a long config line is cut at the right edge, the state never.
+    url = without_credentials(state.url)
+    # The state comes before the model: a long line wraps after it, and the state is never what is lost.
+    if state.kind == "?":
+        parts.append(f"unknown API {url}" if state.down_since is not None else f"{url}")
+    else:
+        parts.append(f"{one_line(state.kind)} {url}")
     if state.down_since is not None:
         since = datetime.fromtimestamp(state.down_since).strftime("%H:%M:%S")
         parts.append(f"DOWN since {since}" + (f": {one_line(state.down_reason, 400)}" if state.down_reason else ""))
@@ -61,7 +105,9 @@ def describe(state: ServerState | None) -> str:
     else:
         parts.append("up")
     if state.model:
-        parts.append(one_line(state.model) + (f" (max_model_len {state.max_model_len:,})" if state.max_model_len else ""))
-    if state.config:
-        parts.append(one_line(state.config, 400))
-    return " · ".join(parts)
+        parts.append(one_line(state.model))
+    if state.device and not state.simulated:
+        parts.append(one_line(state.device))
+    if state.ceiling_tok_s:
+        parts.append(f"ceiling {state.ceiling_tok_s:,.0f} tok/s")
+    return parts
