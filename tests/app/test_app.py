@@ -3,13 +3,12 @@
 import time
 
 from textual.app import App, ComposeResult
-from textual.widgets import Log
 
 from tui.app.app import PhasetopApp
 from tui.app.messages import RequestCompleted, ServerCameUp, ServerWentDown
 from tui.app.screens.help import HelpScreen
 from tui.app.screens.main import MainScreen
-from tui.app.widgets.prompt_pane import PromptPane
+from tui.app.widgets.prompt_pane import AnswerView, PromptPane
 from tui.config import Settings
 
 CEILING = (3350e9 / 16e9, 131072.0, 16e9)
@@ -53,7 +52,7 @@ async def test_short_preset_streams_and_the_figures_match_the_record(sim_url):
         assert f"TTFT {timing.ttft_s * 1e3:,.1f} ms" in figures
         assert f"decode {timing.decode_tok_s:,.1f} tok/s" in figures
         assert "of the 209 tok/s ceiling" in figures
-        answer = screen.query_one("#answer", Log)
+        answer = screen.query_one("#answer", AnswerView)
         assert answer.line_count >= 2
         await pilot.press("q")
     assert app.return_code in (0, None)
@@ -128,7 +127,7 @@ async def test_model_output_is_shown_literally_never_as_markup_or_escapes():
         pane.start_answer("answer")
         pane.append_answer("[bold red]x[/] [link=https://evil.example]y[/link] \x1b[31mred\x1b[0m \x1b]0;title\x07")
         await pilot.pause(0.05)
-        text = "\n".join(app.query_one(Log).lines)
+        text = "\n".join(app.query_one(AnswerView).lines)
         assert "[bold red]x[/]" in text and "[link=https://evil.example]y[/link]" in text
         assert "\x1b" not in text and "\x07" not in text
         assert "red" in text

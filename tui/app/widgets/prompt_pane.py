@@ -6,9 +6,11 @@ from dataclasses import dataclass
 
 from textual import on
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.content import Content
+from textual.css.query import NoMatches
 from textual.message import Message
-from textual.widgets import Button, Log, TextArea
+from textual.widgets import Button, Static, TextArea
 
 from tui.core.untrusted import redact, secret_begun
 
@@ -26,6 +28,8 @@ class Preset:
 
 ANSWER_LINES = 1000
 """Lines of answers the pane keeps: one left streaming for hours must not hold all it ever showed."""
+MAX_LINE_CHARS = 200
+"""With ANSWER_LINES, the characters kept on average a line: an answer with no line breaks is bounded too."""
 
 PRESETS = (
     Preset("short", "short 200", 200),
@@ -59,7 +63,7 @@ class PromptPane(Vertical):
         with Horizontal(id="compose"):
             yield TextArea(id="prompt-text", soft_wrap=True, placeholder="type a prompt, or pick a preset")
             yield Button("send typed", id="send-typed", variant="primary", compact=True)
-        yield Log(id="answer", highlight=False, auto_scroll=True, max_lines=ANSWER_LINES)
+        yield AnswerView(ANSWER_LINES, id="answer")
 
     @on(Button.Pressed)
     def _pressed(self, event: Button.Pressed) -> None:
@@ -81,19 +85,75 @@ class PromptPane(Vertical):
         self.post_message(self.SendRequested(None, preset))
 
     def start_answer(self, heading: str) -> None:
-        log = self.query_one(Log)
+        log = self.query_one(AnswerView)
         log.clear()
         self._held = ""
         log.write(heading + "\n")
 
     def append_answer(self, text: str, final: bool = False) -> None:
-        """Model output is untrusted: a Log writes it as plain text, never markup or escapes, and a secret the
+        """Model output is untrusted: the AnswerView shows it as plain text, never markup or escapes, and a secret the
         model repeats is redacted, even split over pieces: what could begin one waits for the next piece,
         or for `final` (the answer's end)."""
         text = redact(self._held + text)
         held = 0 if final else secret_begun(text)
         self._held = text[len(text) - held:] if held else ""
-        self.query_one(Log).write(strip_control(text[:len(text) - held]))
+        self.query_one(AnswerView).write(strip_control(text[:len(text) - held]))
+
+
+class AnswerView(VerticalScroll):
+    """The answer as plain text, wrapped at the pane's edge and scrolled to its end while it streams (unless a
+    person scrolled back), keeping the last `max_lines` lines. A `Log` cut each line at the edge instead.
+
+    Text goes to a `Static` as a `Content` built from the string itself: plain text, never markup or escapes.
+    """
+
+    def __init__(self, max_lines: int, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.max_lines = max_lines
+        self._lines: list[str] = [""]
+
+    def compose(self) -> ComposeResult:
+        yield Static(Content("\n".join(self.lines)), id="answer-text", markup=False)
+
+    @property
+    def lines(self) -> list[str]:
+        """The kept lines, as written (a trailing line break opens no line)."""
+        return self._lines[:-1] if self._lines[-1] == "" else list(self._lines)
+
+    @property
+    def line_count(self) -> int:
+        return len(self.lines)
+
+    def clear(self) -> None:
+        self._lines = [""]
+        self._show()
+
+    def write(self, text: str) -> None:
+        """Append `text` (already plain: the pane strips control characters) where the last write ended."""
+        first, *rest = text.expandtabs(4).split("\n")
+        self._lines[-1] += first
+        self._lines.extend(rest)
+        keep = self.max_lines + (self._lines[-1] == "")  # an open empty last line is not one of them
+        if len(self._lines) > keep:
+            del self._lines[:len(self._lines) - keep]
+        over = sum(map(len, self._lines)) - self.max_lines * MAX_LINE_CHARS
+        while over > 0:  # one endless line is bounded too
+            cut = min(over, len(self._lines[0])) if len(self._lines) > 1 else over
+            self._lines[0] = self._lines[0][cut:]
+            if not self._lines[0] and len(self._lines) > 1:
+                del self._lines[0]
+            over -= cut
+        self._show()
+
+    def _show(self) -> None:
+        try:
+            shown = self.query_one("#answer-text", Static)
+        except NoMatches:  # written before it is composed: shown when it is
+            return
+        following = self.is_vertical_scroll_end or self.max_scroll_y == 0
+        shown.update(Content("\n".join(self.lines)))
+        if following:
+            self.scroll_end(animate=False)
 
 
 def strip_control(text: str) -> str:
