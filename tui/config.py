@@ -98,6 +98,9 @@ class PollSettings(_Section):
 
     metrics_interval_s: float = Field(default=1.0, ge=MIN_POLL_INTERVAL_S, le=3600, allow_inf_nan=False)
     """Seconds between /metrics scrapes."""
+    metrics_window_s: float = Field(default=30.0, ge=1, le=3600, allow_inf_nan=False)
+    """Seconds the metrics pane's quantiles and rates span (a rolling window of scrapes), so one request's
+    TTFT stays on screen for this long instead of one scrape."""
     gpu_interval_s: float = Field(default=1.0, ge=MIN_POLL_INTERVAL_S, le=3600, allow_inf_nan=False)
     """Seconds between NVML samples."""
 

@@ -16,7 +16,8 @@ def main(argv: list[str] | None = None) -> int:
     from tui.cli.common import settings_from
 
     try:
-        settings = settings_from(args, bandwidth_gbs=args.bandwidth_gbs)
+        settings = settings_from(args, bandwidth_gbs=args.bandwidth_gbs,
+                                 **{"poll.metrics_window_s": args.metrics_window_s})
     except CliError as error:  # a bad setting is one line before the screen opens, as in the CLI
         note(f"phasetop: {error}")
         return error.exit_code

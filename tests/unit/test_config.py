@@ -87,6 +87,8 @@ def one_error(**kwargs) -> str:
     ("[poll]\nmetrics_interval_s = 0\n", ["poll.metrics_interval_s in", "c.toml", "0.1"]),
     ("[poll]\ngpu_interval_s = -5\n", ["poll.gpu_interval_s in"]),
     ("[poll]\ngpu_interval_s = 0\n", ["poll.gpu_interval_s in"]),
+    ("[poll]\nmetrics_window_s = 0.5\n", ["poll.metrics_window_s in", "c.toml", "greater than or equal to 1"]),
+    ("[poll]\nmetrics_window_s = 7200\n", ["poll.metrics_window_s in", "less than or equal to 3600"]),
     ("[sim]\ntime_scale = 0\n", ["sim.time_scale in", "greater than 0"]),
     ("[sim]\ngpu = 'Z9000'\n", ["sim.gpu in", "unknown device 'Z9000'"]),
     ("[sim]\nmodel = 'huge-9000b'\n", ["sim.model in", "unknown model 'huge-9000b'"]),

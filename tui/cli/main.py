@@ -94,6 +94,8 @@ def build_parser() -> Parser:
     add_server_options(ui)
     ui.add_argument("--bandwidth-gbs", type=float, metavar="B",
                     help="memory bandwidth of the server's device for the decode ceiling, GB/s (default: NVML's GPU, else the CPU row)")
+    ui.add_argument("--window", type=float, metavar="S", dest="metrics_window_s",
+                    help="seconds the metrics pane's quantiles and tok/s span, a rolling window (default 30)")
     ui.add_argument("--no-save", action="store_true", help="do not save UI sessions, loads and experiments as runs")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
