@@ -283,7 +283,8 @@ class FeedsMixin:
     async def poll_metrics(self) -> None:
         """Scrape /metrics every interval; a server that goes away is retried with backoff."""
         interval = self.settings.poll.metrics_interval_s
-        scraper = MetricsScraper(self.client)
+        # A rolling window of scrapes: one request's quantiles stay on the pane for window_s, not one scrape.
+        scraper = MetricsScraper(self.client, window_s=self.settings.poll.metrics_window_s)
         attempt = 0
         while True:
             try:

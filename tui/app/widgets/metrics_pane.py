@@ -29,7 +29,8 @@ ROWS = (
 
 
 class MetricsPane(Vertical):
-    """What the server's /metrics says, over the last window."""
+    """What the server's /metrics says: quantiles and rates over the scraper's rolling window (named on the
+    border subtitle), gauges as of the latest scrape."""
 
     can_focus = True
     """Tab reaches the pane and scrolls it into view: on an 80×24 terminal over SSH there is no mouse."""
@@ -80,8 +81,19 @@ class MetricsPane(Vertical):
             set_text(self.query_one(f"#value-{key}", Static), texts[key])
             self.query_one(f"#spark-{key}", Sparkline).data = list(self._history[key])
         set_text(self.query_one("#metrics-extra", Static), _extra(snapshot))
+        self.border_subtitle = window_text(snapshot.window_s)
         self.set_class(snapshot.saturated, "-saturated")
         set_text(self.query_one("#metrics-saturation", Static), saturation_text(snapshot))
+
+
+def window_text(window_s: float | None) -> str:
+    """What the quantiles and tok/s span, for the border: "p50/p99 · tok/s over 30 s" (the scraper's rolling
+    window; shorter while it fills or after a restart). Rounded down: a 30.6 s span reads as the 30 s asked
+    for. Running, waiting and KV are the latest scrape's gauges."""
+    if window_s is None:
+        return "p50/p99 · tok/s since start"
+    span = f"{math.floor(window_s)}" if window_s >= 2 else f"{math.floor(window_s * 10) / 10:.1f}"
+    return f"p50/p99 · tok/s over {span} s"
 
 
 def _plotted(value: float | None) -> float:
