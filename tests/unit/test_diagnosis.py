@@ -190,3 +190,15 @@ def test_one_thread_llamacpp_on_a_cpu_with_a_long_prompt():
     text = " ".join(f.action for f in findings)
     assert "cache_prompt" in text and "-t/--threads" in text and "10%" in findings[1].seen
     assert "--max-num-batched-tokens" not in text and "--enable-prefix-caching" not in text
+
+
+@pytest.mark.parametrize("figures", [
+    LiveFigures(decode_tok_s=50, decode_ceiling_tok_s=209),
+    LiveFigures(decode_tok_s=205, decode_ceiling_tok_s=209),
+    LiveFigures(ttft_s=2.0, waiting=3, kv_cache_usage=0.4),
+    LiveFigures(context_tokens=120_000, kv_bytes_per_token=131072.0),
+])
+def test_a_finding_shown_after_its_phase_does_not_repeat_the_phase(figures):
+    """The screen shows "decode: 205 tok/s is 98% of …", never "decode: decode 205 tok/s …"."""
+    [finding] = diagnose(figures)
+    assert not finding.seen.lower().startswith(finding.phase), f"{finding.phase}: {finding}"

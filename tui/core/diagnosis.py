@@ -186,13 +186,13 @@ def diagnose(f: LiveFigures) -> list[Finding]:
         if share < FAR_BELOW_CEILING:
             findings.append(Finding(
                 "decode",
-                f"decode {f.decode_tok_s:.0f} tok/s is {share:.0%} of the {f.decode_ceiling_tok_s:.0f} tok/s ceiling",
+                f"{f.decode_tok_s:.0f} tok/s is {share:.0%} of the {f.decode_ceiling_tok_s:.0f} tok/s ceiling",
                 _far_below_action(k, f.on_cpu),
             ))
         elif share >= NEAR_CEILING:
             findings.append(Finding(
                 "decode",
-                f"decode {f.decode_tok_s:.0f} tok/s is {share:.0%} of the bandwidth ceiling",
+                f"{f.decode_tok_s:.0f} tok/s is {share:.0%} of the bandwidth ceiling",
                 f"bandwidth-bound: quantize the weights{_aside(k.weights)} or move to more memory bandwidth",
             ))
     if f.context_tokens and f.context_tokens >= LONG_CONTEXT_TOKENS:
