@@ -27,3 +27,12 @@ def test_natural_length_is_bounded_and_deterministic():
     assert min(lengths) >= tokenizer.NATURAL_MIN_TOKENS
     assert max(lengths) < tokenizer.NATURAL_MIN_TOKENS + tokenizer.NATURAL_SPAN_TOKENS
     assert len(lengths) > 5
+
+
+def test_generated_text_puts_no_space_before_punctuation_and_still_round_trips():
+    seed = tokenizer.request_seed([4, 5, 6])
+    pieces = [tokenizer.filler_token(seed, i) for i in range(300)]
+    text = "".join(pieces)
+    assert " ," not in text and " ." not in text
+    assert ", " in text and ". " in text
+    assert tokenizer.tokenize(text) == pieces

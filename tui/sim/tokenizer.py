@@ -67,7 +67,9 @@ def request_seed(token_ids: list[int]) -> int:
 def filler_token(seed: int, index: int) -> str:
     """The `index`-th generated token of the answer to a prompt with this seed."""
     word = _FILLER[(seed + index) % len(_FILLER)]
-    return word if index == 0 else " " + word
+    # A punctuation mark follows its word as written ("pass, so"): no space before it. It still re-tokenizes
+    # to the tokens sent (`_TOKEN` takes a mark with or without a leading space).
+    return word if index == 0 or not word[0].isalnum() else " " + word
 
 
 def natural_length(seed: int) -> int:
