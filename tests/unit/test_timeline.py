@@ -57,12 +57,12 @@ def short_then_long():
     return timings, ["short", "long", "short"]
 
 
-def test_a_batch_is_one_label_sent_at_once():
-    timings = [RequestTiming(True, 100.0 + i * 0.001, ()) for i in range(8)]
-    timings += [RequestTiming(True, 100.01, ()), RequestTiming(True, 105.0, ()), RequestTiming(True, 105.1, ())]
-    labels = ["8 at once"] * 8 + ["long", "short", "short"]
-    assert batches(timings, labels) == [0] * 8 + [1, 2, 2]
-    assert batches([RequestTiming(True, 1.0, ()), RequestTiming(True, 2.0, ())], ["a", "a"]) == [0, 1]
+def test_a_batch_is_the_requests_sent_at_once():
+    timings = [RequestTiming(True, 100.0 + i * 0.03, ()) for i in range(8)]  # 0.21 s from first to last
+    timings += [RequestTiming(True, 100.3, ()), RequestTiming(True, 105.0, ()), RequestTiming(True, 105.1, ())]
+    assert batches(timings) == [0] * 8 + [1, 2, 2]
+    assert batches([RequestTiming(True, 1.0, ()), RequestTiming(True, 2.0, ())]) == [0, 1]
+    assert batches([]) == []
 
 
 @pytest.mark.parametrize(("batch_of", "view"), [([], ALIGNED), ([0, 1, 2], ALIGNED), ([0, 1, 1], WALL_CLOCK),
@@ -89,7 +89,7 @@ def test_aligned_starts_every_lane_at_its_send_and_zooms_to_the_longest():
 
 def test_wall_clock_spans_the_lanes_in_view():
     timings, labels = short_then_long()
-    drawn = layout(lanes(timings, labels), WALL_CLOCK, rows=10, width=80, batch_of=batches(timings, labels))
+    drawn = layout(lanes(timings, labels), WALL_CLOCK, rows=10, width=80, batch_of=batches(timings))
     assert [row.sent_s for row in drawn.rows] == [0.0, 10.0, 20.0]
     assert (drawn.x_min, drawn.x_max) == pytest.approx((0.0, 20.0 + 0.008 + 0.49))
 
@@ -98,7 +98,7 @@ def test_wall_clock_zooms_to_the_last_batch_and_leaves_older_lanes_off_the_axis(
     timings = [RequestTiming(True, 90.0, offsets(0.01))] + [RequestTiming(True, 100.0 + i * 0.002, offsets(0.02 + i * 0.01))
                                                             for i in range(8)]
     labels = ["short"] + ["8 at once"] * 8
-    batch_of = batches(timings, labels)
+    batch_of = batches(timings)
     drawn = layout(lanes(timings, labels, keep=9), WALL_CLOCK, rows=20, width=100, batch_of=batch_of)
     assert drawn.x_min == pytest.approx(10.0) and drawn.x_max == pytest.approx(10.014 + 0.09 + 0.49)
     old = drawn.rows[0]

@@ -82,20 +82,21 @@ WALL_CLOCK = "wall clock"
 VIEWS = (ALIGNED, WALL_CLOCK)
 
 BATCH_GAP_S = 0.25
-"""Requests with one label sent within this long of the first of them are one batch (one key sent them)."""
+"""Requests sent within this long of the first of them are one batch (one key sent them, or they overlap
+from their start anyway)."""
 MIN_AXIS_S = 0.01
 """The shortest axis drawn: a lane still in prefill has no length yet."""
 
 
-def batches(timings: Sequence[RequestTiming], labels: Sequence[str] | None = None) -> list[int]:
-    """One batch number per timing (0 for the first): a new batch starts at a new label, or a send more
-    than `BATCH_GAP_S` after the current batch's first send. Timings are oldest first."""
+def batches(timings: Sequence[RequestTiming]) -> list[int]:
+    """One batch number per timing (0 for the first): a new batch starts with a send more than `BATCH_GAP_S`
+    after the current batch's first send (one key sends a batch at once; its lanes are labelled "8 at once 1",
+    "8 at once 2", …, so the label does not tell). Timings are oldest first."""
     result: list[int] = []
-    batch, first_sent, last_label = -1, 0.0, None
-    for index, timing in enumerate(timings):
-        label = labels[index] if labels is not None and index < len(labels) else None
-        if batch < 0 or label != last_label or timing.t_sent_unix - first_sent > BATCH_GAP_S:
-            batch, first_sent, last_label = batch + 1, timing.t_sent_unix, label
+    batch, first_sent = -1, 0.0
+    for timing in timings:
+        if batch < 0 or timing.t_sent_unix - first_sent > BATCH_GAP_S:
+            batch, first_sent = batch + 1, timing.t_sent_unix
         result.append(batch)
     return result
 

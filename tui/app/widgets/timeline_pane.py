@@ -1,10 +1,12 @@
-"""The token timeline: one lane per request, the prefill span then the decode ticks, on one axis."""
+"""The token timeline: one lane per request, the prefill span then the decode ticks, aligned at each send or
+on one wall clock (`v` switches); the layout arithmetic is `tui.core.timeline.layout`."""
 
 from __future__ import annotations
 
 import time
 
 from textual.app import ComposeResult
+from textual.message import Message
 from textual.containers import Vertical
 from textual.reactive import reactive
 from textual.widgets import Static
@@ -15,9 +17,12 @@ from tui.core.delivery import DELIVERY_NOT_GENERATION
 from tui.core.reconcile import reconcile
 from tui.core.records import RequestTiming
 from tui.core.stats import summarize
-from tui.core.timeline import Lane, lanes, refit, thin
+from tui.core.timeline import (ALIGNED, VIEWS, WALL_CLOCK, Lane, TimelineLayout, batches, default_view, keep_count,
+                               lanes, layout, thin)
 
-KEEP_LANES = 6
+KEEP_LANES = 32
+"""Lanes kept (more when the last batch is bigger: it stays whole); those that do not fit the plot's rows
+are counted on the pane's border ("+N more")."""
 REPLOT_INTERVAL_S = 0.25
 """The chart redraws at most four times a second (plotext builds the whole figure each time); the figures
 under it update with every batch."""
@@ -34,6 +39,8 @@ SENT_MARK = "▶"
 """A lane sent and waiting for its first token."""
 FAILED_MARK = "✗"
 """A lane that failed before its first token: it is over, not waiting."""
+BURST_MARK = "▪"
+"""Decode arrivals flagged as clumped by delivery: they time the delivery, not the generation."""
 
 
 class TimelinePlot(PlotextPlot):
@@ -45,6 +52,17 @@ class TimelinePlot(PlotextPlot):
 
     lanes: reactive[list[Lane]] = reactive(list, always_update=True, repaint=False)  # replot() refreshes
     """Lanes to draw, oldest first."""
+    batch_of: list[int] = []
+    """One batch number per lane (set with `lanes`): wall clock zooms to the last batch."""
+    view: reactive[str] = reactive(ALIGNED, repaint=False)
+    """ALIGNED or WALL_CLOCK."""
+
+    class Drawn(Message):
+        """A replot drew this layout (None: no lanes); the pane names the view and the lanes left out."""
+
+        def __init__(self, layout: TimelineLayout | None) -> None:
+            super().__init__()
+            self.layout = layout
 
     replot_interval_s = REPLOT_INTERVAL_S
     """Least time between two replots on new lanes: the chart's frame budget (0: every change at once)."""
@@ -54,6 +72,9 @@ class TimelinePlot(PlotextPlot):
         self._replotted_at = -float("inf")
         self._replot_timer = None
         self._replots = 0
+        self.drawn: TimelineLayout | None = None
+        """What the last replot drew (lanes, axis, spans): tests measure the chart from this (not `layout`:
+        that is the widget's CSS layout)."""
         self._rendered: tuple[tuple, object] | None = None
         """(replot count, size, theme) → the figure built for them: plotext builds the whole figure on every
         render, and a layout pass elsewhere on the screen re-renders the plot without a new replot."""
@@ -70,6 +91,9 @@ class TimelinePlot(PlotextPlot):
             self.replot()
         elif self._replot_timer is None:  # the latest lanes are drawn when the budget allows
             self._replot_timer = self.set_timer(wait_s + TRAILING_S, self._replot_due)
+
+    def watch_view(self) -> None:
+        self.replot()
 
     def _replot_due(self) -> None:
         self._replot_timer = None
@@ -99,24 +123,29 @@ class TimelinePlot(PlotextPlot):
             plt.title("send a prompt (s) to see prefill, then decode")
         prefill, decode = self._rgb("timeline-plot--prefill"), self._rgb("timeline-plot--decode")
         # One row per lane: more lanes than rows would draw two requests on one row.
-        shown = refit(self.lanes, max(1, self.size.height - AXIS_ROWS))
+        drawn = layout(self.lanes, self.view, self.size.height - AXIS_ROWS, self.size.width,
+                       self.batch_of if len(self.batch_of) == len(self.lanes) else None)
+        self.drawn = drawn if self.lanes else None
+        shown = drawn.rows if self.lanes else ()
         count = len(shown)
-        end_s = max((lane.token_s[-1] for lane in shown if lane.token_s), default=0.0)
-        for index, lane in enumerate(shown):
+        for index, row in enumerate(shown):
             # One character per cell, like the lane's tick: plotext's 2×2 "hd" marks snap to half rows,
             # which put a prefill bar a row below its label on a short plot.
             y = count - index
-            prefill_end = lane.first_token_s
-            if prefill_end is not None:
-                plt.plot([lane.sent_s, prefill_end], [y, y], marker=PREFILL_MARK, color=prefill)
-            if lane.token_s:
-                ticks = thin(lane.token_s, 0.0, end_s, self.size.width)
-                plt.scatter(ticks, [y] * len(ticks), marker=DECODE_MARK, color=decode)
-            elif prefill_end is None:  # sent, no token yet; or failed before its first (the toast says why)
-                plt.scatter([lane.sent_s], [y], marker=SENT_MARK if lane.ok else FAILED_MARK, color=prefill)
+            if row.prefill is not None:
+                plt.plot(list(row.prefill), [y, y], marker=PREFILL_MARK, color=prefill)
+            if row.ticks:
+                ticks = thin(row.ticks, drawn.x_min, drawn.x_max, drawn.cells)
+                plt.scatter(ticks, [y] * len(ticks), marker=BURST_MARK if row.lane.burst else DECODE_MARK, color=decode)
+            elif row.lane.first_token_s is None and drawn.x_min <= row.sent_s <= drawn.x_max:
+                # sent, no token yet; or failed before its first (the toast says why)
+                plt.scatter([row.sent_s], [y], marker=SENT_MARK if row.lane.ok else FAILED_MARK, color=prefill)
         if count:
-            plt.yticks(list(range(count, 0, -1)), [lane.label for lane in shown])
+            plt.yticks(list(range(count, 0, -1)), [row.label for row in shown])
             plt.ylim(0.5, count + 0.5)
+            plt.xlim(drawn.x_min, drawn.x_max)
+            plt.xlabel("seconds after each send" if self.view == ALIGNED else "seconds")
+        self.post_message(self.Drawn(drawn if self.lanes else None))
         self.refresh()
 
 
@@ -138,6 +167,38 @@ class TimelinePane(Vertical):
     """What to change, from the domain text's rules, one finding per line."""
     client_busy: reactive[str] = reactive("", repaint=False)
     """"client busy: N % CPU, figures marked" while phasetop itself is near a core; "" otherwise."""
+    view: reactive[str] = reactive(ALIGNED, repaint=False)
+    """ALIGNED (each lane from its own send) or WALL_CLOCK (one axis); each new send sets its default."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._last_batch: tuple[float, int] | None = None
+        """(first send, size) of the newest batch: a new one sets the view to its default."""
+
+    @property
+    def drawn(self) -> TimelineLayout | None:
+        """What the chart drew last: lanes shown, axis, prefill spans (None before any lane)."""
+        return self.query_one(TimelinePlot).drawn
+
+    def toggle_view(self) -> None:
+        self.view = VIEWS[(VIEWS.index(self.view) + 1) % len(VIEWS)]
+
+    def watch_view(self, view: str) -> None:
+        self.query_one(TimelinePlot).view = view
+        self._title()
+
+    def _title(self, drawn: TimelineLayout | None = None) -> None:
+        other = WALL_CLOCK if self.view == ALIGNED else ALIGNED
+        self.border_title = f"Token timeline · {self.view} (v: {other})"
+        legend = f"{PREFILL_MARK} prefill  {DECODE_MARK} decode"
+        if drawn is not None and any(row.lane.burst for row in drawn.rows):
+            legend += f"  {BURST_MARK} delivery burst"
+        if drawn is not None and drawn.hidden:
+            legend += f" · +{drawn.hidden} more"
+        self.border_subtitle = legend
+
+    def on_timeline_plot_drawn(self, event: TimelinePlot.Drawn) -> None:
+        self._title(event.layout)
 
     @property
     def replot_interval_s(self) -> float:
@@ -156,6 +217,7 @@ class TimelinePane(Vertical):
 
     def on_mount(self) -> None:
         self.query_one("#client-busy", Static).display = False
+        self._title()
 
     def watch_client_busy(self, line: str) -> None:
         busy = self.query_one("#client-busy", Static)
@@ -173,9 +235,18 @@ class TimelinePane(Vertical):
         self._show_timings()
 
     def _show_timings(self) -> None:
-        shown = self.timings[-KEEP_LANES:]
-        labels = self.labels[-KEEP_LANES:] if len(self.labels) >= len(shown) else None
-        self.query_one(TimelinePlot).lanes = lanes(shown, labels, keep=KEEP_LANES)
+        labels = self.labels if len(self.labels) == len(self.timings) else None
+        batch_of = batches(self.timings)
+        keep = keep_count(batch_of, KEEP_LANES)
+        last = [t.t_sent_unix for t, b in zip(self.timings, batch_of, strict=True) if b == batch_of[-1]]
+        batch = (last[0], len(last)) if last else None
+        if batch != self._last_batch:  # a new send (or its batch grew): its default view, until `v`
+            self._last_batch = batch
+            if batch is not None:
+                self.view = default_view(batch_of)
+        plot = self.query_one(TimelinePlot)
+        plot.batch_of = batch_of[-keep:] if keep else []
+        plot.lanes = lanes(self.timings[-keep:] if keep else [], labels[-keep:] if labels and keep else None, keep=max(keep, 1))
         set_text(self.query_one("#timeline-figures", Static), figures_line(self.timings, self.decode_ceiling_tok_s))
 
 

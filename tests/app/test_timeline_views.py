@@ -1,0 +1,98 @@
+"""The timeline's two views against the simulator, at three terminal sizes: short then long compares in
+aligned view, 8 at once gets 8 lanes in wall clock, and `v` switches with the pane's title naming the view."""
+
+import pytest
+
+from tui.app.app import PhasetopApp
+from tui.app.messages import ServerCameUp
+from tui.app.widgets.timeline_pane import AXIS_ROWS, TimelinePane, TimelinePlot
+from tui.core.timeline import ALIGNED, WALL_CLOCK
+
+from tests.app.test_app import completed, settings, wait_for
+
+SIZES = [(80, 24), (120, 40), (200, 50)]
+NARROW_PLOT = pytest.mark.xfail(strict=True, reason=(
+    "today's main screen gives the plot 56 of 120 columns: one cell is ~18 ms of a 0.75 s lane, so a 72 ms "
+    "prefill is 4 cells against the short's one; the issue-14 layout (the timeline gets the most room) fixes it"))
+RATIO_SIZES = [(80, 24), pytest.param((120, 40), marks=NARROW_PLOT), (200, 50)]
+
+
+async def started(pilot, seen):
+    await wait_for(pilot, lambda: any(isinstance(m, ServerCameUp) for m in seen))
+
+
+async def send(pilot, seen, key, total):
+    await pilot.press(key)
+    await wait_for(pilot, lambda: len(completed(seen)) == total)
+
+
+async def drawn_with(pilot, pane, lanes):
+    """The layout once the chart has drawn `lanes` finished lanes (a replot can trail the last token)."""
+    await wait_for(pilot, lambda: pane.drawn is not None and len(pane.drawn.rows) + pane.drawn.hidden == lanes
+                   and all(row.lane.token_s and row.ticks for row in pane.drawn.rows[-1:]))
+    await pilot.pause(0.4)
+    return pane.drawn
+
+
+@pytest.mark.parametrize("size", RATIO_SIZES)
+async def test_short_then_long_compares_prefill_in_aligned_view(sim_url, size):
+    seen = []
+    app = PhasetopApp(settings(), sim_url, None, None)
+    async with app.run_test(size=size, message_hook=seen.append) as pilot:
+        await started(pilot, seen)
+        pane = app.screen.query_one(TimelinePane)
+        await send(pilot, seen, "1", 1)
+        await send(pilot, seen, "2", 2)
+        drawn = await drawn_with(pilot, pane, 2)
+        assert drawn.view == ALIGNED and pane.view == ALIGNED and "aligned" in str(pane.border_title)
+        assert drawn.hidden == 0, "both lanes fit"
+        short, long = drawn.rows
+        assert short.lane.label == "short 200" and long.lane.label == "long 2000"
+        assert short.sent_s == long.sent_s == 0.0 == drawn.x_min
+        assert drawn.span_cells(short) >= 1.0
+        ratio = drawn.span_cells(long) / drawn.span_cells(short)
+        assert ratio >= 5, f"long prefill {drawn.span_cells(long):.1f} cells, short {drawn.span_cells(short):.1f}"
+        longest = max(row.lane.token_s[-1] for row in drawn.rows)
+        assert drawn.x_max == pytest.approx(longest), "the axis ends at the longest lane"
+        assert drawn.cells < app.screen.query_one(TimelinePlot).size.width
+        ttft_ms = [m.timing.ttft_s * 1e3 for m in completed(seen)]
+        assert [row.label for row in drawn.rows] == [f"short 200 {ttft_ms[0]:.1f} ms" if ttft_ms[0] < 10 else
+                                                     f"short 200 {ttft_ms[0]:,.0f} ms", f"long 2000 {ttft_ms[1]:,.0f} ms"]
+        await pilot.press("q")
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_eight_at_once_gets_eight_lanes_in_wall_clock_and_v_switches(sim_url, size):
+    seen = []
+    app = PhasetopApp(settings(), sim_url, None, None)
+    async with app.run_test(size=size, message_hook=seen.append) as pilot:
+        await started(pilot, seen)
+        pane = app.screen.query_one(TimelinePane)
+        await send(pilot, seen, "1", 1)
+        assert pane.view == ALIGNED
+        await send(pilot, seen, "4", 9)
+        drawn = await drawn_with(pilot, pane, 9)
+        assert drawn.view == WALL_CLOCK and "wall clock" in str(pane.border_title)
+        plot = app.screen.query_one(TimelinePlot)
+        rows = plot.size.height - AXIS_ROWS
+        batch = [row for row in drawn.rows if row.lane.label.startswith("8 at once")]
+        assert len(batch) == min(8, rows), f"the newest lanes that fit: {len(drawn.rows)} shown, {drawn.hidden} more"
+        assert len(drawn.rows) + drawn.hidden == 9, "every lane of the batch is kept, and the short before it"
+        assert all(row.prefill is not None and row.ticks for row in batch)
+        if rows >= 8:
+            assert [row.lane.label for row in batch] == [f"8 at once {n}" for n in range(1, 9)]
+        if drawn.hidden:
+            assert f"+{drawn.hidden} more" in str(pane.border_subtitle)
+        else:
+            assert "more" not in str(pane.border_subtitle)
+        assert "prefill" in str(pane.border_subtitle) and "decode" in str(pane.border_subtitle), "the legend"
+        if len(batch) == 8:  # the batch's first send is on the axis: it starts there, not at the short before
+            assert drawn.x_min == pytest.approx(min(row.sent_s for row in batch))
+        await pilot.press("v")
+        await pilot.pause(0.3)
+        assert pane.view == ALIGNED and pane.drawn.view == ALIGNED and "aligned" in str(pane.border_title)
+        assert all(row.sent_s == 0.0 for row in pane.drawn.rows)
+        await pilot.press("v")
+        await pilot.pause(0.3)
+        assert pane.drawn.view == WALL_CLOCK and "wall clock" in str(pane.border_title)
+        await pilot.press("q")
