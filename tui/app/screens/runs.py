@@ -28,6 +28,7 @@ PICK_MARKS = ("1", "2")
 """Shown beside the first and second run picked."""
 SKIPPED_SHOWN = 5
 """Unreadable files named one a line; more are counted."""
+COLUMNS = (" ", "id", "kind", "started (UTC)", "model", "summary")
 
 
 class RunsScreen(Screen[None]):
@@ -53,7 +54,7 @@ class RunsScreen(Screen[None]):
                      id="runs-title", markup=False)
         yield Static("", id="runs-skipped", markup=False)
         table: DataTable = DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
-        table.add_columns(" ", "id", "kind", "started (UTC)", "model", "summary")
+        table.add_columns(*COLUMNS)
         yield table
         yield Footer()
 
@@ -123,16 +124,23 @@ class RunsScreen(Screen[None]):
     def _fill(self) -> None:
         table = self.query_one(DataTable)
         row = table.cursor_row
-        table.clear()
+        rows = []
         for header in self.headers:
             run_id, key = str(header["id"]), header["key"]
             mark = PICK_MARKS[self.picked.index(key)] if key in self.picked else ""
             started = started_text(header.get("started"))
             model = (header.get("server") or {}).get("model")
             # Every cell a Text: DataTable reads a str cell as markup, and a run file's text is not ours.
-            table.add_row(mark, Text(one_line(run_id, 40)), Text(one_line(str(header.get("kind")), 10)), Text(started),
-                          Text(one_line(str(model or "-"), 40)), Text(one_line(str(header.get("summary") or ""), 120)),
-                          key=key)
+            rows.append((key, (Text(mark), Text(one_line(run_id, 40)), Text(one_line(str(header.get("kind")), 10)),
+                               Text(started), Text(one_line(str(model or "-"), 40)),
+                               Text(one_line(str(header.get("summary") or ""), 120)))))
+        # Widths set from the cells, not measured by the table: it measures on idle, after rows painted at its
+        # labels' widths were cached, so every column stayed 4-5 cells wide until the cursor moved.
+        table.clear(columns=True)
+        for n, label in enumerate(COLUMNS):
+            table.add_column(label, width=max([len(label), *(cells[n].cell_len for _, cells in rows)]))
+        for key, cells in rows:
+            table.add_row(*cells, key=key)
         if self.headers:
             table.move_cursor(row=min(max(row, 0), len(self.headers) - 1))
 
