@@ -45,7 +45,8 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
 
 
 FLAG_NAMES = {"url": "--url", "api": "--api", "model": "--model", "timeout_s": "--timeout", "bandwidth_gbs": "--bandwidth-gbs",
-              "sim.gpu": "--gpu", "sim.model": "--model", "sim.time_scale": "--time-scale"}
+              "sim.gpu": "--gpu", "sim.model": "--model", "sim.time_scale": "--time-scale",
+              "poll.metrics_window_s": "--window"}
 """The flag each setting comes from on the command line, so an error names what was typed."""
 
 
