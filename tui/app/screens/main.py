@@ -44,8 +44,8 @@ from tui.sources.host import local_port
 from tui.sources.http import client_for
 from tui.sources.prompts import filler_text
 
-KEEP_REQUESTS = 24
-"""Requests kept in state; the timeline shows the last few."""
+KEEP_REQUESTS = 40
+"""Requests kept in state; the timeline keeps the last 32 (32 streams, one batch, stay whole)."""
 PUBLISH_INTERVAL_S = 1 / 8
 """State reaches the panes at most this often (the frame budget): at 32 streams a batch lands every 50 ms,
 and painting each one cost the main thread more than reading the streams did."""
@@ -72,6 +72,8 @@ class MainScreen(FeedsMixin, LabMixin):
         Binding("4", "preset('concurrent')", "8 at once", tooltip="Send 8 short prompts at once", id="preset.concurrent",
                 group=PRESET_KEYS),
         Binding("c", "clear", "Clear", tooltip="Clear the timeline", id="clear"),
+        Binding("v", "timeline_view", "View", tooltip="Timeline: each lane from its own send (aligned), or one wall clock",
+                id="timeline.view"),
         *LAB_BINDINGS,
         *SIMULATOR_BINDINGS,
     ]
@@ -148,7 +150,6 @@ class MainScreen(FeedsMixin, LabMixin):
                 decode_ceiling_tok_s=MainScreen.decode_ceiling_tok_s, diagnosis=MainScreen.diagnosis,
                 client_busy=MainScreen.client_busy,
             )
-            timeline.border_title = "Token timeline: prefill ━ then decode •"
             yield timeline
             metrics = MetricsPane(id="metrics-pane", classes="pane").data_bind(snapshot=MainScreen.metrics)
             metrics.border_title = "Server metrics"
@@ -189,6 +190,9 @@ class MainScreen(FeedsMixin, LabMixin):
 
     def action_preset(self, key: str) -> None:
         self.query_one(PromptPane).request_preset(next(p for p in PRESETS if p.key == key))
+
+    def action_timeline_view(self) -> None:
+        self.query_one(TimelinePane).toggle_view()
 
     def action_clear(self) -> None:
         self._records.clear()
