@@ -1,15 +1,21 @@
 """The timeline's two views against the simulator, at three terminal sizes: short then long compares in
 aligned view, 8 at once gets 8 lanes in wall clock, and `v` switches with the pane's title naming the view."""
 
-import pytest
+from pathlib import Path
 
+import pytest
+from textual.app import App, ComposeResult
+
+import tui.app
 from tui.app.app import PhasetopApp
 from tui.app.messages import ServerCameUp
-from tui.app.widgets.timeline_pane import AXIS_ROWS, TimelinePane, TimelinePlot
+from tui.app.widgets.timeline_pane import AXIS_ROWS, BURST_MARK, TimelinePane, TimelinePlot
+from tui.core.records import RequestTiming
 from tui.core.timeline import ALIGNED, WALL_CLOCK
 
 from tests.app.test_app import completed, settings, wait_for
 
+TCSS = Path(tui.app.__file__).parent / "phasetop.tcss"
 SIZES = [(80, 24), (120, 40), (200, 50)]
 NARROW_PLOT = pytest.mark.xfail(strict=True, reason=(
     "today's main screen gives the plot 56 of 120 columns: one cell is ~18 ms of a 0.75 s lane, so a 72 ms "
@@ -96,3 +102,35 @@ async def test_eight_at_once_gets_eight_lanes_in_wall_clock_and_v_switches(sim_u
         await pilot.pause(0.3)
         assert pane.drawn.view == WALL_CLOCK and "wall clock" in str(pane.border_title)
         await pilot.press("q")
+
+
+class _Host(App):
+    CSS_PATH = TCSS
+
+    def compose(self) -> ComposeResult:
+        yield TimelinePane(id="timeline-pane", classes="pane")
+
+
+async def test_thirty_two_streams_are_kept_whole_and_a_burst_is_in_the_legend():
+    """A 32-stream batch after 10 singles: all 32 kept (past the lane limit's older ones), the newest that
+    fit drawn, the rest counted; a flagged lane drawn with the burst mark, which the legend names."""
+    singles = [RequestTiming(True, 100.0 + i, tuple(0.01 + j * 0.005 for j in range(20))) for i in range(10)]
+    batch = [RequestTiming(True, 200.0 + i * 0.001, tuple(0.05 + j * 0.005 for j in range(20)),
+                           burst="arrived in clumps" if i == 31 else None) for i in range(32)]
+    app = _Host()
+    async with app.run_test(size=(100, 30)) as pilot:
+        pane = app.query_one(TimelinePane)
+        pane.labels = [f"short {i}" for i in range(10)] + [f"stream {i + 1}" for i in range(32)]
+        pane.timings = singles + batch
+        await pilot.pause(0.5)
+        drawn = pane.drawn
+        plot = app.query_one(TimelinePlot)
+        assert len(drawn.rows) + drawn.hidden == 32 and len(drawn.rows) == plot.size.height - AXIS_ROWS
+        assert drawn.rows[-1].lane.label == "stream 32" and drawn.view == WALL_CLOCK
+        subtitle = str(pane.border_subtitle)
+        assert f"+{drawn.hidden} more" in subtitle and f"{BURST_MARK} delivery burst" in subtitle
+        assert BURST_MARK in plot.plt.build()
+        pane.timings = singles[:2]
+        await pilot.pause(0.5)
+        assert pane.drawn.view == ALIGNED and "more" not in str(pane.border_subtitle)
+        assert "burst" not in str(pane.border_subtitle)

@@ -39,18 +39,6 @@ def lanes(timings: Sequence[RequestTiming], labels: Sequence[str] | None = None,
     return result
 
 
-def refit(shown: Sequence[Lane], keep: int) -> list[Lane]:
-    """The last `keep` (≥ 1) of `shown`, moved so the axis's zero is again the earliest send among them
-    (a short plot has room for fewer lanes than were kept)."""
-    kept = list(shown)[-keep:]
-    if not kept:
-        return []
-    origin = min(lane.sent_s for lane in kept)
-    return [replace(lane, sent_s=lane.sent_s - origin,
-                    first_token_s=None if lane.first_token_s is None else lane.first_token_s - origin,
-                    token_s=tuple(t - origin for t in lane.token_s)) for lane in kept]
-
-
 def thin(ticks: Sequence[float], start_s: float, end_s: float, cells: int, per_cell: int = 4) -> list[float]:
     """At most `per_cell` ticks per character cell of a `cells`-wide axis from `start_s` to `end_s`: one
     character shows one dot however many tokens fell in it, and plotext's cost grows with the points.
