@@ -17,10 +17,6 @@ from tests.app.test_app import completed, settings, wait_for
 
 TCSS = Path(tui.app.__file__).parent / "phasetop.tcss"
 SIZES = [(80, 24), (120, 40), (200, 50)]
-NARROW_PLOT = pytest.mark.xfail(strict=True, reason=(
-    "today's main screen gives the plot 56 of 120 columns: one cell is ~18 ms of a 0.75 s lane, so a 72 ms "
-    "prefill is 4 cells against the short's one; the issue-14 layout (the timeline gets the most room) fixes it"))
-RATIO_SIZES = [(80, 24), pytest.param((120, 40), marks=NARROW_PLOT), (200, 50)]
 
 
 async def started(pilot, seen):
@@ -40,7 +36,7 @@ async def drawn_with(pilot, pane, lanes):
     return pane.drawn
 
 
-@pytest.mark.parametrize("size", RATIO_SIZES)
+@pytest.mark.parametrize("size", SIZES)
 async def test_short_then_long_compares_prefill_in_aligned_view(sim_url, size):
     seen = []
     app = PhasetopApp(settings(), sim_url, None, None)

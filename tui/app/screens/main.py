@@ -142,15 +142,16 @@ class MainScreen(FeedsMixin, LabMixin):
         yield StatusLine(id="status").data_bind(state=MainScreen.server)
         # Only the panes scroll (stacked on a narrow terminal): the status line above and the footer stay.
         with Container(id="panes"):
-            prompt = PromptPane(id="prompt-pane", classes="pane")
-            prompt.border_title = "Prompt"
-            yield prompt
+            # The timeline first: the whole top row (stacked: the top pane), the split is what this screen shows.
             timeline = TimelinePane(id="timeline-pane", classes="pane").data_bind(
                 timings=MainScreen.timings, labels=MainScreen.labels,
                 decode_ceiling_tok_s=MainScreen.decode_ceiling_tok_s, diagnosis=MainScreen.diagnosis,
                 client_busy=MainScreen.client_busy,
             )
             yield timeline
+            prompt = PromptPane(id="prompt-pane", classes="pane")
+            prompt.border_title = "Prompt"
+            yield prompt
             metrics = MetricsPane(id="metrics-pane", classes="pane").data_bind(snapshot=MainScreen.metrics)
             metrics.border_title = "Server metrics"
             yield metrics
@@ -278,7 +279,7 @@ class MainScreen(FeedsMixin, LabMixin):
             self._set_down(False)
         if event.snapshot.restart:  # also when it fell between two scrapes and never looked down
             self.find_server()
-        config = _config_line(event.snapshot.engine_config)
+        config = ServerState.config_from(event.snapshot.engine_config, self.simulator_flags)
         if config != self.server.config:
             self.server = replace(self.server, config=config)
         self._diagnose()
@@ -373,9 +374,3 @@ class MainScreen(FeedsMixin, LabMixin):
 def _said_on(value: str | None) -> bool | None:
     """A config label's boolean ("True"/"False", as vLLM writes them); None when absent or anything else."""
     return {"true": True, "false": False}.get((value or "").lower())
-
-
-def _config_line(config: dict[str, str]) -> str | None:
-    shown = [f"{key}={config[key]}" for key in ("enable_prefix_caching", "block_size", "num_gpu_blocks", "max_model_len")
-             if key in config]
-    return " ".join(shown) or None
