@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from tui.app.widgets.load_dial import DialState, describe
-from tui.app.widgets.timeline_pane import figures_line
 from tui.core.delivery import flag_bursts
+from tui.core.lane_figures import figures_line
 from tui.core.records import RequestTiming, ServerSplit
 from tui.sources.load import LoadProgress
 
@@ -14,13 +14,15 @@ def timing(offsets) -> RequestTiming:
                          output_tokens=len(offsets))
 
 
-def test_the_figures_line_says_delivery_and_its_itl_leaves_the_clumped_request_out():
+def test_the_figures_line_says_delivery_and_shows_no_itl_for_the_clumped_request():
     steady = timing([0.02 + 0.005 * i for i in range(64)])
     clumped = timing([0.5 + 30e-6 * i for i in range(64)])  # a whole answer read at once
     shown = flag_bursts([steady, clumped])
-    line = figures_line(shown, None)
+    line = figures_line(shown, None)  # the newest, the clumped one, selected
     assert "\ndelivery, not generation: 63 of 63 gaps under 0.2 ms" in line
-    assert "ITL p50 5.0 ms" in line  # the steady request's gaps only, not the clumped 0.03 ms
+    assert "ITL p50 – p99 –" in line  # its gaps time the delivery: not the clumped 0.03 ms
+    steady_line = figures_line(shown, None, back=1)  # the steady lane selected
+    assert "ITL p50 5.0 ms" in steady_line and "delivery" not in steady_line
     assert "delivery" not in figures_line(shown[:1], None)
 
 

@@ -135,3 +135,15 @@ def test_a_lane_in_prefill_or_failed_is_labelled_so():
 def test_bursts_are_marked_on_the_lane():
     [lane] = lanes([RequestTiming(True, 1.0, (0.1, 0.1), burst="arrived in 1 clump")])
     assert lane.burst
+
+
+def test_the_selected_lane_is_marked_and_its_labels_width_counted():
+    from tui.core.records import RequestTiming
+    from tui.core.timeline import SELECTED_MARK
+    timings = [RequestTiming(ok=True, t_sent_unix=float(i), token_offsets_s=(0.02, 0.03)) for i in range(3)]
+    kept = lanes(timings, ["a", "b", "c"], keep=3, selected=1)
+    assert [lane.selected for lane in kept] == [False, True, False]
+    drawn = layout(kept, ALIGNED, rows=5, width=80)
+    assert [row.tick_label for row in drawn.rows] == ["  a 20 ms", SELECTED_MARK + "b 20 ms", "  c 20 ms"]
+    assert [row.label for row in drawn.rows] == ["a 20 ms", "b 20 ms", "c 20 ms"]
+    assert drawn.cells == 80 - len(SELECTED_MARK + "a 20 ms") - 4

@@ -22,20 +22,25 @@ class Lane:
     ok: bool = True
     burst: bool = False
     """Its arrivals were flagged as clumped by delivery (they time the delivery, not the generation)."""
+    selected: bool = False
+    """The lane the figures under the chart speak of (arrow keys move it): its label is marked."""
 
 
-def lanes(timings: Sequence[RequestTiming], labels: Sequence[str] | None = None, keep: int = 8) -> list[Lane]:
-    """The last `keep` requests as lanes on one axis whose zero is the earliest send among them."""
+def lanes(timings: Sequence[RequestTiming], labels: Sequence[str] | None = None, keep: int = 8,
+          selected: int | None = None) -> list[Lane]:
+    """The last `keep` requests as lanes on one axis whose zero is the earliest send among them; `selected`
+    (an index into the lanes returned) marks one."""
     shown = list(timings)[-keep:]
     shown_labels = list(labels)[-keep:] if labels is not None else [f"#{i + 1}" for i in range(len(shown))]
     if not shown:
         return []
     origin = min(t.t_sent_unix for t in shown)
     result = []
-    for timing, label in zip(shown, shown_labels, strict=True):
+    for index, (timing, label) in enumerate(zip(shown, shown_labels, strict=True)):
         sent = timing.t_sent_unix - origin
         ticks = tuple(sent + offset for offset in timing.token_offsets_s)
-        result.append(Lane(label, sent, ticks[0] if ticks else None, ticks, timing.ok, bool(timing.burst)))
+        result.append(Lane(label, sent, ticks[0] if ticks else None, ticks, timing.ok, bool(timing.burst),
+                           index == selected))
     return result
 
 
@@ -72,6 +77,8 @@ VIEWS = (ALIGNED, WALL_CLOCK)
 BATCH_GAP_S = 0.25
 """Requests sent within this long of the first of them are one batch (one key sent them, or they overlap
 from their start anyway)."""
+SELECTED_MARK = "› "
+"""Before the selected lane's label (plain text: the chart's labels are not markup)."""
 MIN_AXIS_S = 0.01
 """The shortest axis drawn: a lane still in prefill has no length yet."""
 
@@ -119,6 +126,11 @@ class LaneLayout:
     prefill runs (or when the span is off the axis)."""
     ticks: tuple[float, ...]
     """Decode ticks on the axis (those off it dropped)."""
+
+    @property
+    def tick_label(self) -> str:
+        """The label as drawn: the selected lane's marked with `SELECTED_MARK`, the others indented as far."""
+        return (SELECTED_MARK if self.lane.selected else " " * len(SELECTED_MARK)) + self.label
 
     @property
     def prefill_s(self) -> float:
@@ -184,7 +196,8 @@ def axis_range(shown: Sequence[Lane], view: str, batch_of: Sequence[int] | None 
 
 
 def label_width(shown: Sequence[Lane]) -> int:
-    return max((len(lane_label(lane)) for lane in shown), default=0)
+    """The widest drawn label (`LaneLayout.tick_label`: the lane's label and TTFT after the selection mark)."""
+    return max((len(SELECTED_MARK) + len(lane_label(lane)) for lane in shown), default=0)
 
 
 def axis_cells(width: int, shown: Sequence[Lane]) -> int:

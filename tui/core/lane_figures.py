@@ -1,0 +1,109 @@
+"""The selected lane and what is said of it: which request the figures under the timeline speak of (arrow keys
+move the selection; a new send selects the newest again), its figures line, and its diagnosis.
+
+The selection is counted back from the newest request (0: the newest), so it stays on the same request
+while older ones are dropped from the end; a new send resets it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tui.core.delivery import DELIVERY_NOT_GENERATION
+from tui.core.diagnosis import Finding
+from tui.core.reconcile import reconcile
+from tui.core.records import RequestTiming
+from tui.core.stats import summarize
+
+NEWEST = 0
+"""The default selection: the newest request."""
+EMPTY_LINE = "TTFT –   prefill –   decode –   ITL p50 – p99 –"
+IN_FLIGHT = "in flight"
+
+
+def moved(back: int, step: int, count: int) -> int:
+    """The selection after an arrow: `step` +1 one lane older (up), −1 one newer (down), kept among `count` lanes."""
+    if count <= 0:
+        return NEWEST
+    return min(max(back + step, 0), count - 1)
+
+
+def after_send(back: int, new_send: bool, count: int) -> int:
+    """The selection once the timings change: the newest after a new send (or when its batch grew), else the
+    same request, kept among `count`."""
+    return NEWEST if new_send else moved(back, 0, count)
+
+
+def selected_index(count: int, back: int) -> int | None:
+    """The index (oldest first) of the selected request among `count`; None when there is none."""
+    if count <= 0:
+        return None
+    return count - 1 - min(max(back, 0), count - 1)
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:,.1f}"
+
+
+def ttft_parts(timing: RequestTiming) -> str | None:
+    """TTFT's decomposition where the server gave its split: vLLM's queue and prefill-and-first-step (the
+    network the rest), or a server's prompt time beside the rest of TTFT; None where it gave none."""
+    both = reconcile(timing)
+    if both is None or both.client_ttft_s is None:
+        return None
+    if both.network_s is not None:
+        return (f"TTFT = network {_ms(both.network_s)} + queue {_ms(both.server_queue_s)} "
+                f"+ prefill and first step {_ms(both.server_prompt_s)} ms (the server's clock)")
+    if both.server_prompt_s is not None and both.ttft_gap_s is not None:
+        return f"TTFT = prefill {_ms(both.server_prompt_s)} + {both.gap_is} {_ms(both.ttft_gap_s)} ms (the server's clock)"
+    return None
+
+
+def figures_line(timings: Sequence[RequestTiming], ceiling_tok_s: float | None, back: int = NEWEST,
+                 labels: Sequence[str] | None = None) -> str:
+    """The figures of the selected request (`back` from the newest), named by its label: TTFT (and its parts
+    where the server split it), prefill rate and its source, decode rate as a share of the ceiling, its ITL
+    p50/p99 and its tokens.
+
+    A request marked cold (a model load, or a fresh server's first) has its prefill rate labelled "cold
+    start"; one timed in bursts shows no ITL (its gaps time the delivery) and says so on a line of its own."""
+    index = selected_index(len(timings), back)
+    if index is None:
+        return EMPTY_LINE
+    timing = timings[index]
+    name = f"{labels[index]}: " if labels is not None and len(labels) == len(timings) else ""
+    if timing.ttft_s is None:
+        state = "failed before its first token" if not timing.ok else "TTFT … (waiting for its first token)"
+        return f"{name}{state}   {_tokens(timing)}"
+    source = f"{timing.prefill_source}, cold start" if timing.cold else timing.prefill_source
+    prefill = f"{timing.prefill_tok_s:,.0f} tok/s ({source})" if timing.prefill_tok_s else "–"
+    decode = f"{timing.decode_tok_s:,.1f} tok/s" if timing.decode_tok_s else "–"
+    share = ""
+    if timing.decode_tok_s and ceiling_tok_s:
+        share = f" = {timing.decode_tok_s / ceiling_tok_s:.0%} of the {ceiling_tok_s:,.0f} tok/s ceiling"
+    itl = summarize(() if timing.burst else timing.itl_s)
+    p50 = f"{itl.p50 * 1e3:.1f} ms" if itl.p50 is not None else "–"
+    p99 = f"{itl.p99 * 1e3:.1f} ms" if itl.p99 is not None else "–"
+    line = (f"{name}TTFT {_ms(timing.ttft_s)} ms   prefill {prefill}   decode {decode}{share}   "
+            f"ITL p50 {p50} p99 {p99}   {_tokens(timing)}")
+    parts = ttft_parts(timing)
+    if parts is not None:
+        line += f"\n{parts}"
+    if timing.burst:
+        line += f"\n{DELIVERY_NOT_GENERATION}: {timing.burst}"
+    return line
+
+
+def _tokens(timing: RequestTiming) -> str:
+    prompt = f"{timing.prompt_tokens:,}" if timing.prompt_tokens is not None else "?"
+    out = timing.output_tokens if timing.output_tokens is not None else len(timing.token_offsets_s)
+    about = "~" if timing.tokens_estimated else ""
+    return f"tokens {about}{prompt} in → {about}{out:,} out"
+
+
+def diagnosis_text(name: str, findings: Sequence[Finding], in_flight: bool, limit: int = 2) -> str:
+    """The diagnosis of the request named: "in flight" until it ends (never a previous request's findings),
+    then its first `limit` findings, one a line ("long 2000: decode 205 tok/s is 98% …")."""
+    prefix = f"{name}: " if name else ""
+    if in_flight:
+        return f"{prefix}{IN_FLIGHT}"
+    return "\n".join(f"{prefix}{f.phase} {f}" for f in findings[:limit])
