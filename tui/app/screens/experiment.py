@@ -15,6 +15,7 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.content import Content
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, ProgressBar, Static
@@ -63,6 +64,24 @@ CHARTS = {
     "context": Chart(left=("itl_p50_s",)),
 }
 COLOURS = ("cyan", "orange", "magenta")
+
+
+def legend(vary: str) -> Content:
+    """The chart's lines named in their colours, with the axis each is read on.
+
+    Plotext draws its own legend inside the plot, over whatever data runs through its corner; this
+    line sits outside the plot (under the chart), so it never covers a point.
+    """
+    chart, columns = CHARTS[vary], {c.key: c for c in COLUMNS[vary]}
+    if chart.bars:
+        return Content("")
+    both = bool(chart.left and chart.right)
+    parts = []
+    for side, keys, colours in (("left", chart.left, COLOURS), ("right", chart.right, COLOURS[::-1])):
+        for colour, key in zip(colours, keys, strict=False):
+            axis = f" ({side} axis)" if both else ""
+            parts.append(Content.from_markup(f"[{colour}]━━[/] $label", label=f"{_label(columns[key])}{axis}"))
+    return Content("   ").join(parts)
 
 
 class ExperimentChart(PlotextPlot):
@@ -114,7 +133,7 @@ class ExperimentChart(PlotextPlot):
             points = [(v, row[key] * column.scale) for v, row in zip(x, self.rows, strict=True) if row.get(key) is not None]
             if points:
                 self.plt.plot([p[0] for p in points], [p[1] for p in points], yside=side, color=colour,
-                              marker="braille", label=_label(column))
+                              marker="braille")  # named in the legend line under the chart
                 top = max(top, *(p[1] for p in points))
         if top > 0:  # from zero: "decode stays" must look flat, not a cliff over a 3 % range
             self.plt.ylim(0, top * 1.1, yside=side)
@@ -122,6 +141,11 @@ class ExperimentChart(PlotextPlot):
 
 def _label(column: Column) -> str:
     return f"{column.label} ({column.unit})" if column.unit else column.label
+
+
+def _header(column: Column) -> Text:
+    """A table header of two lines, the label over its unit."""
+    return Text(f"{column.label}\n{column.unit}", justify="right")
 
 
 class ExperimentScreen(Screen[None]):
@@ -145,6 +169,8 @@ class ExperimentScreen(Screen[None]):
         self.server_url = server_url
         self.info = info
         self.save_runs = save_runs
+        self._ended = ""
+        """What the message line says once the experiment ended ("done", "stopped: …")."""
 
     def compose(self) -> ComposeResult:
         yield Static(f"{TITLES[self.plan.vary]} · {self.info.model} at {self.server_url}", id="experiment-title",
@@ -154,8 +180,10 @@ class ExperimentScreen(Screen[None]):
         yield ProgressBar(total=1.0, show_eta=False, id="experiment-progress")
         yield Static("starting…", id="experiment-message", markup=False)
         yield ExperimentChart(self.plan.vary, id="experiment-chart").data_bind(rows=ExperimentScreen.rows)
-        table: DataTable = DataTable(id="experiment-table", cursor_type="none", zebra_stripes=True)
-        table.add_columns(*[_label(c) for c in COLUMNS[self.plan.vary]])
+        yield Static(legend(self.plan.vary), id="experiment-legend")
+        # Units under the labels: one-line headers ("aggregate (tok/s)") push the last column off 80 columns.
+        table: DataTable = DataTable(id="experiment-table", cursor_type="none", zebra_stripes=True, header_height=2)
+        table.add_columns(*[_header(c) for c in COLUMNS[self.plan.vary]])
         yield table
         yield Static("", id="experiment-finding", markup=False)
         yield Footer()
@@ -212,15 +240,16 @@ class ExperimentScreen(Screen[None]):
         if event.result is not None:
             self.rows = list(event.result.rows)
             self.finding = event.result.finding
-        self.query_one("#experiment-message", Static).update(
-            f"stopped: {event.error}" if event.error else "done")
+        self._ended = f"stopped: {event.error}" if event.error else "done"
+        self.query_one("#experiment-message", Static).update(self._ended)
 
     @on(RunSaved)
     def _saved(self, event: RunSaved) -> None:
-        if event.error:
-            self.notify(event.error, title="run not saved", severity="warning", markup=False)
-        else:
-            self.notify(f"saved run {event.run_id}", markup=False)
+        """Said on the screen's own message line: a toast would sit over the finding at 80×24."""
+        message = self.query_one("#experiment-message", Static)
+        outcome = f"run not saved: {event.error}" if event.error else f"saved run {event.run_id}"
+        message.update(f"{self._ended} · {outcome}")
+        message.set_class(bool(event.error), "-warning")
 
     def watch_rows(self, rows: list[dict]) -> None:
         table = self.query_one(DataTable)
