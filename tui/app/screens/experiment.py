@@ -63,7 +63,9 @@ CHARTS = {
     "interference": Chart(bars=("itl_before_s", "itl_during_s", "itl_after_s")),
     "context": Chart(left=("itl_p50_s",)),
 }
-COLOURS = ("cyan", "orange", "magenta")
+RGB = tuple[int, int, int]
+COLOURS: tuple[RGB, ...] = ((17, 168, 205), (230, 140, 20), (188, 63, 188))
+"""Cyan, orange, magenta, as RGB so the legend line draws each line's colour exactly as plotext does."""
 
 
 def legend(vary: str) -> Content:
@@ -80,7 +82,8 @@ def legend(vary: str) -> Content:
     for side, keys, colours in (("left", chart.left, COLOURS), ("right", chart.right, COLOURS[::-1])):
         for colour, key in zip(colours, keys, strict=False):
             axis = f" ({side} axis)" if both else ""
-            parts.append(Content.from_markup(f"[{colour}]━━[/] $label", label=f"{_label(columns[key])}{axis}"))
+            swatch = ("━━", "rgb({},{},{})".format(*colour))
+            parts.append(Content.assemble(swatch, " ", f"{_label(columns[key])}{axis}"))  # a label stays plain text
     return Content("   ").join(parts)
 
 
@@ -112,7 +115,7 @@ class ExperimentChart(PlotextPlot):
     def _plot_bars(self, keys: tuple[str, ...]) -> None:
         row, columns = self.rows[-1], {c.key: c for c in COLUMNS[self.vary]}
         shown = [columns[k] for k in keys if row.get(k) is not None]
-        self.plt.bar([_label(c) for c in shown], [row[c.key] * c.scale for c in shown], color="cyan")
+        self.plt.bar([_label(c) for c in shown], [row[c.key] * c.scale for c in shown], color=COLOURS[0])
 
     def _plot_lines(self, chart: Chart) -> None:
         x_column = COLUMNS[self.vary][0]
@@ -124,7 +127,7 @@ class ExperimentChart(PlotextPlot):
         self._plot_side(x, "left", chart.left, COLOURS)
         self._plot_side(x, "right", chart.right, COLOURS[::-1])
 
-    def _plot_side(self, x: list[float], side: str, keys: tuple[str, ...], colours: tuple[str, ...]) -> None:
+    def _plot_side(self, x: list[float], side: str, keys: tuple[str, ...], colours: tuple[RGB, ...]) -> None:
         """One line per key against the y axis on `side`, which starts at zero."""
         columns = {c.key: c for c in COLUMNS[self.vary]}
         top = 0.0
