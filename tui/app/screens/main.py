@@ -32,14 +32,16 @@ from tui.app.widgets.load_dial import LoadDialPane
 from tui.app.widgets.metrics_pane import MetricsPane
 from tui.app.widgets.prompt_pane import PRESETS, Preset, PromptPane
 from tui.app.widgets.status_line import ServerState, StatusLine
-from tui.app.widgets.timeline_pane import TimelinePane
+from tui.app.widgets.timeline_pane import KEEP_LANES, TimelinePane
 from tui.config import Settings
 from tui.core.client_load import ClientLoad, busy_line
 from tui.core.delivery import flag_bursts
 from tui.core.diagnosis import LiveFigures, diagnose
+from tui.core.lane_figures import NEWEST, after_send, diagnosis_text, moved, selected_index
 from tui.core.records import RequestTiming
 from tui.core.server_ceiling import ServerCeiling, ceiling_for
 from tui.core.telemetry import GpuSample, HostSample, MetricsSnapshot
+from tui.core.timeline import batches, keep_count
 from tui.sources.host import local_port
 from tui.sources.http import client_for
 from tui.sources.prompts import filler_text
@@ -74,6 +76,11 @@ class MainScreen(FeedsMixin, LabMixin):
         Binding("c", "clear", "Clear", tooltip="Clear the timeline", id="clear"),
         Binding("v", "timeline_view", "View", tooltip="Timeline: each lane from its own send (aligned), or one wall clock",
                 id="timeline.view"),
+        # Not priority bindings: a focused prompt box (or the answer) keeps its own arrows.
+        Binding("up", "select_lane(1)", "Older lane", key_display="↑", show=False, id="timeline.older",
+                tooltip="The figures and diagnosis under the timeline: the lane above (an older request)"),
+        Binding("down", "select_lane(-1)", "Newer lane", key_display="↓", show=False, id="timeline.newer",
+                tooltip="The figures and diagnosis under the timeline: the lane below (a newer request)"),
         *LAB_BINDINGS,
         *SIMULATOR_BINDINGS,
     ]
@@ -93,7 +100,9 @@ class MainScreen(FeedsMixin, LabMixin):
     decode_ceiling_tok_s: reactive[float | None] = reactive(None, repaint=False)
     """The single-stream ceiling for the server's model and device, when both are known."""
     diagnosis: reactive[str] = reactive("", repaint=False)
-    """The "what to change" findings for the latest figures, one per line."""
+    """The "what to change" findings of the selected request, one per line ("in flight" until it ends)."""
+    selected_back: reactive[int] = reactive(NEWEST, repaint=False)
+    """The lane the figures under the timeline speak of, counted back from the newest (0); a send resets it."""
     client_busy: reactive[str] = reactive("", repaint=False)
     """"client busy: N % CPU, figures marked" while phasetop's own process is near a core; "" otherwise."""
     cpu_ceiling: reactive[str | None] = reactive(None, repaint=False)
@@ -123,6 +132,12 @@ class MainScreen(FeedsMixin, LabMixin):
         self._records: dict[int, RequestTiming] = {}
         self._labels: dict[int, str] = {}
         self._arrived: dict[int, list[float]] = {}
+        self._done: set[int] = set()
+        """Requests that ended (completed or failed): the others are in flight."""
+        self._shown_ids: list[int] = []
+        """The request id of each entry of `timings`, as last published."""
+        self._new_send = False
+        """A request started since the last publish: the selection goes back to the newest."""
         """Offsets of requests still streaming, as batches bring them (a list each: a tuple grown per batch
         would copy every offset again each time); folded into `_records` when published."""
         self.client_load = ClientLoad()
@@ -146,7 +161,7 @@ class MainScreen(FeedsMixin, LabMixin):
             timeline = TimelinePane(id="timeline-pane", classes="pane").data_bind(
                 timings=MainScreen.timings, labels=MainScreen.labels,
                 decode_ceiling_tok_s=MainScreen.decode_ceiling_tok_s, diagnosis=MainScreen.diagnosis,
-                client_busy=MainScreen.client_busy,
+                client_busy=MainScreen.client_busy, selected_back=MainScreen.selected_back,
             )
             yield timeline
             prompt = PromptPane(id="prompt-pane", classes="pane")
@@ -195,10 +210,17 @@ class MainScreen(FeedsMixin, LabMixin):
     def action_timeline_view(self) -> None:
         self.query_one(TimelinePane).toggle_view()
 
+    def action_select_lane(self, step: int) -> None:
+        kept = keep_count(batches(self.timings), KEEP_LANES)
+        self.selected_back = moved(self.selected_back, step, kept)
+        self._diagnose()
+
     def action_clear(self) -> None:
         self._records.clear()
         self._labels.clear()
         self._arrived.clear()
+        self._done.clear()
+        self._new_send = True
         self._publish()
 
     def action_help(self) -> None:
@@ -226,6 +248,7 @@ class MainScreen(FeedsMixin, LabMixin):
         self.server_fresh = False  # whichever request this is, the server has now been sent one
         self._records[event.request_id] = RequestTiming(ok=True, t_sent_unix=event.t_sent_unix, prompt_tokens=event.prompt_tokens)
         self._labels[event.request_id] = event.label
+        self._new_send = True
         self._publish_soon()
 
     @on(TokenBatch)
@@ -248,6 +271,7 @@ class MainScreen(FeedsMixin, LabMixin):
     @on(RequestCompleted)
     def _completed(self, event: RequestCompleted) -> None:
         self._arrived.pop(event.request_id, None)
+        self._done.add(event.request_id)
         if self._records and event.request_id == max(self._records):
             self._answer_ended = True
         if event.request_id in self._records:  # not when it was dropped as one too many to keep
@@ -326,15 +350,32 @@ class MainScreen(FeedsMixin, LabMixin):
         for stale in [i for i in self._records if i not in ids]:
             del self._records[stale], self._labels[stale]
             self._arrived.pop(stale, None)
+            self._done.discard(stale)
         for i, offsets in self._arrived.items():
             if len(offsets) != len(self._records[i].token_offsets_s):
                 self._records[i] = replace(self._records[i], token_offsets_s=tuple(offsets))
-        self.timings = [self._records[i] for i in ids]
+        timings = [self._records[i] for i in ids]
+        back = after_send(self.selected_back, self._new_send, keep_count(batches(timings), KEEP_LANES))
+        self._new_send = False
+        self._shown_ids = ids
         self.labels = [self._labels[i] for i in ids]
+        self.selected_back = back  # before the timings: the pane draws both once, when the timings come
+        self.timings = timings
         self._diagnose()
 
     def _diagnose(self) -> None:
-        latest = next((t for t in reversed(self.timings) if t.decode_tok_s and not t.burst), None)
+        """The findings of the selected request: "in flight" until it ends; none from a request timed in bursts
+        (its figures time the delivery)."""
+        index = selected_index(len(self.timings), self.selected_back)
+        if index is None or len(self._shown_ids) != len(self.timings):
+            self.diagnosis = ""
+            return
+        selected = self.timings[index]
+        name = self.labels[index] if len(self.labels) == len(self.timings) else ""
+        if self._shown_ids[index] not in self._done:
+            self.diagnosis = diagnosis_text(name, [], in_flight=True)
+            return
+        latest = selected if selected.ok and not selected.burst else None
         snapshot = self.metrics
         kv_per_token = self._ceiling[1] if self._ceiling else self._served.kv_bytes_per_token if self._served else None
         figures = LiveFigures(
@@ -351,7 +392,7 @@ class MainScreen(FeedsMixin, LabMixin):
             engine=(snapshot.engine if snapshot else None) or self.api,
             on_cpu=bool(self._served and self._served.cpu_row),
         )
-        self.diagnosis = "\n".join(f"{f.phase}: {f}" for f in diagnose(figures)[:2])
+        self.diagnosis = diagnosis_text(name, diagnose(figures), in_flight=False)
 
     def _set_ceiling(self) -> None:
         """A ceiling for a server phasetop did not start: a phasetop simulator's from the flags it publishes;

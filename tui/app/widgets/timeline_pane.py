@@ -13,10 +13,8 @@ from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
 from tui.app.widgets.text import set_text
-from tui.core.delivery import DELIVERY_NOT_GENERATION
-from tui.core.reconcile import reconcile
+from tui.core.lane_figures import NEWEST, figures_line, selected_index
 from tui.core.records import RequestTiming
-from tui.core.stats import summarize
 from tui.core.timeline import (ALIGNED, VIEWS, WALL_CLOCK, Lane, TimelineLayout, batches, default_view, keep_count,
                                lanes, layout, thin)
 
@@ -141,7 +139,7 @@ class TimelinePlot(PlotextPlot):
                 # sent, no token yet; or failed before its first (the toast says why)
                 plt.scatter([row.sent_s], [y], marker=SENT_MARK if row.lane.ok else FAILED_MARK, color=prefill)
         if count:
-            plt.yticks(list(range(count, 0, -1)), [row.label for row in shown])
+            plt.yticks(list(range(count, 0, -1)), [row.tick_label for row in shown])
             plt.ylim(0.5, count + 0.5)
             plt.xlim(drawn.x_min, drawn.x_max)
             plt.xlabel("seconds after each send" if self.view == ALIGNED else "seconds")
@@ -150,7 +148,8 @@ class TimelinePlot(PlotextPlot):
 
 
 class TimelinePane(Vertical):
-    """Timeline plus its figures: TTFT, prefill rate, decode rate, ITL p50/p99, share of the ceiling."""
+    """Timeline plus the selected lane's figures: TTFT, prefill rate, decode rate and its share of the
+    ceiling, ITL p50/p99, tokens (`tui.core.lane_figures`); the screen's arrows move the selection."""
 
     can_focus = True
     """Tab reaches the pane and scrolls it into view: on an 80×24 terminal over SSH there is no mouse."""
@@ -169,6 +168,8 @@ class TimelinePane(Vertical):
     """"client busy: N % CPU, figures marked" while phasetop itself is near a core; "" otherwise."""
     view: reactive[str] = reactive(ALIGNED, repaint=False)
     """ALIGNED (each lane from its own send) or WALL_CLOCK (one axis); each new send sets its default."""
+    selected_back: reactive[int] = reactive(NEWEST, repaint=False)
+    """The lane the figures speak of, counted back from the newest (0), marked in the chart."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -234,6 +235,9 @@ class TimelinePane(Vertical):
     def watch_decode_ceiling_tok_s(self) -> None:
         self._show_timings()
 
+    def watch_selected_back(self) -> None:
+        self._show_timings()
+
     def _show_timings(self) -> None:
         labels = self.labels if len(self.labels) == len(self.timings) else None
         batch_of = batches(self.timings)
@@ -244,35 +248,11 @@ class TimelinePane(Vertical):
             self._last_batch = batch
             if batch is not None:
                 self.view = default_view(batch_of)
+        kept = self.timings[-keep:] if keep else []
+        kept_labels = labels[-keep:] if labels and keep else None
         plot = self.query_one(TimelinePlot)
         plot.batch_of = batch_of[-keep:] if keep else []
-        plot.lanes = lanes(self.timings[-keep:] if keep else [], labels[-keep:] if labels and keep else None, keep=max(keep, 1))
-        set_text(self.query_one("#timeline-figures", Static), figures_line(self.timings, self.decode_ceiling_tok_s))
+        plot.lanes = lanes(kept, kept_labels, keep=max(keep, 1), selected=selected_index(len(kept), self.selected_back))
+        set_text(self.query_one("#timeline-figures", Static),
+                 figures_line(kept, self.decode_ceiling_tok_s, self.selected_back, kept_labels))
 
-
-def figures_line(timings: list[RequestTiming], ceiling_tok_s: float | None) -> str:
-    """The figures of the latest request with a first token, and ITL percentiles over the shown ones.
-
-    A request marked cold (a model load, or a fresh server's first) keeps its place in the percentiles,
-    as in probe's summary, but its prefill rate is labelled "cold start"."""
-    latest = next((t for t in reversed(timings) if t.ttft_s is not None), None)
-    if latest is None:
-        return "TTFT –   prefill –   decode –   ITL p50 – p99 –"
-    itl = summarize(gap for t in timings[-KEEP_LANES:] if not t.burst for gap in t.itl_s)
-    # A cold request's TTFT holds the server's start-up, so its prefill rate is not the prompt's: say so.
-    source = f"{latest.prefill_source}, cold start" if latest.cold else latest.prefill_source
-    prefill = f"{latest.prefill_tok_s:,.0f} tok/s ({source})" if latest.prefill_tok_s else "–"
-    decode = f"{latest.decode_tok_s:,.1f} tok/s" if latest.decode_tok_s else "–"
-    share = ""
-    if latest.decode_tok_s and ceiling_tok_s:
-        share = f" = {latest.decode_tok_s / ceiling_tok_s:.0%} of the {ceiling_tok_s:,.0f} tok/s ceiling"
-    p50 = f"{itl.p50 * 1e3:.1f} ms" if itl.p50 is not None else "–"
-    p99 = f"{itl.p99 * 1e3:.1f} ms" if itl.p99 is not None else "–"
-    line = f"TTFT {latest.ttft_s * 1e3:,.1f} ms   prefill {prefill}   decode {decode}{share}   ITL p50 {p50} p99 {p99}"
-    both = reconcile(latest)
-    if both is not None and both.network_s is not None:  # vLLM's own queue and TTFT: the parts of the client's
-        line += (f"\nTTFT = network {both.network_s * 1e3:,.1f} + queue {both.server_queue_s * 1e3:,.1f} "
-                 f"+ prefill and first step {both.server_prompt_s * 1e3:,.1f} ms (the server's clock)")
-    if latest.burst:
-        line += f"\n{DELIVERY_NOT_GENERATION}: {latest.burst}"
-    return line
