@@ -146,9 +146,11 @@ class MainScreen(FeedsMixin, LabMixin):
         self._publish_pending = False
         self._published_at = 0.0
         self._answer: list[str] = []
-        self._answer_ended = False
-        """The request the prompt pane shows has ended: the next publish writes all its text."""
         """Answer text that arrived since the last publish (the prompt pane's, painted with the rest)."""
+        self._answer_id: int | None = None
+        """The request whose answer the prompt pane shows: the newest of the latest send."""
+        self._answer_ended = False
+        """That request has ended: the next publish writes all its text."""
         self._publish_interval_s = PUBLISH_INTERVAL_S if live else 0.0
         """A recorded feed (tests, snapshots) publishes after each message: no timer is live at a snapshot."""
         self.server = ServerState(url=server_url, simulated=simulated)
@@ -237,6 +239,9 @@ class MainScreen(FeedsMixin, LabMixin):
         count = preset.concurrency if preset else 1
         self._next_id += count
         label = preset.label if preset else "typed"
+        # The pane shows this send's answer from here on: text of an earlier request still arriving is not it.
+        self._answer_id, self._answer_ended = first_id + count - 1, False
+        self._answer.clear()
         self.query_one(PromptPane).start_answer(f"── {label} ──")
         self.send_requests(first_id, label, event.text, preset.prompt_tokens if preset else None, count,
                            MAX_TOKENS, SHARED_PREFIX if preset and preset.shared_prefix else None)
@@ -265,14 +270,14 @@ class MainScreen(FeedsMixin, LabMixin):
         if request_id not in self._records:
             return
         self._arrived.setdefault(request_id, []).extend(offsets_s)
-        if text and request_id == max(self._records):
+        if text and request_id == self._answer_id:
             self._answer.append(text)
 
     @on(RequestCompleted)
     def _completed(self, event: RequestCompleted) -> None:
         self._arrived.pop(event.request_id, None)
         self._done.add(event.request_id)
-        if self._records and event.request_id == max(self._records):
+        if event.request_id == self._answer_id:
             self._answer_ended = True
         if event.request_id in self._records:  # not when it was dropped as one too many to keep
             # Clumped arrivals time the delivery, not the generation: flagged, shown as such, kept out of the diagnosis.
