@@ -1,5 +1,5 @@
-"""The runs view with odd files: each named on screen with its reason, the runs still listed, two files with one id
-both listed (no DuplicateKey), and an empty or unusable runs dir said so."""
+"""The runs view: its columns fit their content on first paint; odd files each named on screen with its reason, the
+runs still listed, two files with one id both listed (no DuplicateKey), and an empty or unusable runs dir said so."""
 
 from __future__ import annotations
 
@@ -45,10 +45,29 @@ def text_of(app: App, selector: str) -> str:
     return str(app.screen.query_one(selector, Static).render())
 
 
-def run_at(minute: int, ttft_s: float = 0.05) -> dict:
+def run_at(minute: int, ttft_s: float = 0.05, model: str = "m") -> dict:
     started = datetime(2026, 4, 1, 9, minute, tzinfo=UTC)
-    return new_run("probe", {"max_tokens": 3}, {"url": "http://h:8000", "model": "m"}, [{**REQUEST, "ttft_s": ttft_s}],
+    return new_run("probe", {"max_tokens": 3}, {"url": "http://h:8000", "model": model}, [{**REQUEST, "ttft_s": ttft_s}],
                    {}, started, started)
+
+
+async def test_every_column_fits_its_content_on_first_paint(tmp_path):
+    runs = [run_at(0, model="meta-llama/Llama-3.1-8B-Instruct"), run_at(5, model="meta-llama/Llama-3.1-8B-Instruct")]
+    for run in runs:
+        save_run(run, tmp_path / "runs")
+    app = _Host(tmp_path / "runs")
+    async with app.run_test(size=(160, 30)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen) and app.screen.query_one(DataTable).row_count == 2,
+                       what="the runs listed")
+        await pilot.pause()
+        table = app.screen.query_one(DataTable)
+        strips = app.screen._compositor.render_strips()
+        painted = "\n".join(strips[y].text for y in range(table.region.y, table.region.bottom))
+        for run in runs:
+            assert run["id"] in painted, painted
+        for whole in ("started (UTC)", "2026-04-01 09:05:00", "meta-llama/Llama-3.1-8B-Instruct", "summary",
+                      "decode 180.0 tok/s"):
+            assert whole in painted, f"{whole!r} cut: {painted}"
 
 
 async def test_odd_files_are_named_and_duplicate_ids_both_listed(tmp_path):

@@ -10,7 +10,6 @@ import time
 import pytest
 
 from tests.hostile import SECRET, echoing_key, serving
-from tests.scripted_server import Reply
 from tui.app.app import PhasetopApp
 from tui.app.messages import RequestCompleted, ServerCameUp
 from tui.config import load_settings
