@@ -412,6 +412,9 @@ class MainScreen(FeedsMixin, LabMixin):
         self._served = served
         self.decode_ceiling_tok_s, self.cpu_ceiling = served.decode_ceiling_tok_s, served.line
 
+    def watch_decode_ceiling_tok_s(self, ceiling_tok_s: float | None) -> None:
+        self.server = replace(self.server, ceiling_tok_s=ceiling_tok_s)
+
     def _set_down(self, down: bool) -> None:
         for pane in self.query(".pane"):
             pane.set_class(down, "-down")

@@ -33,8 +33,6 @@ class ServerState:
     down_reason: str | None = None
     config: str | None = None
     """Engine config in one line (`config_from`: max_num_batched_tokens, prefix caching, ...)."""
-    device: str | None = None
-    """The device the server runs on, when known ("H100 SXM", "CPU")."""
     ceiling_tok_s: float | None = None
     """The single-stream decode ceiling for the model on that device, when known."""
 
@@ -106,8 +104,6 @@ def _server_parts(state: ServerState) -> list[str]:
         parts.append("up")
     if state.model:
         parts.append(one_line(state.model))
-    if state.device and not state.simulated:
-        parts.append(one_line(state.device))
     if state.ceiling_tok_s:
         parts.append(f"ceiling {state.ceiling_tok_s:,.0f} tok/s")
     return parts
