@@ -43,12 +43,14 @@ async def test_short_then_long_compares_prefill_in_aligned_view(sim_url, size):
     async with app.run_test(size=size, message_hook=seen.append) as pilot:
         await started(pilot, seen)
         pane = app.screen.query_one(TimelinePane)
+        # Two shorts: the first on a fresh simulator pays its cold start (tens of ms on a loaded CI box).
         await send(pilot, seen, "1", 1)
-        await send(pilot, seen, "2", 2)
-        drawn = await drawn_with(pilot, pane, 2)
+        await send(pilot, seen, "1", 2)
+        await send(pilot, seen, "2", 3)
+        drawn = await drawn_with(pilot, pane, 3)
         assert drawn.view == ALIGNED and pane.view == ALIGNED and "aligned" in str(pane.border_title)
-        assert drawn.hidden == 0, "both lanes fit"
-        short, long = drawn.rows
+        assert drawn.hidden == 0, "every lane fits"
+        _, short, long = drawn.rows
         assert short.lane.label == "short 200" and long.lane.label == "long 2000"
         assert short.sent_s == long.sent_s == 0.0 == drawn.x_min
         assert drawn.span_cells(short) >= 1.0
@@ -57,9 +59,9 @@ async def test_short_then_long_compares_prefill_in_aligned_view(sim_url, size):
         longest = max(row.lane.token_s[-1] for row in drawn.rows)
         assert drawn.x_max == pytest.approx(longest), "the axis ends at the longest lane"
         assert drawn.cells < app.screen.query_one(TimelinePlot).size.width
-        ttft_ms = [m.timing.ttft_s * 1e3 for m in completed(seen)]
-        assert [row.label for row in drawn.rows] == [f"short 200 {ttft_ms[0]:.1f} ms" if ttft_ms[0] < 10 else
-                                                     f"short 200 {ttft_ms[0]:,.0f} ms", f"long 2000 {ttft_ms[1]:,.0f} ms"]
+        ttft_ms = [m.timing.ttft_s * 1e3 for m in completed(seen)][1:]
+        assert [row.label for row in drawn.rows[1:]] == [f"short 200 {ttft_ms[0]:.1f} ms" if ttft_ms[0] < 10 else
+                                                         f"short 200 {ttft_ms[0]:,.0f} ms", f"long 2000 {ttft_ms[1]:,.0f} ms"]
         await pilot.press("q")
 
 

@@ -253,6 +253,7 @@ class MainScreen(FeedsMixin, LabMixin):
         self.server_fresh = False  # whichever request this is, the server has now been sent one
         self._records[event.request_id] = RequestTiming(ok=True, t_sent_unix=event.t_sent_unix, prompt_tokens=event.prompt_tokens)
         self._labels[event.request_id] = event.label
+        self._answer_id = max(self._answer_id or 0, event.request_id)  # a send's own id is set ahead, in _send
         self._new_send = True
         self._publish_soon()
 
