@@ -8,7 +8,7 @@ from time import monotonic
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Container
+from textual.containers import Container, Vertical
 from textual.reactive import reactive
 from textual.widgets import Footer
 
@@ -169,14 +169,15 @@ class MainScreen(FeedsMixin, LabMixin):
             prompt = PromptPane(id="prompt-pane", classes="pane")
             prompt.border_title = "Prompt"
             yield prompt
-            metrics = MetricsPane(id="metrics-pane", classes="pane").data_bind(snapshot=MainScreen.metrics)
-            metrics.border_title = "Server metrics"
-            yield metrics
-            gpu = GpuPane(id="gpu-pane", classes="pane").data_bind(gpu=MainScreen.gpu, host=MainScreen.host,
-                                                                  cpu_ceiling=MainScreen.cpu_ceiling,
-                                                                  metrics=MainScreen.metrics)
-            gpu.border_title = "GPU / host"
-            yield gpu
+            with Vertical(id="telemetry"):  # the server's metrics over the GPU/host pane, beside the prompt
+                metrics = MetricsPane(id="metrics-pane", classes="pane").data_bind(snapshot=MainScreen.metrics)
+                metrics.border_title = "Server metrics"
+                yield metrics
+                gpu = GpuPane(id="gpu-pane", classes="pane").data_bind(gpu=MainScreen.gpu, host=MainScreen.host,
+                                                                      cpu_ceiling=MainScreen.cpu_ceiling,
+                                                                      metrics=MainScreen.metrics)
+                gpu.border_title = "GPU / host"
+                yield gpu
         yield LoadDialPane(id="load-dial").data_bind(state=LabMixin.dial)
         yield Footer()
 
