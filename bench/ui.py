@@ -241,6 +241,7 @@ def app_under_load(url: str, idle_s: float, window_s: float, profile: str | None
 
 def child(url: str) -> None:
     """The app as `phasetop --url URL` runs it, plus SIGUSR1: keep 32 streams going in rounds."""
+    from tui.app.feeds.requests import Send
     from tui.app.app import PhasetopApp
     from tui.config import Settings
 
@@ -255,7 +256,7 @@ def child(url: str) -> None:
         async def _rounds(self) -> None:
             first_id = 1_000_000  # above any id the screen hands out
             while True:
-                worker = self._main.send_requests(first_id, "bench", None, PROMPT_TOKENS, STREAMS, MAX_TOKENS)
+                worker = self._main.send_requests(Send(first_id, "bench", None, PROMPT_TOKENS, STREAMS, MAX_TOKENS))
                 while not worker.is_finished:  # (Worker.wait raises while the worker is still pending)
                     await asyncio.sleep(0.02)
                 first_id += STREAMS

@@ -33,7 +33,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tui.app.app import PhasetopApp  # noqa: E402
-from tui.app.feeds import SHOWN_LANES, TokenBatches  # noqa: E402
+from tui.app.feeds.requests import SHOWN_LANES, TokenBatches  # noqa: E402
 from tui.app.messages import RequestCompleted, RequestStarted, ServerCameUp  # noqa: E402
 from tui.config import Settings  # noqa: E402
 from tui.core.aggregates import EndlessRecord  # noqa: E402
@@ -114,9 +114,9 @@ async def drive(total_tokens: int, every: int) -> dict:
                               "load_avg_1m": round(os.getloadavg()[0], 2)})
                 print(f"{streamed:>12,} tokens  RSS {marks[-1]['rss_mb']:7.1f} MB  {marks[-1]['s']:7.1f} s  "
                       f"load 1m {marks[-1]['load_avg_1m']:.2f}", file=sys.stderr, flush=True)
-        session = screen._sessions[-1]
+        session = screen.lab.sessions.current
         kept = {
-            "timeline_requests": len(screen._records),
+            "timeline_requests": len(screen.state),
             "session_requests_kept": len(session.requests),
             "session_requests_seen": session.request_count,
             "load_requests_kept": len(endless.sample),

@@ -40,7 +40,7 @@ async def live_view(url: str) -> None:
     app = PhasetopApp(REAL_TIME, url, *simulated_server(REAL_TIME), save_runs=False)
     async with app.run_test(size=SIZE) as pilot:
         screen: MainScreen = app.screen
-        await until(pilot, lambda: screen.api is not None)
+        await until(pilot, lambda: screen.state.served is not None)
         for key, done in (("1", 1), ("1", 2), ("2", 3)):  # the first short pays the cold start: a second one
             await pilot.press(key)
             await settled(pilot, screen, done)
@@ -66,7 +66,7 @@ async def experiment(url: str) -> None:
     app = PhasetopApp(REAL_TIME, url, *simulated_server(REAL_TIME), save_runs=False)
     async with app.run_test(size=SIZE) as pilot:
         screen: MainScreen = app.screen
-        await until(pilot, lambda: screen._server_info is not None)
+        await until(pilot, lambda: screen.lab.server_info is not None)
         await pilot.press("p")
         await until(pilot, lambda: isinstance(app.screen, ExperimentScreen) and app.screen.finding, 180)
         await pilot.pause(0.3)
@@ -75,12 +75,12 @@ async def experiment(url: str) -> None:
 
 async def long_prompt_among_streams(pilot, screen: MainScreen) -> None:
     """Preset 4 (8 streams), then preset 2 (2,000 tokens) once they decode; returns when all 9 are in the session."""
-    first = screen._next_id
+    first = screen.state.next_id
     await pilot.press("4")
     streams = range(first, first + 8)
-    await until(pilot, lambda: all(len(getattr(screen._records.get(i), "token_offsets_s", ())) >= 16 for i in streams))
+    await until(pilot, lambda: all(len(getattr(screen.state.record(i), "token_offsets_s", ())) >= 16 for i in streams))
     await pilot.press("2")
-    await until(pilot, lambda: len(screen._sessions[-1].requests) == 9, 90)
+    await until(pilot, lambda: len(screen.lab.sessions.current.requests) == 9, 90)
 
 
 async def before_after() -> None:
@@ -92,12 +92,12 @@ async def before_after() -> None:
     try:
         async with app.run_test(size=SIZE) as pilot:
             screen: MainScreen = app.screen
-            await until(pilot, lambda: screen._server_info is not None)
+            await until(pilot, lambda: screen.lab.server_info is not None)
             await long_prompt_among_streams(pilot, screen)
             first.stop()
             port = str(urlsplit(first.url).port)
             with SimulatorProcess.start([*simulator_args(REAL_TIME), "--max-num-batched-tokens", "256", "--port", port]):
-                await until(pilot, lambda: screen.has_before and screen._server_info is not None, 90)
+                await until(pilot, lambda: screen.has_before and screen.lab.server_info is not None, 90)
                 await long_prompt_among_streams(pilot, screen)
             await pilot.press("b")
             await until(pilot, lambda: isinstance(app.screen, CompareScreen))

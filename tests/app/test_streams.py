@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from tests.app.test_app import completed, settings, wait_for
 from tui.app.app import PhasetopApp
-from tui.app.feeds import TokenBatches
+from tui.app.feeds.requests import TokenBatches
 from tui.app.messages import RequestCompleted, RequestStarted, ServerCameUp, LaneTokens, TokenBatch
-from tui.app.screens.main import KEEP_REQUESTS, MainScreen
+from tui.app.screens.main import MainScreen
+from tui.core.live import KEEP_REQUESTS
 from tui.core.records import RequestTiming
 
 T0 = 1.7e9

@@ -28,7 +28,8 @@ def test_an_earlier_reason_and_a_failed_request_are_left_as_they_are():
 
 async def test_a_busy_loop_is_recorded_as_a_busy_interval_and_an_idle_one_is_not():
     busy: list = []
-    watch = asyncio.create_task(watch_own_cpu(busy, every_s=0.2, busy_pct=50.0))
+    # A low bar: on a loaded 2-core box the burning loop may get half a core or less; idle is near 0 %.
+    watch = asyncio.create_task(watch_own_cpu(busy, every_s=0.2, busy_pct=25.0))
     await asyncio.sleep(0.45)  # idle: two quiet intervals
     quiet = len(busy)
     deadline = time.perf_counter() + 0.5
@@ -38,4 +39,4 @@ async def test_a_busy_loop_is_recorded_as_a_busy_interval_and_an_idle_one_is_not
     await asyncio.sleep(0.25)
     watch.cancel()
     assert quiet == 0
-    assert busy and all(pct >= 50.0 and stop > start for start, stop, pct in busy)
+    assert busy and all(pct >= 25.0 and stop > start for start, stop, pct in busy)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from textual.message import Message
 
+from tui.core.live import LaneTokens
 from tui.core.records import RequestTiming
 from tui.core.telemetry import GpuSample, HostSample, MetricsSnapshot
 
@@ -32,27 +31,6 @@ class RequestStarted(Fact):
         self.label = label
         """What the timeline lane is called ("short 200", "typed")."""
         self.t_sent_unix = t_sent_unix
-
-
-@dataclass(frozen=True, slots=True)
-class LaneTokens:
-    """One request's chunks since the last batch, summed up: every offset only where the timeline can show it."""
-
-    request_id: int
-    count: int
-    """Content chunks in this batch."""
-    first_offset_s: float
-    last_offset_s: float
-    offsets_s: tuple[float, ...] | None = None
-    """Arrival of each chunk (seconds after the send), for a lane the timeline can show; None for the rest,
-    whose exact record comes with `RequestCompleted`."""
-    text: str = ""
-    """The batch's text (untrusted), only for the request whose answer the prompt pane shows."""
-
-    @classmethod
-    def detailed(cls, request_id: int, offsets_s: tuple[float, ...], text: str = "") -> LaneTokens:
-        """A lane with every offset."""
-        return cls(request_id, len(offsets_s), offsets_s[0], offsets_s[-1], offsets_s, text)
 
 
 class TokenBatch(Fact):
@@ -142,6 +120,14 @@ class ServerCameUp(Fact):
         self.fresh = fresh
         """True when it had served no generation request since it started (its /metrics counters all 0), so
         the next request pays its cold start; None when its /metrics cannot say."""
+
+
+class NotSent(Fact):
+    """A send could not begin (the server refused its connections): `reason` says why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__()
+        self.reason = reason
 
 
 class SimulatorExited(Fact):

@@ -83,6 +83,41 @@ class Session:
             self.gpu_mem_busy.add(device.mem_bw_util)
 
 
+class SessionLog:
+    """The current session, and the one before the last restart ("before"); older ones are dropped."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.sessions: list[Session] = []
+        """The one before (if any), then the current."""
+
+    @property
+    def current(self) -> Session | None:
+        return self.sessions[-1] if self.sessions else None
+
+    @property
+    def has_before(self) -> bool:
+        return len(self.sessions) > 1
+
+    def open(self, started: datetime, reasons: tuple[str, ...] = ()) -> Session:
+        """A new current session; the current one becomes "before"."""
+        number = self.sessions[-1].number + 1 if self.sessions else 1
+        session = Session(number, started, self.url, restart_reasons=tuple(reasons))
+        self.sessions = [*self.sessions[-1:], session]
+        return session
+
+    def sent_in(self, t_sent_unix: float) -> Session | None:
+        """The session a request sent at `t_sent_unix` belongs to (one sent before a restart may end after it)."""
+        return next((s for s in reversed(self.sessions) if s.started.timestamp() <= t_sent_unix), None)
+
+    def identified(self, number: int, identity: dict) -> bool:
+        """Give session `number` its identity; True when it is the current one."""
+        for session in self.sessions:
+            if session.number == number:
+                session.identity = identity
+        return bool(self.sessions) and number == self.sessions[-1].number
+
+
 def session_run(session: Session, finished: datetime) -> dict:
     """The session as a run record; keeps `session.run_id` once one was given, so saves overwrite one file."""
     identity = session.identity or {"url": session.url, "kind": None, "model": None, "version": None,

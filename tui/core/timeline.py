@@ -79,6 +79,9 @@ BATCH_GAP_S = 0.25
 from their start anyway)."""
 SELECTED_MARK = "› "
 """Before the selected lane's label (plain text: the chart's labels are not markup)."""
+KEEP_LANES = 32
+"""Lanes kept (more when the last batch is bigger: it stays whole); those that do not fit the plot's rows
+are counted on the pane's border ("+N more")."""
 MIN_AXIS_S = 0.01
 """The shortest axis drawn: a lane still in prefill has no length yet."""
 

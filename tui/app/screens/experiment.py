@@ -22,7 +22,7 @@ from textual.widgets import DataTable, Footer, ProgressBar, Static
 from textual.worker import get_current_worker
 from textual_plotext import PlotextPlot
 
-from tui.app.lab_feeds import save_quietly
+from tui.app.feeds.lab import save_quietly
 from tui.app.lab_messages import ExperimentFinished, ExperimentProgressed, RunSaved
 from tui.config import Settings
 from tui.core.experiments import COLUMNS, Column, Plan

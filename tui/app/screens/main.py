@@ -1,53 +1,52 @@
-"""The one screen: prompt, token timeline, server metrics, GPU/host, and the status line."""
+"""The one screen: token timeline, prompt, server metrics, GPU/host, and the status line.
+
+A thin composer and router: the workers (`tui.app.feeds`) post facts, the handlers hand them to the live
+session (`tui.core.live`, where the state and its arithmetic live) and to the lab, and copy what the
+session publishes into the reactives the panes are bound to."""
 
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 from time import monotonic
 
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Container, Vertical
 from textual.reactive import reactive
+from textual.screen import Screen
 from textual.widgets import Footer
+from textual.worker import Worker
 
-from tui.app.feeds import SIMULATOR_BINDINGS, FeedsMixin
-from tui.app.messages import (
-    ClientSampled,
-    GpuSampled,
-    HostSampled,
-    MetricsScraped,
-    MetricsUnavailable,
-    RequestCompleted,
-    RequestStarted,
-    ServerCameUp,
-    ServerWentDown,
-    TokenBatch,
-)
-from tui.app.lab import LAB_BINDINGS, LabMixin
+from tui.app.feeds.requests import RequestSender, Send
+from tui.app.feeds.samples import poll_gpu
+from tui.app.feeds.server import find_server, poll_metrics
+from tui.app.feeds.simulator import follow_simulator, restart_simulator
+from tui.app.lab import NOT_KNOWN_YET, Lab
+from tui.app.lab_messages import LoadProgressed, LoadStopped, RunSaved, SessionIdentified
+from tui.app.messages import (ClientSampled, GpuSampled, HostSampled, MetricsScraped, MetricsUnavailable, NotSent,
+                              RequestCompleted, RequestStarted, ServerCameUp, ServerWentDown, SimulatorExited,
+                              SimulatorRestarted, TokenBatch)
 from tui.app.screens.help import HelpScreen
+from tui.app.screens.main_keys import MAIN_BINDINGS
 from tui.app.widgets.gpu_pane import GpuPane
-from tui.app.widgets.load_dial import LoadDialPane
+from tui.app.widgets.load_dial import DialState, LoadDialPane
 from tui.app.widgets.metrics_pane import MetricsPane
-from tui.app.widgets.prompt_pane import PRESETS, Preset, PromptPane
+from tui.app.widgets.prompt_pane import PRESETS, PromptPane
 from tui.app.widgets.status_line import ServerState, StatusLine
-from tui.app.widgets.timeline_pane import KEEP_LANES, TimelinePane
+from tui.app.widgets.timeline_pane import TimelinePane
 from tui.config import Settings
 from tui.core.client_load import ClientLoad, busy_line
-from tui.core.delivery import flag_bursts
-from tui.core.diagnosis import LiveFigures, diagnose
-from tui.core.lane_figures import NEWEST, after_send, diagnosis_text, moved, selected_index
+from tui.core.live import LiveSession, Served
+from tui.core.lane_figures import NEWEST
 from tui.core.records import RequestTiming
-from tui.core.server_ceiling import ServerCeiling, ceiling_for
 from tui.core.telemetry import GpuSample, HostSample, MetricsSnapshot
-from tui.core.timeline import batches, keep_count
+from tui.core.untrusted import one_line
+from tui.sim.launcher import SimulatorProcess
 from tui.sources.host import local_port
 from tui.sources.http import client_for
 from tui.sources.prompts import filler_text
 
-KEEP_REQUESTS = 40
-"""Requests kept in state; the timeline keeps the last 32 (32 streams, one batch, stay whole)."""
 PUBLISH_INTERVAL_S = 1 / 8
 """State reaches the panes at most this often (the frame budget): at 32 streams a batch lands every 50 ms,
 and painting each one cost the main thread more than reading the streams did."""
@@ -55,35 +54,10 @@ MAX_TOKENS = 128
 NARROW_WIDTH = 100
 SHARED_PREFIX = filler_text("[shared system prompt]", 1800)
 """The shared-system-prompt preset sends this same prefix every time, so prefix caching can hit."""
-PRESET_KEYS = Binding.Group("Presets")
-"""1–4 take one footer entry ("1 2 3 4 Presets"); the help screen and palette still list each."""
+class MainScreen(Screen):
+    """Routes facts to the live session and the lab; panes receive the state through data_bind and render it."""
 
-
-class MainScreen(FeedsMixin, LabMixin):
-    """Owns the state; panes receive it through data_bind and render it."""
-
-    # The footer shows these in this order and cuts off what does not fit: the fixed keys (s, ?, and the
-    # app's q after the lab's two) fit an 80-column terminal because the presets share one footer entry.
-    BINDINGS = [
-        Binding("s", "send", "Send", tooltip="Send the typed prompt (or the short preset)", id="send"),
-        Binding("question_mark", "help", "Help", key_display="?", tooltip="Every key, with what it does", id="help"),
-        Binding("1", "preset('short')", "Short 200", tooltip="Send a 200-token prompt", id="preset.short", group=PRESET_KEYS),
-        Binding("2", "preset('long')", "Long 2000", tooltip="Send a 2,000-token prompt", id="preset.long", group=PRESET_KEYS),
-        Binding("3", "preset('system')", "Shared prefix", tooltip="Send a prompt behind the same long system prompt",
-                id="preset.system", group=PRESET_KEYS),
-        Binding("4", "preset('concurrent')", "8 at once", tooltip="Send 8 short prompts at once", id="preset.concurrent",
-                group=PRESET_KEYS),
-        Binding("c", "clear", "Clear", tooltip="Clear the timeline", id="clear"),
-        Binding("v", "timeline_view", "View", tooltip="Timeline: each lane from its own send (aligned), or one wall clock",
-                id="timeline.view"),
-        # Not priority bindings: a focused prompt box (or the answer) keeps its own arrows.
-        Binding("up", "select_lane(1)", "Older lane", key_display="↑", show=False, id="timeline.older",
-                tooltip="The figures and diagnosis under the timeline: the lane above (an older request)"),
-        Binding("down", "select_lane(-1)", "Newer lane", key_display="↓", show=False, id="timeline.newer",
-                tooltip="The figures and diagnosis under the timeline: the lane below (a newer request)"),
-        *LAB_BINDINGS,
-        *SIMULATOR_BINDINGS,
-    ]
+    BINDINGS = MAIN_BINDINGS
 
     # The screen draws nothing itself (panes get these through data_bind): repaint=True would redraw
     # the whole screen on every sample and every token batch.
@@ -108,6 +82,19 @@ class MainScreen(FeedsMixin, LabMixin):
     cpu_ceiling: reactive[str | None] = reactive(None, repaint=False)
     """How the ceiling of a server phasetop did not start was derived (its GPU, or the CPU row), or why
     there is none ("ceiling: unknown model …"); shown in the GPU/host pane."""
+    dial: reactive[DialState | None] = reactive(None, always_update=True)
+    """The load dial's state; None until a load was started."""
+    load_running: reactive[bool] = reactive(False, bindings=True)
+    """A load is on: the dial's keys turn it."""
+    has_before: reactive[bool] = reactive(False, bindings=True)
+    """A session before the last restart is kept: "compare with before" has something to compare."""
+    simulator_state: reactive[str] = reactive("running", bindings=True)
+    """The simulator phasetop started: "running", "exited" (without being asked: R restarts it) or "starting" (again)."""
+
+    save_runs = True
+    """False: nothing is saved (the UI's --no-save)."""
+    simulator: SimulatorProcess | None = None
+    """The simulator phasetop started for this screen, if it did."""
 
     def __init__(self, settings: Settings, server_url: str, simulated: str | None = None,
                  ceiling: tuple[float, float, float] | None = None, live: bool = True) -> None:
@@ -115,45 +102,19 @@ class MainScreen(FeedsMixin, LabMixin):
         self.settings = settings
         """Everything configured; the API key stays inside the HTTP client."""
         self.server_url = server_url
-        self._ceiling = ceiling
-        """(decode ceiling tok/s, KV bytes per token, weight bytes) for a known model and device."""
-        self._live = live
+        self.live = live
         """False: no workers start; tests and snapshots post the messages themselves."""
-        self.api: str | None = None
-        self.model: str | None = None
-        self._model_bytes: int | None = None
-        self.server_fresh: bool | None = None
-        """True while the server has served nothing since it came up (its /metrics said so then): the next
-        request sent pays its cold start and is marked cold."""
-        self.simulator_flags: dict[str, str] | None = None
-        """A phasetop simulator's flags, when the server turns out to be one (its identity says so)."""
-        self._served: ServerCeiling | None = None
-        """The ceiling derived for a server phasetop did not start (`_ceiling` is None)."""
-        self._records: dict[int, RequestTiming] = {}
-        self._labels: dict[int, str] = {}
-        self._arrived: dict[int, list[float]] = {}
-        self._done: set[int] = set()
-        """Requests that ended (completed or failed): the others are in flight."""
-        self._shown_ids: list[int] = []
-        """The request id of each entry of `timings`, as last published."""
-        self._new_send = False
-        """A request started since the last publish: the selection goes back to the newest."""
-        """Offsets of requests still streaming, as batches bring them (a list each: a tuple grown per batch
-        would copy every offset again each time); folded into `_records` when published."""
+        self.state = LiveSession(ceiling, local_port(server_url) is not None, settings.bandwidth_gbs)
+        """The requests, the server and what is said of them."""
+        self.lab = Lab(self)
         self.client_load = ClientLoad()
         """phasetop's own CPU, sampled by the GPU/host poll; the request threads read it to mark their timings."""
-        self._next_id = 1
         self._publish_pending = False
         self._published_at = 0.0
-        self._answer: list[str] = []
-        """Answer text that arrived since the last publish (the prompt pane's, painted with the rest)."""
-        self._answer_id: int | None = None
-        """The request whose answer the prompt pane shows: the newest of the latest send."""
-        self._answer_ended = False
-        """That request has ended: the next publish writes all its text."""
         self._publish_interval_s = PUBLISH_INTERVAL_S if live else 0.0
         """A recorded feed (tests, snapshots) publishes after each message: no timer is live at a snapshot."""
         self.server = ServerState(url=server_url, simulated=simulated)
+        self.decode_ceiling_tok_s = self.state.decode_ceiling_tok_s
 
     def compose(self) -> ComposeResult:
         yield StatusLine(id="status").data_bind(state=MainScreen.server)
@@ -178,22 +139,26 @@ class MainScreen(FeedsMixin, LabMixin):
                                                                       metrics=MainScreen.metrics)
                 gpu.border_title = "GPU / host"
                 yield gpu
-        yield LoadDialPane(id="load-dial").data_bind(state=LabMixin.dial)
+        yield LoadDialPane(id="load-dial").data_bind(state=MainScreen.dial)
         yield Footer()
 
     def on_mount(self) -> None:
         self.client = client_for(self.settings, self.server_url)
-        if self._ceiling:
-            self.decode_ceiling_tok_s = self._ceiling[0]
-        if not self._live:  # a recorded feed: every replot at once, so no timer is live at a snapshot
+        if not self.live:  # a recorded feed: every replot at once, so no timer is live at a snapshot
             self.query_one(TimelinePane).replot_interval_s = 0.0
-        if self._live:
-            self.find_server()
-            self.poll_metrics()
-            self.poll_gpu()
-            self.follow_simulator()
+            return
+        post = self.post_message
+        self.run_worker(find_server(self.client, self.settings, self.server_url, post), group="server", exclusive=True,
+                        exit_on_error=False)
+        self.run_worker(poll_metrics(self.client, self.settings, self.server_url, post), group="metrics", exclusive=True,
+                        exit_on_error=False)
+        self.run_worker(partial(poll_gpu, self.settings, local_port(self.server_url), self.client_load, post),
+                        group="gpu", exclusive=True, thread=True, exit_on_error=False)
+        if self.simulator is not None:
+            follow_simulator(self.simulator, post)
 
     async def on_unmount(self) -> None:
+        self.lab.closing()
         self.workers.cancel_all()
         await self.client.aclose()
 
@@ -201,6 +166,17 @@ class MainScreen(FeedsMixin, LabMixin):
         narrow = self.size.width < NARROW_WIDTH
         self.set_class(narrow, "-narrow")
         self.query_one(Footer).compact = narrow
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "restart_simulator" and self.simulator is None:
+            return False  # hidden: phasetop started no simulator
+        return None if self.why_disabled(action) else True
+
+    def why_disabled(self, action: str) -> str | None:
+        """Why a key cannot act now (its binding is shown disabled, and pressing it says this), or None."""
+        if action == "restart_simulator" and self.simulator_state != "exited":
+            return "the simulator is running: R starts it again once it has exited"
+        return self.lab.why_disabled(action)
 
     # ---- actions -------------------------------------------------------------------------------
 
@@ -214,16 +190,12 @@ class MainScreen(FeedsMixin, LabMixin):
         self.query_one(TimelinePane).toggle_view()
 
     def action_select_lane(self, step: int) -> None:
-        kept = keep_count(batches(self.timings), KEEP_LANES)
-        self.selected_back = moved(self.selected_back, step, kept)
-        self._diagnose()
+        self.state.select(step)
+        self.selected_back = self.state.selected_back
+        self.diagnosis = self.state.diagnosis()
 
     def action_clear(self) -> None:
-        self._records.clear()
-        self._labels.clear()
-        self._arrived.clear()
-        self._done.clear()
-        self._new_send = True
+        self.state.clear()
         self._publish()
 
     def action_help(self) -> None:
@@ -231,70 +203,83 @@ class MainScreen(FeedsMixin, LabMixin):
                 for b in self.active_bindings.values() if b.binding.description]
         self.app.push_screen(HelpScreen(keys))
 
+    def action_restart_simulator(self) -> None:
+        self.simulator_state = "starting"
+        self.run_worker(partial(restart_simulator, self.simulator, self.post_message), group="simulator",
+                        exclusive=True, thread=True, exit_on_error=False)
+
+    def action_runs(self) -> None:
+        self.lab.open_runs()
+
+    def action_toggle_load(self) -> None:
+        self.lab.toggle_load()
+
+    def action_turn_rate(self, factor: float) -> None:
+        self.lab.turn_rate(factor)
+
+    def action_turn_concurrency(self, factor: float) -> None:
+        self.lab.turn_concurrency(factor)
+
+    def action_compare_before(self) -> None:
+        self.lab.compare_before()
+
+    def action_sweep(self, vary: str) -> None:
+        self.lab.sweep(vary)
+
     # ---- intents from panes --------------------------------------------------------------------
 
     @on(PromptPane.SendRequested)
     def _send(self, event: PromptPane.SendRequested) -> None:
-        preset: Preset | None = event.preset
-        first_id = self._next_id
+        preset = event.preset
         count = preset.concurrency if preset else 1
-        self._next_id += count
-        label = preset.label if preset else "typed"
-        # The pane shows this send's answer from here on: text of an earlier request still arriving is not it.
-        self._answer_id, self._answer_ended = first_id + count - 1, False
-        self._answer.clear()
-        self.query_one(PromptPane).start_answer(f"── {label} ──")
-        self.send_requests(first_id, label, event.text, preset.prompt_tokens if preset else None, count,
-                           MAX_TOKENS, SHARED_PREFIX if preset and preset.shared_prefix else None)
+        self.send_requests(Send(self.state.send(count), preset.label if preset else "typed", event.text,
+                                preset.prompt_tokens if preset else None, count, MAX_TOKENS,
+                                SHARED_PREFIX if preset and preset.shared_prefix else None))
+
+    def send_requests(self, send: Send) -> Worker | None:
+        """Start `send` in a thread of its own (see `tui.app.feeds.requests`); its answer shows in the prompt pane.
+        None: the server is not known yet."""
+        served = self.state.served
+        if served is None or served.model is None:
+            self.notify(NOT_KNOWN_YET, severity="warning")
+            return None
+        self.query_one(PromptPane).start_answer(f"── {send.label} ──")
+        sender = RequestSender(self.settings, self.server_url, self.client_load, self.post_message)
+        return self.run_worker(partial(sender.send, send, served.api, served.model, bool(self.state.server_fresh)),
+                        group="requests", thread=True, exit_on_error=False)
 
     # ---- facts from workers --------------------------------------------------------------------
 
     @on(RequestStarted)
     def _started(self, event: RequestStarted) -> None:
-        self.server_fresh = False  # whichever request this is, the server has now been sent one
-        self._records[event.request_id] = RequestTiming(ok=True, t_sent_unix=event.t_sent_unix, prompt_tokens=event.prompt_tokens)
-        self._labels[event.request_id] = event.label
-        self._answer_id = max(self._answer_id or 0, event.request_id)  # a send's own id is set ahead, in _send
-        self._new_send = True
+        self.state.started(event.request_id, event.label, event.t_sent_unix, event.prompt_tokens)
         self._publish_soon()
 
     @on(TokenBatch)
     def _token_batch(self, event: TokenBatch) -> None:
-        for lane in event.lanes:
-            if lane.offsets_s is not None:
-                self._arrive(lane.request_id, lane.offsets_s, lane.text)
-            elif lane.request_id in self._records and lane.request_id not in self._arrived:
-                # A lane the timeline cannot show keeps its first offset only (its TTFT) until its exact record comes.
-                self._arrived[lane.request_id] = [lane.first_offset_s]
+        self.state.tokens(event.lanes)
         self._publish_soon()
-
-    def _arrive(self, request_id: int, offsets_s: tuple[float, ...], text: str) -> None:
-        if request_id not in self._records:
-            return
-        self._arrived.setdefault(request_id, []).extend(offsets_s)
-        if text and request_id == self._answer_id:
-            self._answer.append(text)
 
     @on(RequestCompleted)
     def _completed(self, event: RequestCompleted) -> None:
-        self._arrived.pop(event.request_id, None)
-        self._done.add(event.request_id)
-        if event.request_id == self._answer_id:
-            self._answer_ended = True
-        if event.request_id in self._records:  # not when it was dropped as one too many to keep
-            # Clumped arrivals time the delivery, not the generation: flagged, shown as such, kept out of the diagnosis.
-            [self._records[event.request_id]] = flag_bursts([event.timing], self.decode_ceiling_tok_s)
+        self.state.completed(event.request_id, event.timing)
+        self.lab.request_completed(event.timing)
         if not event.timing.ok:
             self.notify(event.timing.error or "request failed", title="request failed", severity="error", markup=False)
         self._publish_soon()
 
+    @on(NotSent)
+    def _not_sent(self, event: NotSent) -> None:
+        self.notify(event.reason, title="not sent", severity="error", markup=False)
+
     @on(ServerCameUp)
     def _up(self, event: ServerCameUp) -> None:
-        self.api, self.model, self._model_bytes, self.server_fresh = event.kind, event.model, event.model_bytes, event.fresh
+        self.state.server_up(Served(event.kind, event.model, event.model_bytes), event.fresh)
         self.server = replace(self.server, kind=event.kind, model=event.model, max_model_len=event.max_model_len,
                               down_since=None, down_reason=None)
         self._set_down(False)
-        self._set_ceiling()
+        self._show_ceiling()
+        self.lab.server_up()
 
     @on(ServerWentDown)
     def _down(self, event: ServerWentDown) -> None:
@@ -304,16 +289,19 @@ class MainScreen(FeedsMixin, LabMixin):
 
     @on(MetricsScraped)
     def _scraped(self, event: MetricsScraped) -> None:
+        self.lab.scraped(event.snapshot)
+        self.state.scraped(event.snapshot)
         self.metrics = event.snapshot
         if self.server.down_since is not None:
             self.server = replace(self.server, down_since=None, down_reason=None)
             self._set_down(False)
-        if event.snapshot.restart:  # also when it fell between two scrapes and never looked down
-            self.find_server()
-        config = ServerState.config_from(event.snapshot.engine_config, self.simulator_flags)
+        if event.snapshot.restart and self.live:  # also when it fell between two scrapes and never looked down
+            self.run_worker(find_server(self.client, self.settings, self.server_url, self.post_message), group="server",
+                            exclusive=True, exit_on_error=False)
+        config = ServerState.config_from(event.snapshot.engine_config, self.state.simulator_flags)
         if config != self.server.config:
             self.server = replace(self.server, config=config)
-        self._diagnose()
+        self.diagnosis = self.state.diagnosis()
 
     @on(MetricsUnavailable)
     def _no_metrics(self, event: MetricsUnavailable) -> None:
@@ -321,8 +309,10 @@ class MainScreen(FeedsMixin, LabMixin):
 
     @on(GpuSampled)
     def _gpu(self, event: GpuSampled) -> None:
+        self.lab.gpu_sampled(event.sample)
+        self.state.gpu_sampled(event.sample.devices)
         self.gpu = event.sample
-        self._set_ceiling()
+        self._show_ceiling()
 
     @on(HostSampled)
     def _host(self, event: HostSampled) -> None:
@@ -332,7 +322,42 @@ class MainScreen(FeedsMixin, LabMixin):
     def _client(self, event: ClientSampled) -> None:
         self.client_busy = busy_line(event.cpu_pct) if self.client_load.busy else ""
 
-    # ---- state ---------------------------------------------------------------------------------
+    @on(SessionIdentified)
+    def _identified(self, event: SessionIdentified) -> None:
+        self.lab.identified(event)
+        self._show_ceiling()
+
+    @on(RunSaved)
+    def _run_saved(self, event: RunSaved) -> None:
+        self.lab.run_saved(event)
+
+    @on(LoadProgressed)
+    def _load_progressed(self, event: LoadProgressed) -> None:
+        self.lab.load_progressed(event)
+
+    @on(LoadStopped)
+    def _load_stopped(self, event: LoadStopped) -> None:
+        self.lab.load_stopped(event)
+
+    @on(SimulatorExited)
+    def _simulator_exited(self, event: SimulatorExited) -> None:
+        reason = one_line(event.reason, 300)
+        self.simulator_state = "exited"
+        self.query_one(GpuPane).server_exit = reason
+        self.notify(f"the simulator phasetop started exited ({reason}). Press R to start it again.",
+                    title="simulator exited", severity="error", timeout=30, markup=False)
+
+    @on(SimulatorRestarted)
+    def _simulator_restarted(self, event: SimulatorRestarted) -> None:
+        if event.error:
+            self.simulator_state = "exited"
+            self.notify(one_line(event.error, 300), title="simulator not restarted", severity="error", markup=False)
+            return
+        self.simulator_state = "running"
+        self.query_one(GpuPane).server_exit = None
+        self.notify("the simulator is running again", title="simulator restarted", markup=False)
+
+    # ---- state to panes ------------------------------------------------------------------------
 
     def _publish_soon(self) -> None:
         """Publish once after the messages already queued (a burst, every stream's batch, replots once), and
@@ -349,70 +374,19 @@ class MainScreen(FeedsMixin, LabMixin):
     def _publish(self) -> None:
         self._publish_pending = False
         self._published_at = monotonic()
-        if self._answer or self._answer_ended:
-            self.query_one(PromptPane).append_answer("".join(self._answer), final=self._answer_ended)
-            self._answer.clear()
-            self._answer_ended = False
-        ids = sorted(self._records)[-KEEP_REQUESTS:]
-        for stale in [i for i in self._records if i not in ids]:
-            del self._records[stale], self._labels[stale]
-            self._arrived.pop(stale, None)
-            self._done.discard(stale)
-        for i, offsets in self._arrived.items():
-            if len(offsets) != len(self._records[i].token_offsets_s):
-                self._records[i] = replace(self._records[i], token_offsets_s=tuple(offsets))
-        timings = [self._records[i] for i in ids]
-        back = after_send(self.selected_back, self._new_send, keep_count(batches(timings), KEEP_LANES))
-        self._new_send = False
-        self._shown_ids = ids
-        self.labels = [self._labels[i] for i in ids]
-        self.selected_back = back  # before the timings: the pane draws both once, when the timings come
-        self.timings = timings
-        self._diagnose()
+        published = self.state.publish()
+        if published.answer is not None:
+            self.query_one(PromptPane).append_answer(published.answer, final=published.answer_final)
+        self.labels = published.labels
+        self.selected_back = published.selected_back  # before the timings: the pane draws both once, when the timings come
+        self.timings = published.timings
+        self.diagnosis = self.state.diagnosis()
 
-    def _diagnose(self) -> None:
-        """The findings of the selected request: "in flight" until it ends; none from a request timed in bursts
-        (its figures time the delivery)."""
-        index = selected_index(len(self.timings), self.selected_back)
-        if index is None or len(self._shown_ids) != len(self.timings):
-            self.diagnosis = ""
-            return
-        selected = self.timings[index]
-        name = self.labels[index] if len(self.labels) == len(self.timings) else ""
-        if self._shown_ids[index] not in self._done:
-            self.diagnosis = diagnosis_text(name, [], in_flight=True)
-            return
-        latest = selected if selected.ok and not selected.burst else None
-        snapshot = self.metrics
-        kv_per_token = self._ceiling[1] if self._ceiling else self._served.kv_bytes_per_token if self._served else None
-        figures = LiveFigures(
-            ttft_s=latest.ttft_s if latest else None,
-            prompt_tokens=latest.prompt_tokens if latest else None,
-            context_tokens=(latest.prompt_tokens or 0) + (latest.output_tokens or 0) if latest else None,
-            decode_tok_s=latest.decode_tok_s if latest else None,
-            decode_ceiling_tok_s=self.decode_ceiling_tok_s,
-            waiting=snapshot.waiting if snapshot else None,
-            kv_cache_usage=snapshot.kv_cache_usage if snapshot else None,
-            prefix_cache_hit_rate=snapshot.prefix_cache_hit_rate if snapshot else None,
-            prefix_caching_on=_said_on(snapshot.engine_config.get("enable_prefix_caching")) if snapshot else None,
-            kv_bytes_per_token=kv_per_token,
-            engine=(snapshot.engine if snapshot else None) or self.api,
-            on_cpu=bool(self._served and self._served.cpu_row),
-        )
-        self.diagnosis = diagnosis_text(name, diagnose(figures), in_flight=False)
-
-    def _set_ceiling(self) -> None:
-        """A ceiling for a server phasetop did not start: a phasetop simulator's from the flags it publishes;
-        a real server's once its model and this host's devices are known: from NVML's GPUs, or the CPU row
-        where there is none; the weights from the model id, or their real size (llama.cpp)."""
-        if self._ceiling or self.model is None:
-            return
-        served = ceiling_for(self.simulator_flags, self.model, self.gpu.devices if self.gpu else None,
-                             local_port(self.server_url) is not None, self._model_bytes, self.settings.bandwidth_gbs)
-        if served is None:
-            return
-        self._served = served
-        self.decode_ceiling_tok_s, self.cpu_ceiling = served.decode_ceiling_tok_s, served.line
+    def _show_ceiling(self) -> None:
+        """The ceiling the live session has (given, or derived once the server and devices are known)."""
+        self.decode_ceiling_tok_s = self.state.decode_ceiling_tok_s
+        if self.state.derived is not None:
+            self.cpu_ceiling = self.state.derived.line
 
     def watch_decode_ceiling_tok_s(self, ceiling_tok_s: float | None) -> None:
         self.server = replace(self.server, ceiling_tok_s=ceiling_tok_s)
@@ -420,8 +394,3 @@ class MainScreen(FeedsMixin, LabMixin):
     def _set_down(self, down: bool) -> None:
         for pane in self.query(".pane"):
             pane.set_class(down, "-down")
-
-
-def _said_on(value: str | None) -> bool | None:
-    """A config label's boolean ("True"/"False", as vLLM writes them); None when absent or anything else."""
-    return {"true": True, "false": False}.get((value or "").lower())

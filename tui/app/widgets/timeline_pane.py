@@ -15,12 +15,9 @@ from textual_plotext import PlotextPlot
 from tui.app.widgets.text import set_text
 from tui.core.lane_figures import NEWEST, figures_line, selected_index
 from tui.core.records import RequestTiming
-from tui.core.timeline import (ALIGNED, VIEWS, WALL_CLOCK, Lane, TimelineLayout, batches, default_view, keep_count,
+from tui.core.timeline import (ALIGNED, KEEP_LANES, VIEWS, WALL_CLOCK, Lane, TimelineLayout, batches, default_view, keep_count,
                                lanes, layout, thin)
 
-KEEP_LANES = 32
-"""Lanes kept (more when the last batch is bigger: it stays whole); those that do not fit the plot's rows
-are counted on the pane's border ("+N more")."""
 REPLOT_INTERVAL_S = 0.25
 """The chart redraws at most four times a second (plotext builds the whole figure each time); the figures
 under it update with every batch."""

@@ -1,0 +1,158 @@
+"""Sending the prompt pane's requests and streaming their tokens back as batched facts.
+
+A send runs in a thread, on an event loop of its own: the UI's loop renders, and if the reading loop
+shared it, a repaint would sit between a chunk's arrival and its timestamp. Here nothing does."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+
+import httpx
+from textual.message import Message
+from textual.worker import get_current_worker
+
+from tui.app.messages import NotSent, RequestCompleted, RequestStarted, TokenBatch
+from tui.config import Settings
+from tui.core.client_load import ClientLoad
+from tui.core.live import LaneTokens
+from tui.core.records import mark_cold
+from tui.core.timeline import KEEP_LANES
+from tui.sources import loop
+from tui.sources.detect import WARM_UP_PATHS
+from tui.sources.errors import SourceError
+from tui.sources.http import client_for
+from tui.sources.identity import server_is_fresh
+from tui.sources.prompts import prompt_of
+from tui.sources.stream import ChunkArrived, RequestFinished, StreamRequest, stream, warm_up
+
+Post = Callable[[Message], object]
+
+TOKEN_BATCH_S = 0.05
+"""Token arrivals are posted in batches this far apart: about 20 timeline updates a second at most."""
+SHOWN_LANES = KEEP_LANES
+"""Lanes the timeline can show: of each send, this many newest get every offset posted."""
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """One key's requests: `concurrency` of them at once, ids from `first_id`."""
+
+    first_id: int
+    label: str
+    """The lanes' name ("short 200"; "8 at once 3" for the third of a batch)."""
+    text: str | None
+    """The typed prompt; None: a filler prompt of `prompt_tokens`."""
+    prompt_tokens: int | None
+    concurrency: int
+    max_tokens: int
+    shared_prefix: str | None = None
+    """Put before every prompt (the shared-system-prompt preset), so prefix caching can hit."""
+
+
+class TokenBatches:
+    """Chunks read since the last post, per request, posted as one `TokenBatch` of per-lane aggregates.
+
+    One post for all the streams of a send keeps the screen near 20 updates a second however many
+    streams run (32 streams posting on clocks of their own would ask for 640), and the aggregates keep
+    the screen from walking every token: each offset only for the lanes the timeline can show (`detailed`),
+    the text only for the one whose answer the prompt pane shows (`texted`); every other lane is a count
+    and its first and last offsets. Each request's exact record still comes with its `RequestCompleted`.
+    """
+
+    def __init__(self, post: Post, detailed: Collection[int] | None = None, texted: int | None = None) -> None:
+        self._post = post
+        self._detailed = detailed
+        """Requests whose every offset is posted; None: all."""
+        self._texted = texted
+        """The request whose text is posted; None: all."""
+        self._pending: dict[int, tuple[list[float], list[str]]] = {}
+
+    def add(self, request_id: int, offset_s: float, text: str) -> None:
+        pending = self._pending.get(request_id)
+        if pending is None:
+            pending = self._pending[request_id] = ([], [])
+        pending[0].append(offset_s)
+        if text and (self._texted is None or request_id == self._texted):
+            pending[1].append(text)
+
+    def post(self, request_id: int | None = None) -> None:
+        """Post what is pending for one request, or for all, in one message."""
+        lanes = []
+        for key in [request_id] if request_id is not None else list(self._pending):
+            offsets, texts = self._pending.pop(key, ([], []))
+            if offsets:
+                if self._detailed is None or key in self._detailed:
+                    lanes.append(LaneTokens.detailed(key, tuple(offsets), "".join(texts)))
+                else:
+                    lanes.append(LaneTokens(key, len(offsets), offsets[0], offsets[-1], None, "".join(texts)))
+        if lanes:
+            self._post(TokenBatch(tuple(lanes)))
+
+    async def post_every(self, interval_s: float) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            self.post()
+
+
+class RequestSender:
+    """Sends to one server with its own connections; `client_load` marks timings taken while phasetop was busy."""
+
+    def __init__(self, settings: Settings, url: str, client_load: ClientLoad, post: Post) -> None:
+        self._settings = settings
+        self._url = url
+        self._client_load = client_load
+        self._post = post
+
+    def send(self, send: Send, api: str, model: str, fresh: bool) -> None:
+        """Run a send to its end in the (thread) worker calling this; cancelled (the app quits), the answers
+        in flight are dropped at once, not waited for. `fresh`: the server had served nothing when it came up."""
+        loop.run(self._send_all(send, api, model, fresh), get_current_worker().cancelled_event)
+
+    async def _send_all(self, send: Send, api: str, model: str, fresh: bool) -> None:
+        async with client_for(self._settings, self._url) as client:
+            try:
+                connect_s = await warm_up(client, WARM_UP_PATHS[api], send.concurrency)
+            except SourceError as error:
+                self._post(NotSent(str(error)))
+                return
+            # Fresh when it came up; confirmed now (after the warm-up has timed the connect), since the load
+            # dial or another client may have used it since.
+            cold_id = send.first_id if fresh and await server_is_fresh(client) else None
+            # The timeline shows the newest lanes: of a send, its last few; the prompt pane its last one's answer.
+            last_id = send.first_id + send.concurrency - 1
+            batches = TokenBatches(self._post, range(max(send.first_id, last_id - SHOWN_LANES + 1), last_id + 1), last_id)
+            jobs = []
+            for n in range(send.concurrency):
+                if send.text is not None:
+                    body, tokens, estimated = send.text, None, True
+                else:
+                    prompt = await prompt_of(client, api, model, send.prompt_tokens or 200)
+                    body, tokens, estimated = prompt.text, prompt.tokens, prompt.estimated
+                    if send.shared_prefix:
+                        body = send.shared_prefix + "\n" + body
+                request = StreamRequest(api=api, model=model, prompt=body, max_tokens=send.max_tokens,
+                                        prompt_tokens=tokens, prompt_tokens_estimated=estimated,
+                                        exact_length=self._settings.exact_length)
+                lane = send.label if send.concurrency == 1 else f"{send.label} {n + 1}"
+                request_id = send.first_id + n
+                jobs.append(self._stream_one(client, batches, request_id, lane, request, connect_s, request_id == cold_id))
+            poster = asyncio.create_task(batches.post_every(TOKEN_BATCH_S))
+            try:
+                await asyncio.gather(*jobs)
+            finally:
+                poster.cancel()
+
+    async def _stream_one(self, client: httpx.AsyncClient, batches: TokenBatches, request_id: int, label: str,
+                          request: StreamRequest, connect_s: float | None, first_to_fresh: bool) -> None:
+        """Stream one request; `first_to_fresh`: it is the first a fresh server serves, so it is marked cold."""
+        self._post(RequestStarted(request_id, label, time.time(), request.prompt_tokens))
+        async for event in stream(client, request, connect_s):
+            if isinstance(event, ChunkArrived):
+                batches.add(request_id, event.offset_s, event.text)
+            elif isinstance(event, RequestFinished):
+                batches.post(request_id)  # its last chunks before its completion
+                timing = mark_cold([event.timing], server_fresh=True)[0] if first_to_fresh else event.timing
+                self._post(RequestCompleted(request_id, self._client_load.mark(timing)))
