@@ -1,0 +1,173 @@
+"""The live session the main screen shows, without Textual: requests through their life, what a publish
+gives the panes, the selection, the answer's text, the diagnosis, and the ceiling."""
+
+from __future__ import annotations
+
+import pytest
+
+from tui.core.lane_figures import IN_FLIGHT
+from tui.core.live import KEEP_REQUESTS, LaneTokens, LiveSession, Served, said_on
+from tui.core.records import RequestTiming
+from tui.core.sessions import SessionLog
+from tui.core.telemetry import GpuReading, MetricsSnapshot
+from tui.core.timeline import KEEP_LANES
+
+T0 = 1_700_000_000.0
+CEILING = (209.0, 131072.0, 16e9)
+
+
+def done(sent: float, ttft_s: float = 0.05, tokens: int = 20, itl_s: float = 0.005, **fields) -> RequestTiming:
+    offsets = tuple(ttft_s + i * itl_s for i in range(tokens))
+    return RequestTiming(ok=True, t_sent_unix=sent, token_offsets_s=offsets, prompt_tokens=200, output_tokens=tokens, **fields)
+
+
+def send_one(live: LiveSession, label: str = "short 200", sent: float = T0) -> int:
+    request_id = live.send(1)
+    live.started(request_id, label, sent, 200)
+    return request_id
+
+
+def test_a_request_is_in_flight_with_its_offsets_then_whole_with_its_record():
+    live = LiveSession(CEILING)
+    request_id = send_one(live)
+    live.tokens([LaneTokens.detailed(request_id, (0.05, 0.055), "Hel")])
+    shown = live.publish()
+    assert shown.labels == ["short 200"] and shown.timings[0].token_offsets_s == (0.05, 0.055)
+    assert shown.answer == "Hel" and not shown.answer_final
+    assert live.diagnosis() == f"short 200: {IN_FLIGHT}"
+    record = done(T0)
+    live.completed(request_id, record)
+    shown = live.publish()
+    assert shown.timings == [record] and shown.answer == "" and shown.answer_final
+    assert IN_FLIGHT not in live.diagnosis()
+
+
+def test_a_lane_without_offsets_keeps_only_its_first_arrival_until_its_record():
+    live = LiveSession()
+    request_id = send_one(live)
+    live.tokens([LaneTokens(request_id, 5, 0.07, 0.09)])
+    live.tokens([LaneTokens(request_id, 5, 0.10, 0.12)])
+    assert live.publish().timings[0].token_offsets_s == (0.07,)
+
+
+def test_only_the_newest_request_of_the_latest_send_writes_the_answer():
+    live = LiveSession()
+    first = live.send(8)
+    for n in range(8):
+        live.started(first + n, f"8 at once {n + 1}", T0, 200)
+    live.tokens([LaneTokens.detailed(first, (0.1,), "not this"), LaneTokens.detailed(first + 7, (0.1,), "this")])
+    assert live.publish().answer == "this"
+    newer = live.send(1)  # a new send: the batch's text still arriving is not its answer
+    live.tokens([LaneTokens.detailed(first + 7, (0.2,), " late")])
+    live.started(newer, "typed", T0 + 1, None)
+    live.tokens([LaneTokens.detailed(newer, (0.1,), "typed answer")])
+    assert live.publish().answer == "typed answer"
+
+
+def test_the_oldest_requests_past_the_keep_are_dropped_and_a_late_record_for_one_is_ignored():
+    live = LiveSession()
+    ids = [send_one(live, sent=T0 + n) for n in range(KEEP_REQUESTS + 3)]
+    shown = live.publish()
+    assert len(shown.timings) == KEEP_REQUESTS == len(live)
+    assert live.record(ids[0]) is None and live.record(ids[-1]) is not None
+    live.completed(ids[0], done(T0))
+    assert len(live.publish().timings) == KEEP_REQUESTS
+
+
+def test_the_selection_moves_among_kept_lanes_and_a_new_send_selects_the_newest():
+    live = LiveSession()
+    for n in range(3):
+        request_id = send_one(live, f"r{n}", T0 + n)
+        if n:  # r0 stays in flight: its diagnosis names it
+            live.completed(request_id, done(T0 + n))
+    live.publish()
+    live.select(1)
+    live.select(1)
+    live.select(1)  # past the oldest: stays on it
+    assert live.selected_back == 2 and live.diagnosis() == f"r0: {IN_FLIGHT}"
+    live.select(-1)
+    assert live.publish().selected_back == 1  # no new send: the same request stays selected
+    send_one(live, "r3", T0 + 5)
+    assert live.publish().selected_back == 0
+    assert live.diagnosis() == f"r3: {IN_FLIGHT}"
+
+
+def test_a_batch_bigger_than_the_lanes_kept_stays_whole_and_selectable():
+    live = LiveSession()
+    count = KEEP_LANES + 4
+    first = live.send(count)
+    for n in range(count):
+        live.started(first + n, f"load {n + 1}", T0, 200)
+    assert len(live.publish().timings) == count
+    for _ in range(count + 5):
+        live.select(1)
+    assert live.selected_back == count - 1
+
+
+def test_clumped_arrivals_are_flagged_and_kept_out_of_the_diagnosis():
+    live = LiveSession(CEILING)
+    request_id = send_one(live)
+    clumped = done(T0, tokens=40, itl_s=0.0)  # 40 chunks at one instant: the delivery, not the generation
+    live.completed(request_id, clumped)
+    [shown] = live.publish().timings
+    assert shown.burst and not clumped.burst
+    assert "decode" not in live.diagnosis()
+
+
+def test_clear_empties_the_timeline_but_not_the_server():
+    live = LiveSession(CEILING)
+    live.server_up(Served("openai", "m"), fresh=True)
+    send_one(live)
+    live.publish()
+    live.clear()
+    shown = live.publish()
+    assert shown.timings == [] and live.diagnosis() == ""
+    assert live.served == Served("openai", "m") and live.server_fresh is False  # a request was sent
+
+
+def test_a_given_ceiling_wins_and_an_unknown_server_has_none_until_it_is_described():
+    assert LiveSession(CEILING).decode_ceiling_tok_s == 209.0
+    live = LiveSession(server_is_local=True)
+    assert live.decode_ceiling_tok_s is None
+    live.gpu_sampled(())  # no GPU here: a local server runs on the CPU
+    assert live.derived is None  # the model is not known yet
+    live.server_up(Served("openai", "meta-llama/Llama-3.1-8B-Instruct"), fresh=None)
+    assert live.derived is not None and live.derived.cpu_row and live.decode_ceiling_tok_s > 0
+
+
+def test_a_gpu_ceiling_is_the_devices_bandwidth_over_the_weights():
+    live = LiveSession(server_is_local=True)
+    live.server_up(Served("openai", "meta-llama/Llama-3.1-8B-Instruct"), fresh=None)
+    live.gpu_sampled((GpuReading(index="0", name="H100", peak_bw_gbs=3350.0, server_mem_bytes=20e9),))
+    assert not live.derived.cpu_row
+    assert live.decode_ceiling_tok_s == pytest.approx(3350e9 / live.derived.weight_bytes, rel=1e-6)
+
+
+def test_the_diagnosis_reads_the_latest_scrape():
+    live = LiveSession(CEILING)
+    live.server_up(Served("openai", "m"), fresh=False)
+    request_id = send_one(live)
+    live.completed(request_id, done(T0, ttft_s=2.0))
+    live.publish()
+    assert "max-num-batched-tokens" in live.diagnosis()  # a slow TTFT with nothing waiting: the prefill's share
+    live.scraped(MetricsSnapshot(t_unix=T0, engine="vllm", window_s=1.0, waiting=12.0, kv_cache_usage=0.99))
+    assert "12 waiting and the KV pool 99% full → capacity" in live.diagnosis()
+
+
+@pytest.mark.parametrize(("value", "expected"), [("True", True), ("false", False), (None, None), ("yes", None)])
+def test_config_booleans_as_vllm_writes_them(value, expected):
+    assert said_on(value) is expected
+
+
+def test_the_session_log_keeps_the_one_before_and_files_requests_by_when_they_were_sent():
+    from datetime import UTC, datetime
+
+    log = SessionLog("http://h:8000")
+    assert log.current is None and not log.has_before
+    first = log.open(datetime.fromtimestamp(T0, UTC))
+    second = log.open(datetime.fromtimestamp(T0 + 60, UTC), ("process_start_time changed",))
+    third = log.open(datetime.fromtimestamp(T0 + 120, UTC))
+    assert log.sessions == [second, third] and log.has_before and third.number == 3
+    assert log.sent_in(T0 + 90) is second and log.sent_in(T0 + 130) is third and log.sent_in(T0 + 10) is None
+    assert not log.identified(2, {"model": "m"}) and second.identity == {"model": "m"}
+    assert log.identified(3, {"model": "n"}) and first.identity is None
