@@ -8,6 +8,7 @@ from textual.app import App, ComposeResult
 
 import tui.app
 from tui.app.app import PhasetopApp
+from tui.app.feeds.requests import Send
 from tui.app.messages import ServerCameUp
 from tui.app.widgets.timeline_pane import AXIS_ROWS, BURST_MARK, TimelinePane, TimelinePlot
 from tui.core.records import RequestTiming
@@ -30,7 +31,7 @@ async def send(pilot, seen, key, total):
 
 async def drawn_with(pilot, pane, lanes):
     """The layout once the chart has drawn `lanes` finished lanes (a replot can trail the last token)."""
-    await wait_for(pilot, lambda: pane.drawn is not None and len(pane.drawn.rows) + pane.drawn.hidden == lanes
+    await wait_for(pilot, lambda: pane.drawn is not None and len(pane.drawn.rows) + pane.drawn.hidden + pane.drawn.newer == lanes
                    and all(row.lane.token_s and row.ticks for row in pane.drawn.rows[-1:]))
     await pilot.pause(0.4)
     return pane.drawn
@@ -93,9 +94,9 @@ async def test_eight_at_once_gets_eight_lanes_in_wall_clock_and_v_switches(sim_u
         if rows >= 8:
             assert [row.lane.label for row in batch] == [f"8 at once {n}" for n in range(1, 9)]
         if drawn.hidden:
-            assert f"+{drawn.hidden} more" in str(pane.border_subtitle)
+            assert f"+{drawn.hidden} older (↑)" in str(pane.border_subtitle)
         else:
-            assert "more" not in str(pane.border_subtitle)
+            assert "older" not in str(pane.border_subtitle)
         assert "prefill" in str(pane.border_subtitle) and "decode" in str(pane.border_subtitle), "the legend"
         if len(batch) == 8:  # the batch's first send is on the axis: it starts there, not at the short before
             assert drawn.x_min == pytest.approx(min(row.sent_s for row in batch))
@@ -133,9 +134,41 @@ async def test_thirty_two_streams_are_kept_whole_and_a_burst_is_in_the_legend():
         assert len(drawn.rows) + drawn.hidden == 32 and len(drawn.rows) == plot.size.height - AXIS_ROWS
         assert drawn.rows[-1].lane.label == "stream 32" and drawn.view == WALL_CLOCK
         subtitle = str(pane.border_subtitle)
-        assert f"+{drawn.hidden} more" in subtitle and f"{BURST_MARK} delivery burst" in subtitle
+        assert f"+{drawn.hidden} older (↑)" in subtitle and f"{BURST_MARK} delivery burst" in subtitle
         assert BURST_MARK in plot.plt.build()
         pane.timings = singles[:2]
         await pilot.pause(0.5)
-        assert pane.drawn.view == ALIGNED and "more" not in str(pane.border_subtitle)
+        assert pane.drawn.view == ALIGNED and "older" not in str(pane.border_subtitle)
         assert "burst" not in str(pane.border_subtitle)
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_thirty_two_streams_get_thirty_two_lanes_each_reachable_with_the_arrows(sim_url, size):
+    """32 streams at once: 32 lanes kept; those the pane has no rows for are counted on its border, and ↑
+    scrolls the lanes drawn so the selected one is always among them, up to the first stream."""
+    seen = []
+    app = PhasetopApp(settings(), sim_url, None, None)
+    async with app.run_test(size=size, message_hook=seen.append) as pilot:
+        await started(pilot, seen)
+        screen = app.screen
+        screen.send_requests(Send(screen.state.send(32), "32 at once", None, 200, 32, 16))
+        await wait_for(pilot, lambda: len(completed(seen)) == 32, 60)
+        pane = screen.query_one(TimelinePane)
+        drawn = await drawn_with(pilot, pane, 32)
+        rows = screen.query_one(TimelinePlot).size.height - AXIS_ROWS
+        assert len(drawn.rows) == min(32, rows) and drawn.rows[-1].lane.label == "32 at once 32"
+        screen.query_one(TimelinePlot).focus()  # the arrows are the screen's while no text box has them
+        reached = []
+        for _ in range(31):
+            await pilot.press("up")
+            await pilot.pause(0.3)
+            [selected] = [row.lane.label for row in pane.drawn.rows if row.lane.selected]
+            reached.append(selected)
+        assert reached == [f"32 at once {n}" for n in range(31, 0, -1)], "every lane selected in turn, each drawn"
+        top = pane.drawn
+        assert top.rows[0].lane.label == "32 at once 1" and top.hidden == 0
+        assert top.newer == 32 - len(top.rows)
+        if top.newer:
+            assert f"+{top.newer} newer (↓)" in str(pane.border_subtitle)
+        assert str(screen.query_one("#timeline-figures").render()).startswith("32 at once 1: TTFT")
+        await pilot.press("q")

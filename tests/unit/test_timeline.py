@@ -147,3 +147,15 @@ def test_the_selected_lane_is_marked_and_its_labels_width_counted():
     assert [row.tick_label for row in drawn.rows] == ["  a 20 ms", SELECTED_MARK + "b 20 ms", "  c 20 ms"]
     assert [row.label for row in drawn.rows] == ["a 20 ms", "b 20 ms", "c 20 ms"]
     assert drawn.cells == 80 - len(SELECTED_MARK + "a 20 ms") - 4
+
+
+def test_the_rows_scroll_up_to_a_selected_lane_older_than_those_that_fit():
+    timings = [RequestTiming(True, 100.0 + i * 0.001, offsets(0.05, count=5)) for i in range(32)]
+    labels = [f"stream {i + 1}" for i in range(32)]
+    newest = layout(lanes(timings, labels, keep=32, selected=31), WALL_CLOCK, rows=10, width=100)
+    assert [r.lane.label for r in newest.rows] == labels[-10:] and (newest.hidden, newest.newer) == (22, 0)
+    middle = layout(lanes(timings, labels, keep=32, selected=15), WALL_CLOCK, rows=10, width=100)
+    assert middle.rows[0].lane.label == "stream 16" and (middle.hidden, middle.newer) == (15, 7)
+    top = layout(lanes(timings, labels, keep=32, selected=0), WALL_CLOCK, rows=10, width=100)
+    assert top.rows[0].lane.label == "stream 1" and (top.hidden, top.newer) == (0, 22)
+    assert top.x_min == 0.0, "the axis starts at the first send drawn"

@@ -147,11 +147,13 @@ class TimelineLayout:
     rows: tuple[LaneLayout, ...]
     """The lanes shown, oldest first."""
     hidden: int
-    """Older lanes kept but not shown: the pane has no rows for them ("+N more")."""
+    """Older lanes kept but not shown: the pane has no rows for them ("+N older")."""
     x_min: float
     x_max: float
     cells: int
     """Axis width in character cells."""
+    newer: int = 0
+    """Newer lanes kept but not shown: the selection scrolled up past the rows the pane has ("+N newer")."""
 
     @property
     def cell_s(self) -> float:
@@ -211,13 +213,16 @@ def axis_cells(width: int, shown: Sequence[Lane]) -> int:
 
 def layout(lanes_kept: Sequence[Lane], view: str, rows: int, width: int,
            batch_of: Sequence[int] | None = None) -> TimelineLayout:
-    """What the pane draws: the newest lanes that fit `rows`, placed for `view` (aligned: each from its own
-    send; wall clock: as given, zero at the earliest send shown), on an axis zoomed to what is compared, in a
-    plot `width` cells wide. `batch_of` (one batch number per lane kept) lets wall clock zoom to the last batch."""
+    """What the pane draws: the newest lanes that fit `rows` (scrolled up to the selected lane when it is older
+    than those), placed for `view` (aligned: each from its own send; wall clock: as given, zero at the earliest
+    send shown), on an axis zoomed to what is compared, in a plot `width` cells wide. `batch_of` (one batch
+    number per lane kept) lets wall clock zoom to the last batch shown."""
     fit = max(1, rows)
-    shown = list(lanes_kept)[-fit:]
-    hidden = len(lanes_kept) - len(shown)
-    shown_batches = list(batch_of)[-fit:] if batch_of is not None and len(batch_of) == len(lanes_kept) else None
+    kept = list(lanes_kept)
+    selected = next((i for i, lane in enumerate(kept) if lane.selected), len(kept) - 1)
+    first = min(max(0, len(kept) - fit), max(selected, 0))
+    shown = kept[first:first + fit]
+    shown_batches = list(batch_of)[first:first + fit] if batch_of is not None and len(batch_of) == len(kept) else None
     if view == ALIGNED:
         placed = [_shift(lane, lane.sent_s) for lane in shown]
     else:
@@ -237,4 +242,4 @@ def layout(lanes_kept: Sequence[Lane], view: str, rows: int, width: int,
             prefill = (start, end)
         ticks = tuple(t for t in lane.token_s if x_min <= t <= x_max)
         drawn.append(LaneLayout(lane, lane_label(lane), lane.sent_s, prefill, ticks))
-    return TimelineLayout(view, tuple(drawn), hidden, x_min, x_max, cells)
+    return TimelineLayout(view, tuple(drawn), first, x_min, x_max, cells, newer=len(kept) - first - len(shown))

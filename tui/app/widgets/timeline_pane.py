@@ -192,7 +192,9 @@ class TimelinePane(Vertical):
         if drawn is not None and any(row.lane.burst for row in drawn.rows):
             legend += f"  {BURST_MARK} delivery burst"
         if drawn is not None and drawn.hidden:
-            legend += f" · +{drawn.hidden} more"
+            legend += f" · +{drawn.hidden} older (↑)"
+        if drawn is not None and drawn.newer:
+            legend += f" · +{drawn.newer} newer (↓)"
         self.border_subtitle = legend
 
     def on_timeline_plot_drawn(self, event: TimelinePlot.Drawn) -> None:
