@@ -48,7 +48,7 @@ async def test_the_model_id_and_nvmls_gpu_give_the_ceiling(real_url, monkeypatch
         assert screen.state.served.model == "meta-llama/Llama-3.1-8B-Instruct"
         assert screen.decode_ceiling_tok_s == pytest.approx(3350e9 / 16e9)
         await pilot.pause(0.1)
-        pane = shown(screen, "#gpu-pane")
+        pane = shown(screen, "#gpu-text")
         assert "decode ceiling 209 tok/s: 3,350 GB/s ÷ 16,000 MB weights" in pane
         assert "(NVIDIA H100 80GB HBM3; Llama-3.1-8B at 16 bit)" in pane
         await pilot.press("1")
@@ -68,7 +68,7 @@ async def test_no_gpu_takes_the_cpu_row(real_url, monkeypatch):
         await wait_for(pilot, lambda: screen.decode_ceiling_tok_s is not None)
         assert screen.decode_ceiling_tok_s == pytest.approx(90e9 / 16e9)
         await pilot.pause(0.1)
-        pane = shown(screen, "#gpu-pane")
+        pane = shown(screen, "#gpu-text")
         assert "decode ceiling 6 tok/s: 90 GB/s ÷ 16,000 MB weights" in pane and "(no GPU seen)" in pane
 
 
@@ -83,7 +83,7 @@ async def test_an_unknown_model_says_so_and_shows_no_share(monkeypatch):
             await wait_for(pilot, lambda: screen.cpu_ceiling is not None)
             assert screen.decode_ceiling_tok_s is None
             await pilot.pause(0.1)
-            assert "ceiling: unknown model 'mistralai/Mistral-7B-Instruct-v0.3'" in shown(screen, "#gpu-pane")
+            assert "ceiling: unknown model 'mistralai/Mistral-7B-Instruct-v0.3'" in shown(screen, "#gpu-text")
             await pilot.press("1")
             await wait_for(pilot, lambda: len(completed(seen)) == 1)
             await pilot.pause(0.1)
@@ -103,7 +103,7 @@ async def test_a_simulator_given_by_url_gets_its_own_ceiling_not_this_hosts(monk
             await wait_for(pilot, lambda: screen.state.simulator_flags is not None and screen.decode_ceiling_tok_s is not None)
             await pilot.pause(0.2)
             assert screen.decode_ceiling_tok_s == pytest.approx(4800e9 / 16e9 / 2)
-            pane = shown(screen, "#gpu-pane")
+            pane = shown(screen, "#gpu-text")
             assert "decode ceiling 150 tok/s" in pane and "simulated NVIDIA H200" in pane and "2× slower" in pane
             assert "no GPU seen" not in pane
             cli = await command_line_ceiling(sim.url)

@@ -48,7 +48,7 @@ async def test_a_simulator_time_scale_of_zero_is_a_ceiling_line_not_a_crash():
             await pilot.pause(0.1)
             assert screen.cpu_ceiling == "ceiling: the simulator sent time_scale '0' where a number above 0 was expected"
             assert screen.decode_ceiling_tok_s is None
-            assert "the simulator sent time_scale '0'" in shown(screen, "#gpu-pane")
+            assert "the simulator sent time_scale '0'" in shown(screen, "#gpu-text")
             await pilot.press("q")
     assert app.return_code in (0, None)
 

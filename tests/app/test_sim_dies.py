@@ -27,7 +27,7 @@ def reaped(pid: int) -> bool:
 
 
 def pane_text(screen: MainScreen) -> str:
-    return str(screen.query_one(GpuPane).render())
+    return screen.query_one(GpuPane).text
 
 
 async def test_a_killed_simulator_is_reaped_reported_and_restarted_with_r():

@@ -71,13 +71,13 @@ async def test_gpu_pane_shows_the_vllm_estimate_beside_the_measured_bandwidth():
         pane.gpu = GpuSample(t_unix=0.0, devices=(device,))
         pane.metrics = snapshot_of(fixture("vllm-0.32.txt"), estimated_read_gbs=801.4)
         await pilot.pause()
-        lines = str(pane.render()).splitlines()
+        lines = pane.text.splitlines()
         measured = next(i for i, line in enumerate(lines) if "memory bandwidth 838 of 3,350 GB/s" in line)
         assert "vLLM estimate: 801 GB/s read per GPU" in lines[measured + 1], lines
         pane.metrics = snapshot_of(fixture("vllm-0.32.txt"), estimated_read_gbs=None)  # --enable-mfu-metrics off
         await pilot.pause()
-        assert "vLLM estimate" not in str(pane.render())
-        assert "memory bandwidth 838 of 3,350 GB/s" in str(pane.render())
+        assert "vLLM estimate" not in pane.text
+        assert "memory bandwidth 838 of 3,350 GB/s" in pane.text
 
 
 async def test_main_screen_feeds_the_scraped_estimate_to_the_gpu_pane():
@@ -86,8 +86,8 @@ async def test_main_screen_feeds_the_scraped_estimate_to_the_gpu_pane():
     async with app.run_test(size=(120, 40)) as pilot:
         await play(pilot)
         pane = app.screen.query_one(GpuPane)
-        assert "vLLM estimate" not in str(pane.render())
+        assert "vLLM estimate" not in pane.text
         app.screen.post_message(MetricsScraped(snapshot_of(fixture("vllm-0.32.txt"), estimated_read_gbs=12.25)))
         await pilot.pause()
-        assert "vLLM estimate: 12.2 GB/s read per GPU" in str(pane.render())
+        assert "vLLM estimate: 12.2 GB/s read per GPU" in pane.text
         assert "SATURATED: 4 waiting for capacity" in text(app, "#metrics-saturation")

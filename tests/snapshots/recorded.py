@@ -6,6 +6,7 @@ time, so every shot shows the same screen: no wall clock, no random ids, no time
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
 from textual.pilot import Pilot
@@ -77,15 +78,37 @@ HOST = HostSample(cpu_percent=12.0, cpu_count=32, ram_used_bytes=41 * GIB, ram_t
                   process=ProcessSample(pid=4242, name="vllm", cpu_percent=98.0, rss_bytes=6 * GIB, num_threads=40))
 
 
+NO_REQUESTS = HistogramQuantiles(p50=None, p90=None, p99=None, mean=None, n=0, n_total=0, first_le=0.001, last_le=80.0)
+
+
+def earlier() -> list:
+    """The two minutes before the recording, a scrape and a GPU sample every 2 s, for the charts: idle (no
+    requests in the window), then a burst of streams that fills the KV pool and queues, then idle again."""
+    facts = []
+    for i in range(55):
+        t = T0 - 110 + 2 * i
+        load = max(0.0, 1 - abs(i - 25) / 15)
+        snapshot = replace(metrics(t, round(8 * load), 0.6 * load, 1500 * load), waiting=float(max(0, round(6 * load) - 3)))
+        if load:
+            snapshot = replace(snapshot, histograms={"ttft_s": quantiles(0.02 + 0.4 * load, 0.05 + 0.9 * load, 8),
+                                                     "itl_s": quantiles(0.005 + 0.007 * load, 0.007 + 0.01 * load, 900)})
+        else:
+            snapshot = replace(snapshot, histograms={"ttft_s": NO_REQUESTS, "itl_s": NO_REQUESTS})
+        gbs = 300 + 2400 * load
+        device = replace(GPU.devices[0], mem_bw_gbs=gbs, mem_bw_util=gbs / 3350)
+        facts += [MetricsScraped(snapshot), GpuSampled(GpuSample(t_unix=t, devices=(device,)))]
+    return facts
+
+
 def make_app() -> PhasetopApp:
     """The app on a server that is never called: the feed is posted by `play`."""
     return PhasetopApp(Settings(_env_file=None), URL, None, CEILING, live=False)
 
 
-async def play(pilot: Pilot, *, down: bool = False) -> None:
+async def play(pilot: Pilot, *, down: bool = False, history: bool = False) -> None:
     """Post the recording: server up, metrics, GPU/host, a finished short request and a long one mid-stream.
 
-    With `down`, the server then stops answering at T0 + 5 s.
+    With `down`, the server then stops answering at T0 + 5 s; with `history`, the two minutes `earlier` come first.
     """
     app = pilot.app
     app.theme = THEME
@@ -95,6 +118,7 @@ async def play(pilot: Pilot, *, down: bool = False) -> None:
     screen.query_one(TextArea).cursor_blink = False
     facts = [
         ServerCameUp("openai", MODEL, 131072, "0.10.1"),
+        *(earlier() if history else []),
         GpuSampled(GPU),
         HostSampled(HOST),
         *[MetricsScraped(metrics(T0 + i, running, kv, rate))

@@ -36,3 +36,13 @@ async def play_then_tab_to_the_last_pane(pilot):
 def test_narrow_80x24_scrolled_to_the_last_pane(snap_compare):
     """The stacked panes scroll under the status line; the footer keeps s, ? and q."""
     assert snap_compare(make_app(), terminal_size=(80, 24), run_before=play_then_tab_to_the_last_pane)
+
+
+def test_metrics_charts_160x45(snap_compare):
+    """Room for the server's metrics as charts of the two minutes before; the GPU/host pane stays text."""
+    assert snap_compare(make_app(), terminal_size=(160, 45), run_before=partial(play, history=True))
+
+
+def test_metrics_and_bandwidth_charts_200x60(snap_compare):
+    """Room for the GPU's measured bandwidth against its peak too, under its figures."""
+    assert snap_compare(make_app(), terminal_size=(200, 60), run_before=partial(play, history=True))

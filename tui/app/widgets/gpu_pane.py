@@ -1,23 +1,39 @@
-"""GPU and host: memory bandwidth against peak, SM use, memory; host CPU/RAM and the server process."""
+"""GPU and host: memory bandwidth against peak, SM use, memory; host CPU/RAM and the server process; where
+GPM measures GB/s and the pane has room, a chart of it over the last minutes against the peak."""
 
 from __future__ import annotations
 
+import math
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
 from textual.reactive import reactive
+from textual.widget import Widget
 from textual.widgets import Static
 
+from tui.app.widgets.history_plot import HistoryPlot, Line
 from tui.app.widgets.text import set_text
+from tui.core.metric_history import GpuHistory
 from tui.core.telemetry import GpuReading, GpuSample, HostSample, MetricsSnapshot
 
 GIB = 1024**3
+CHART_MIN_COLUMNS = 40
+"""Content columns for the bandwidth chart: fewer, and its minute ticks crowd out."""
 
 
-class GpuPane(Static):
-    """Plain text, rebuilt on every sample; it never reads NVML itself."""
+class GpuPane(Vertical):
+    """Text lines rebuilt on every sample, and the bandwidth chart under them; it never reads NVML itself."""
+
+    DEFAULT_CSS = """
+    GpuPane {
+        height: auto;
+    }
+    """
 
     can_focus = True
     """Tab reaches the pane and scrolls it into view: on an 80×24 terminal over SSH there is no mouse."""
 
-    # repaint=False: set_text repaints the pane when its text changes, and most samples change none of it.
+    # repaint=False: set_text repaints the text when it changes, and most samples change none of it.
     gpu: reactive[GpuSample | None] = reactive(None, always_update=True, repaint=False)
     """The latest NVML sample."""
     host: reactive[HostSample | None] = reactive(None, always_update=True, repaint=False)
@@ -30,14 +46,59 @@ class GpuPane(Static):
     """How the simulator phasetop started ended, while it is not running again; shown in place of its process."""
 
     def __init__(self, **kwargs) -> None:
-        super().__init__("waiting for the first sample…", markup=False, **kwargs)
+        super().__init__(**kwargs)
+        self.history = GpuHistory()
+        """Each GPU's measured GB/s over the last minutes."""
+
+    def compose(self) -> ComposeResult:
+        yield Static("waiting for the first sample…", id="gpu-text", markup=False)
+        yield HistoryPlot(id="gpu-chart")
+
+    @property
+    def text(self) -> str:
+        """The pane's lines as shown."""
+        return str(self.query_one("#gpu-text", Static).render())
+
+    def watch_gpu(self, sample: GpuSample | None) -> None:
+        if sample is not None:
+            self.history.add(sample)
+        self._refresh_text()
+
+    def on_resize(self) -> None:
+        self._show_chart()
 
     def _refresh_text(self) -> None:
         lines = gpu_lines(self.gpu) + estimate_lines(self.metrics) + host_lines(self.host, self.cpu_ceiling, self.server_exit)
-        set_text(self, "\n".join(lines))
+        set_text(self.query_one("#gpu-text", Static), "\n".join(lines))
         self.set_class(self.server_exit is not None, "-server-exited")
+        self._show_chart()
 
-    watch_gpu = watch_host = watch_cpu_ceiling = watch_metrics = watch_server_exit = _refresh_text
+    watch_host = watch_cpu_ceiling = watch_metrics = watch_server_exit = _refresh_text
+
+    def _show_chart(self) -> None:
+        """The chart where a device has GB/s and it fits under the text: the pane grows by the chart's rows
+        (its CSS height) up to the most rows its CSS allows (half the column beside the prompt)."""
+        devices = self.history.devices
+        chart = self.query_one("#gpu-chart", HistoryPlot)
+        width = self.content_size.width
+        room = self._room() - _rows(self.text, width)
+        fits = bool(devices) and width >= CHART_MIN_COLUMNS and room >= chart.styles.height.value
+        self.set_class(fits, "-charted")
+        colours = (HistoryPlot.FIRST, HistoryPlot.SECOND)
+        chart.show([Line(d.gbs, colours[i % 2]) for i, d in enumerate(devices)], self.history.newest_t,
+                   sorted({d.peak_gbs for d in devices if d.peak_gbs and d.peak_gbs > 0}))
+
+    def _room(self) -> int:
+        """Content rows the pane may take: its max-height against the column it is in, less border and padding."""
+        column = self.parent.content_size if isinstance(self.parent, Widget) else self.app.size
+        limit = self.styles.max_height
+        rows = limit.resolve(column, self.app.size) if limit is not None else column.height
+        return int(rows) - self.styles.gutter.height
+
+
+def _rows(text: str, width: int) -> int:
+    """Rows `text` takes wrapped at `width` columns."""
+    return sum(max(1, math.ceil(len(line) / width)) for line in text.splitlines()) if width else 0
 
 
 def gpu_lines(sample: GpuSample | None) -> list[str]:

@@ -1,23 +1,30 @@
-"""Server metrics: the five names with sparklines, prefix-cache hits, preemptions, saturation."""
+"""Server metrics: TTFT, ITL, running, waiting and KV usage, each a value with a sparkline of the last minute,
+or charts of the last five minutes where the pane has room; prefix-cache hits, preemptions, saturation."""
 
 from __future__ import annotations
 
 import math
-from collections import deque
 
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical
+from textual.containers import Container, Horizontal, Vertical
 from textual.reactive import reactive
 from textual.widgets import Label, Sparkline, Static
 
+from tui.app.widgets.history_plot import HistoryPlot, Line
 from tui.app.widgets.text import set_text
+from tui.core.metric_history import MetricHistory
 from tui.core.telemetry import HistogramQuantiles, MetricsSnapshot, saturation_text
 
 HISTORY = 60
-"""Scrapes kept for each sparkline (a minute at the default interval)."""
+"""Scrapes each sparkline shows (a minute at the default interval)."""
 IDLE = 0.0
 """A sparkline's value for a scrape with nothing to show (no requests in the window, not scraped yet): the
 flat baseline. Skipping such scrapes left one old sample, which a Sparkline draws as a solid bar."""
+CHART_MIN_ROWS = 11
+"""Content rows for charts: two rows of cells, each a value line over three rows of lines (the lower cells
+with their minute ticks under them), then the extra and saturation lines. Fewer: one sparkline per metric."""
+CHART_MIN_COLUMNS = 62
+"""Content columns for charts: two cells of 30 side by side."""
 
 ROWS = (
     ("ttft", "TTFT p50/p99"),
@@ -26,11 +33,17 @@ ROWS = (
     ("waiting", "waiting"),
     ("kv", "KV cache usage"),
 )
+SPARKLINE_SERIES = {"ttft": "ttft_p50_s", "itl": "itl_p50_s", "running": "running", "waiting": "waiting",
+                    "kv": "kv_cache_usage"}
+"""The history series each row's sparkline draws."""
+CELLS = (("ttft", ("ttft",)), ("itl", ("itl",)), ("load", ("running", "waiting")), ("kv", ("kv",)))
+"""The charts, in reading order (a 2×2 grid), and the rows above each: running and waiting share one."""
+TITLES = dict(ROWS)
 
 
 class MetricsPane(Vertical):
     """What the server's /metrics says: quantiles and rates over the scraper's rolling window (named on the
-    border subtitle), gauges as of the latest scrape."""
+    border subtitle), gauges as of the latest scrape; and their history, which the pane keeps."""
 
     can_focus = True
     """Tab reaches the pane and scrolls it into view: on an 80×24 terminal over SSH there is no mouse."""
@@ -43,17 +56,42 @@ class MetricsPane(Vertical):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        # One sample per scrape on a fixed time axis, the newest at the right edge.
-        self._history: dict[str, deque[float]] = {key: deque([IDLE] * HISTORY, maxlen=HISTORY) for key, _ in ROWS}
+        self.history = MetricHistory()
+        """The charted metrics of the last minutes of scrapes."""
+        series, first, second = self.history.series, HistoryPlot.FIRST, HistoryPlot.SECOND
+        self._lines = {
+            "ttft": [Line(series["ttft_p50_s"], first, 1e3), Line(series["ttft_p99_s"], second, 1e3)],
+            "itl": [Line(series["itl_p50_s"], first, 1e3), Line(series["itl_p99_s"], second, 1e3)],
+            "load": [Line(series["running"], first), Line(series["waiting"], second)],
+            "kv": [Line(series["kv_cache_usage"], first, 100.0)],
+        }
+        """Each chart's lines, in ms, counts and percent; p99 (above p50) and waiting in the second colour."""
 
     def compose(self) -> ComposeResult:
-        for key, title in ROWS:
-            with Horizontal(classes="metric-row"):
-                yield Label(title, classes="metric-name")
-                yield Static("–", id=f"value-{key}", classes="metric-value", markup=False)
-                yield Sparkline(list(self._history[key]), id=f"spark-{key}")
+        # One tree for both modes: the .tcss lays the cells out as rows with sparklines, or (-charts) as a grid
+        # of charts under their values, so the value widgets are the same in both.
+        with Container(id="metric-cells"):
+            for cell, keys in CELLS:
+                with Vertical(id=f"cell-{cell}", classes="metric-cell"):
+                    with Container(classes="metric-rows"):
+                        for key in keys:
+                            with Horizontal(id=f"row-{key}", classes="metric-row"):
+                                yield Label(TITLES[key], classes="metric-name")
+                                yield Static("–", id=f"value-{key}", classes="metric-value", markup=False)
+                                yield Sparkline(self._sparkline(key), id=f"spark-{key}")
+                    yield HistoryPlot(id=f"chart-{cell}", classes="metric-chart", y_max=100.0 if cell == "kv" else None,
+                                      x_ticks=cell in ("load", "kv"))
         yield Static("", id="metrics-extra", markup=False)
         yield Static("", id="metrics-saturation", markup=False)
+
+    @property
+    def charted(self) -> bool:
+        """Charts are shown (the pane has room for them), not sparklines."""
+        return self.has_class("-charts")
+
+    def on_resize(self) -> None:
+        size = self.content_size
+        self.set_class(size.height >= CHART_MIN_ROWS and size.width >= CHART_MIN_COLUMNS, "-charts")
 
     def watch_reason(self, reason: str | None) -> None:
         if reason:
@@ -62,13 +100,7 @@ class MetricsPane(Vertical):
     def watch_snapshot(self, snapshot: MetricsSnapshot | None) -> None:
         if snapshot is None:
             return
-        values = {
-            "ttft": _p(snapshot.histograms.get("ttft_s"), "p50"),
-            "itl": _p(snapshot.histograms.get("itl_s"), "p50"),
-            "running": snapshot.running,
-            "waiting": snapshot.waiting,
-            "kv": snapshot.kv_cache_usage,
-        }
+        self.history.add(snapshot)
         texts = {
             "ttft": _quantiles(snapshot.histograms.get("ttft_s")),
             "itl": _quantiles(snapshot.histograms.get("itl_s")),
@@ -77,13 +109,20 @@ class MetricsPane(Vertical):
             "kv": _kv(snapshot),
         }
         for key, _ in ROWS:
-            self._history[key].append(_plotted(values[key]))
             set_text(self.query_one(f"#value-{key}", Static), texts[key])
-            self.query_one(f"#spark-{key}", Sparkline).data = list(self._history[key])
+            self.query_one(f"#spark-{key}", Sparkline).data = self._sparkline(key)
+        for cell, _ in CELLS:  # a hidden chart only keeps its lines: it draws them when shown
+            self.query_one(f"#chart-{cell}", HistoryPlot).show(self._lines[cell], self.history.newest_t)
         set_text(self.query_one("#metrics-extra", Static), _extra(snapshot))
         self.border_subtitle = window_text(snapshot.window_s)
         self.set_class(snapshot.saturated, "-saturated")
         set_text(self.query_one("#metrics-saturation", Static), saturation_text(snapshot))
+
+    def _sparkline(self, key: str) -> list[float]:
+        """The last `HISTORY` scrapes on a fixed axis, the newest at the right edge, IDLE for a gap and before
+        the first (the Sparkline cannot scale NaN or ±Inf; the value column shows them as sent)."""
+        values = self.history.series[SPARKLINE_SERIES[key]].latest(HISTORY)
+        return [IDLE] * (HISTORY - len(values)) + [IDLE if v is None else v for v in values]
 
 
 def window_text(window_s: float | None) -> str:
@@ -94,16 +133,6 @@ def window_text(window_s: float | None) -> str:
         return "p50/p99 · tok/s since start"
     span = f"{math.floor(window_s)}" if window_s >= 2 else f"{math.floor(window_s * 10) / 10:.1f}"
     return f"p50/p99 · tok/s over {span} s"
-
-
-def _plotted(value: float | None) -> float:
-    """A scrape's value as a sparkline sample: IDLE when there is none or it is not finite (a server may
-    report NaN or ±Inf for a gauge; the Sparkline cannot scale either, and the value column shows it as sent)."""
-    return value if value is not None and math.isfinite(value) else IDLE
-
-
-def _p(quantiles: HistogramQuantiles | None, name: str) -> float | None:
-    return getattr(quantiles, name) if quantiles else None
 
 
 def _ms(value: float | None, edge: str | None, quantiles: HistogramQuantiles) -> str:

@@ -1,0 +1,158 @@
+"""A time-series chart of `tui.core.metric_history` series: the last minutes, the newest point at the right edge."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual_plotext import PlotextPlot
+
+from tui.core.metric_history import Series
+
+REPLOT_INTERVAL_S = 0.25
+"""Least time between two replots, in the data's own seconds (plotext builds the whole figure each draw).
+Data time, not a timer: a recorded feed draws the same chart however fast it is played, and the points
+left undrawn (under a quarter second of a 5-minute axis) are drawn with the next one."""
+AXIS_SPANS_S = (60.0, 120.0)
+"""Shorter x axes while the history is younger than its span, so its first minutes fill the chart."""
+TICK_STEPS_S = (15.0, 30.0, 60.0, 120.0, 300.0)
+"""Seconds between x ticks: the least that makes at most `MAX_TICK_STEPS` and leaves `TICK_COLUMNS` between two."""
+MAX_TICK_STEPS = 5
+"""At most this many steps between "now" and the axis' start: "-2m -90s -1m -30s now", not a tick every 15 s."""
+Y_CAP = 1e300
+"""The highest y drawn: plotext's arithmetic overflows near the float maximum, and a server may send anything
+(the value beside the chart shows it as sent)."""
+Y_LABEL_COLUMNS = 4
+"""Every chart's y labels are this wide, so charts stacked on one x axis line up."""
+TICK_COLUMNS = 6
+"""Least columns between two x tick labels ("-4m", "now")."""
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One series as drawn: times `scale` (to ms, to %), in a component class's colour."""
+
+    series: Series
+    colour: str
+    scale: float = 1.0
+
+
+class HistoryPlot(PlotextPlot):
+    """Lines against seconds before the newest point, y from zero; an optional reference line (a peak)."""
+
+    FIRST, SECOND, REFERENCE = "history-plot--first", "history-plot--second", "history-plot--reference"
+    COMPONENT_CLASSES = {FIRST, SECOND, REFERENCE}
+    """The lines' colours, set in the .tcss from the theme. They reach plotext as RGB: a named plotext colour
+    is an ANSI one, which the pane's opacity cannot dim when the server is down."""
+
+    def __init__(self, *, y_max: float | None = None, x_ticks: bool = True, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.y_max = y_max
+        """A fixed top of the y axis (100 for a percentage); None: a little over the highest value or reference."""
+        self.x_ticks = x_ticks
+        """Time ticks under the lines; False for a chart above another on the same axis (one row more of lines)."""
+        self.lines: list[Line] = []
+        """What the chart holds (tests read the series from here)."""
+        self.references: list[float] = []
+        """Horizontal lines (peaks) drawn across the chart."""
+        self._now_unix: float | None = None
+        self.drawn_now_unix: float | None = None
+        """The newest point's time at the last replot (None: nothing drawn yet)."""
+        self._replots = 0
+        self._rendered: tuple[tuple, object] | None = None
+        """(replot count, size, theme) → the figure built for them: a layout pass elsewhere on the screen
+        re-renders the plot without a new replot, and plotext would build the whole figure again."""
+
+    def render(self):
+        key = (self._replots, self.size, self.app.theme)
+        if self._rendered is None or self._rendered[0] != key:
+            self._rendered = (key, super().render())
+        return self._rendered[1]
+
+    def on_mount(self) -> None:
+        self.watch(self.app, "theme", lambda: self.call_after_refresh(self.replot))
+
+    def on_resize(self) -> None:
+        self.replot()
+
+    def show(self, lines: list[Line], now_unix: float | None, references: list[float] | None = None) -> None:
+        """Hold these lines up to `now_unix`; draw them when shown and a replot is due."""
+        self.lines, self._now_unix, self.references = lines, now_unix, references or []
+        due = (self.drawn_now_unix is None or now_unix is None or now_unix < self.drawn_now_unix
+               or now_unix - self.drawn_now_unix >= REPLOT_INTERVAL_S)
+        if due and self.display:
+            self.replot()
+
+    def _rgb(self, component: str) -> tuple[int, int, int]:
+        color = self.get_component_rich_style(component).color
+        return tuple(color.get_truecolor()) if color else (255, 255, 255)
+
+    def _span_s(self) -> float | None:
+        """The x axis: the least of `AXIS_SPANS_S` that holds the oldest point, else the series' whole span."""
+        starts = [line.series.oldest_t for line in self.lines if line.series.oldest_t is not None]
+        if self._now_unix is None or not starts:
+            return None
+        full_s = max(line.series.span_s for line in self.lines)
+        age_s = self._now_unix - min(starts)
+        return next((span for span in AXIS_SPANS_S if age_s <= span < full_s), full_s)
+
+    def replot(self) -> None:
+        self.drawn_now_unix = self._now_unix
+        self._replots += 1
+        plt = self.plt
+        plt.clear_data()
+        plt.clear_figure()
+        plt.frame(False)  # a frame and its axes take two of a small chart's few rows
+        span_s = self._span_s()
+        if span_s is None:
+            self.refresh()
+            return
+        drawn = [(line, line.series.runs(self._now_unix, line.scale)) for line in self.lines]
+        highest = max((value for _, runs in drawn for _, values in runs for value in values), default=0.0)
+        # The top label names the peak where there is one, else the highest value drawn (or the fixed top).
+        labelled = self.y_max if self.y_max is not None else max(self.references, default=highest)
+        top = self.y_max if self.y_max is not None else min(max(highest, labelled) * 1.1, Y_CAP) or 1.0
+        labelled = min(labelled, top)
+        for line, runs in drawn:
+            colour = self._rgb(line.colour)
+            for x, values in runs:
+                y = [min(max(value, 0.0), top) for value in values]  # from zero, as the axis
+                if len(x) == 1:  # a lone point between gaps: a line of one point draws nothing
+                    plt.scatter(x, y, marker="braille", color=colour)
+                else:
+                    plt.plot(x, y, marker="braille", color=colour)
+        for reference in self.references:
+            plt.horizontal_line(min(reference, top), color=self._rgb(self.REFERENCE))
+        plt.ylim(0, top)
+        ticks = [0.0, labelled] if labelled else [0.0]
+        plt.yticks(ticks, [f"{_short(tick):>{Y_LABEL_COLUMNS}}" for tick in ticks])
+        plt.xlim(-span_s, 0)
+        plt.xticks(*_x_ticks(span_s, self.size.width - Y_LABEL_COLUMNS) if self.x_ticks else ([],))
+        self.refresh()
+
+
+def _short(value: float) -> str:
+    """A y label in `Y_LABEL_COLUMNS` characters, where it is a sane figure: "0", "6.2", "214", "3350", "12k", "3M"."""
+    if value >= 1e9:
+        return f"{value:.0e}"
+    if value >= 1e6:
+        return f"{value / 1e6:.0f}M"
+    if value >= 10_000:
+        return f"{value / 1e3:.0f}k"
+    if value >= 10 or value == 0:
+        return f"{value:.0f}"
+    return f"{value:.2g}"
+
+
+def _x_ticks(span_s: float, width: int) -> tuple[list[float], list[str]]:
+    """Ticks back from "now" to the axis' start, as many as `width` columns hold apart."""
+    step_s = next((step for step in TICK_STEPS_S
+                   if span_s / step <= MAX_TICK_STEPS and span_s / step * TICK_COLUMNS <= width), span_s)
+    ticks = [-step_s * i for i in range(int(span_s // step_s), -1, -1)]
+    return ticks, [_ago(t) for t in ticks]
+
+
+def _ago(t_s: float) -> str:
+    """"now", "-45s", "-2m"."""
+    if not t_s:
+        return "now"
+    return f"-{-t_s / 60:.0f}m" if t_s % 60 == 0 else f"-{-t_s:.0f}s"
