@@ -36,7 +36,8 @@ async def settled(pilot, screen: MainScreen, requests: int) -> None:
 
 
 async def live_view(url: str) -> None:
-    """The split two ways: short then long (aligned lanes) and 8 at once (wall clock); then the help screen."""
+    """The split three ways: short then long (aligned lanes), 8 at once (wall clock), and a long prompt landing
+    among 8 streams (its prefill stalls their decode); then the help screen."""
     app = PhasetopApp(REAL_TIME, url, *simulated_server(REAL_TIME), save_runs=False)
     async with app.run_test(size=SIZE) as pilot:
         screen: MainScreen = app.screen
@@ -48,6 +49,10 @@ async def live_view(url: str) -> None:
         await pilot.press("c", "4")
         await settled(pilot, screen, 8)
         app.save_screenshot("batch.svg", path=str(OUT))
+        await pilot.press("c")
+        await long_prompt_among_streams(pilot, screen)
+        await settled(pilot, screen, 9)
+        app.save_screenshot("among.svg", path=str(OUT))
         await pilot.press("question_mark")
         await pilot.pause(0.2)
         app.save_screenshot("help.svg", path=str(OUT))
@@ -74,13 +79,13 @@ async def experiment(url: str) -> None:
 
 
 async def long_prompt_among_streams(pilot, screen: MainScreen) -> None:
-    """Preset 4 (8 streams), then preset 2 (2,000 tokens) once they decode; returns when all 9 are in the session."""
+    """Preset 4 (8 streams), then preset 2 (2,000 tokens) once they decode; returns when all 9 have finished."""
     first = screen.state.next_id
     await pilot.press("4")
     streams = range(first, first + 8)
     await until(pilot, lambda: all(len(getattr(screen.state.record(i), "token_offsets_s", ())) >= 16 for i in streams))
     await pilot.press("2")
-    await until(pilot, lambda: len(screen.lab.sessions.current.requests) == 9, 90)
+    await until(pilot, lambda: all(getattr(screen.state.record(i), "e2e_s", None) for i in range(first, first + 9)), 90)
 
 
 async def before_after() -> None:

@@ -7,6 +7,7 @@ from tui.app.app import PhasetopApp
 from tui.app.feeds.requests import TokenBatches
 from tui.app.messages import RequestCompleted, RequestStarted, ServerCameUp, LaneTokens, TokenBatch
 from tui.app.screens.main import MainScreen
+from tui.app.widgets.prompt_pane import PRESETS
 from tui.core.live import KEEP_REQUESTS
 from tui.core.records import RequestTiming
 
@@ -108,15 +109,16 @@ async def test_eight_streams_replot_far_less_often_than_batches_arrive(sim_url):
         await pilot.pause(0.1)
         posted = list({id(m): m for m in seen if isinstance(m, TokenBatch)}.values())
         batches, lanes = len(posted), sum(len(m.lanes) for m in posted)
-        assert all(m.timing.ok and m.timing.output_tokens == 128 for m in completed(seen))
+        tokens = next(p for p in PRESETS if p.key == "concurrent").max_tokens
+        assert all(m.timing.ok and m.timing.output_tokens == tokens for m in completed(seen))
         assert batches >= 8
         # Every stream's chunks of a batch come in one message, which publishes once: one message per stream
         # would be `lanes` of them. (Each request's completion may publish once more.)
         assert lanes >= 3 * batches
         assert len(publishes) <= batches + 8 + 1
         # One event per token, a few with empty text (held-back bytes, as vLLM sends): every stream's
-        # text chunks end at its 128th token.
-        assert [t.token_positions[-1] for t in screen.timings] == [127] * 8
+        # text chunks end at its last token.
+        assert [t.token_positions[-1] for t in screen.timings] == [tokens - 1] * 8
 
 
 async def test_a_busy_client_is_shown_and_its_figures_are_marked():

@@ -120,7 +120,7 @@ class _Host(App):
 async def test_thirty_two_streams_are_kept_whole_and_a_burst_is_in_the_legend():
     """A 32-stream batch after 10 singles: all 32 kept (past the lane limit's older ones), the newest that
     fit drawn, the rest counted; a flagged lane drawn with the burst mark, which the legend names."""
-    singles = [RequestTiming(True, 100.0 + i, tuple(0.01 + j * 0.005 for j in range(20))) for i in range(10)]
+    singles = [RequestTiming(True, 100.0 + i, tuple(0.01 + j * 0.005 for j in range(20)), output_tokens=20) for i in range(10)]
     batch = [RequestTiming(True, 200.0 + i * 0.001, tuple(0.05 + j * 0.005 for j in range(20)),
                            burst="arrived in clumps" if i == 31 else None) for i in range(32)]
     app = _Host()
@@ -171,4 +171,30 @@ async def test_thirty_two_streams_get_thirty_two_lanes_each_reachable_with_the_a
         if top.newer:
             assert f"+{top.newer} newer (↓)" in str(pane.border_subtitle)
         assert str(screen.query_one("#timeline-figures").render()).startswith("32 at once 1: TTFT")
+        await pilot.press("q")
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_a_long_prompt_among_eight_streams_shows_on_the_wall_clock_and_stalls_them(sim_url, size):
+    """8 at once, then the long prompt while they decode: the timeline turns to wall clock (a single send among
+    running requests), the long lane is drawn beside the streams, and their decode stalls while it prefills."""
+    seen = []
+    app = PhasetopApp(settings(), sim_url, None, None)
+    async with app.run_test(size=size, message_hook=seen.append) as pilot:
+        await started(pilot, seen)
+        screen = app.screen
+        await pilot.press("4")
+        await wait_for(pilot, lambda: len(screen.timings) == 8 and all(len(t.token_offsets_s) >= 8 for t in screen.timings))
+        await pilot.press("2")
+        await wait_for(pilot, lambda: len(completed(seen)) == 9, 60)
+        pane = screen.query_one(TimelinePane)
+        drawn = await drawn_with(pilot, pane, 9)
+        assert drawn.view == WALL_CLOCK and "wall clock" in str(pane.border_title)
+        long = drawn.rows[-1]
+        assert long.lane.label.startswith("long 2000") and long.prefill is not None
+        streams = [m.timing for m in completed(seen) if m.timing.prompt_tokens == 200]
+        [long_timing] = [m.timing for m in completed(seen) if m.timing.prompt_tokens == 2000]
+        # Each stream was still decoding when the long prompt was sent, and its longest gap is the long's prefill.
+        assert all(t.t_sent_unix + t.e2e_s > long_timing.t_sent_unix for t in streams)
+        assert all(max(t.itl_s) >= 0.5 * long_timing.ttft_s for t in streams), "a stall while it prefilled"
         await pilot.press("q")

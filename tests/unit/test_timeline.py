@@ -68,7 +68,20 @@ def test_a_batch_is_the_requests_sent_at_once():
 @pytest.mark.parametrize(("batch_of", "view"), [([], ALIGNED), ([0, 1, 2], ALIGNED), ([0, 1, 1], WALL_CLOCK),
                                                  ([0, 0, 1], ALIGNED)])
 def test_a_batch_defaults_to_wall_clock_a_single_send_to_aligned(batch_of, view):
-    assert default_view(batch_of) == view
+    ended = [RequestTiming(True, 100.0 + i * 0.1, (0.05,), output_tokens=1) for i in range(len(batch_of))]
+    assert default_view(ended, batch_of) == view
+
+
+def test_a_single_send_among_requests_still_running_defaults_to_wall_clock():
+    streams = [RequestTiming(True, 100.0 + i * 0.001, (0.05, 0.06)) for i in range(8)]  # in flight: not ended
+    long = RequestTiming(True, 100.5, ())
+    assert default_view([*streams, long], batches([*streams, long])) == WALL_CLOCK
+    ended = [RequestTiming(True, 100.0 + i * 0.001, (0.05, 0.1), output_tokens=2) for i in range(8)]
+    assert default_view([*ended, long], batches([*ended, long])) == ALIGNED, "they ended before it was sent"
+    late = [RequestTiming(True, 100.0, (0.05, 0.6), output_tokens=2)]  # ended, but after the long was sent
+    assert default_view([*late, long], batches([*late, long])) == WALL_CLOCK
+    failed = [RequestTiming(False, 100.0, (), error="refused")]
+    assert default_view([*failed, long], batches([*failed, long])) == ALIGNED
 
 
 def test_the_last_batch_is_kept_whole_beyond_the_lane_limit():

@@ -108,12 +108,25 @@ def keep_count(batch_of: Sequence[int], keep: int) -> int:
     return min(len(batch_of), max(keep, whole))
 
 
-def default_view(batch_of: Sequence[int]) -> str:
-    """Wall clock when the last send was a batch (several at once), else aligned."""
+def default_view(timings: Sequence[RequestTiming], batch_of: Sequence[int]) -> str:
+    """Wall clock when the last send was a batch (several at once) or landed among requests still running
+    (a long prompt among streams: what it does to them shows on one clock), else aligned."""
     if not batch_of:
         return ALIGNED
     last = batch_of[-1]
-    return WALL_CLOCK if sum(1 for b in batch_of if b == last) > 1 else ALIGNED
+    if sum(1 for b in batch_of if b == last) > 1:
+        return WALL_CLOCK
+    sent = timings[-1].t_sent_unix
+    earlier = timings[:len(timings) - 1]
+    return WALL_CLOCK if any(_running_at(timing, sent) for timing in earlier) else ALIGNED
+
+
+def _running_at(timing: RequestTiming, t_unix: float) -> bool:
+    """Still streaming at `t_unix`: not ended yet (a record still in flight has no output count; a failed one
+    has ended), or its last token came after it."""
+    if timing.ok and timing.output_tokens is None:
+        return True
+    return timing.e2e_s is not None and timing.t_sent_unix + timing.e2e_s > t_unix
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,7 +50,7 @@ from tui.sources.prompts import filler_text
 PUBLISH_INTERVAL_S = 1 / 8
 """State reaches the panes at most this often (the frame budget): at 32 streams a batch lands every 50 ms,
 and painting each one cost the main thread more than reading the streams did."""
-MAX_TOKENS = 128
+TYPED_MAX_TOKENS = 128
 NARROW_WIDTH = 100
 SHARED_PREFIX = filler_text("[shared system prompt]", 1800)
 """The shared-system-prompt preset sends this same prefix every time, so prefix caching can hit."""
@@ -233,7 +233,7 @@ class MainScreen(Screen):
         preset = event.preset
         count = preset.concurrency if preset else 1
         self.send_requests(Send(self.state.send(count), preset.label if preset else "typed", event.text,
-                                preset.prompt_tokens if preset else None, count, MAX_TOKENS,
+                                preset.prompt_tokens if preset else None, count, preset.max_tokens if preset else TYPED_MAX_TOKENS,
                                 SHARED_PREFIX if preset and preset.shared_prefix else None))
 
     def send_requests(self, send: Send) -> Worker | None:

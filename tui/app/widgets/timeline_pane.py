@@ -246,7 +246,7 @@ class TimelinePane(Vertical):
         if batch != self._last_batch:  # a new send (or its batch grew): its default view, until `v`
             self._last_batch = batch
             if batch is not None:
-                self.view = default_view(batch_of)
+                self.view = default_view(self.timings, batch_of)
         kept = self.timings[-keep:] if keep else []
         kept_labels = labels[-keep:] if labels and keep else None
         plot = self.query_one(TimelinePlot)
