@@ -51,6 +51,7 @@ async def test_the_model_id_and_nvmls_gpu_give_the_ceiling(real_url, monkeypatch
         pane = shown(screen, "#gpu-text")
         assert "decode ceiling 209 tok/s: 3,350 GB/s ÷ 16,000 MB weights" in pane
         assert "(NVIDIA H100 80GB HBM3; Llama-3.1-8B at 16 bit)" in pane
+        assert "Llama-3.1-8B-Instruct · on NVIDIA H100 80GB HBM3 · ceiling 209 tok/s" in shown(screen, "#status")
         await pilot.press("1")
         await wait_for(pilot, lambda: len(completed(seen)) == 1)
         await pilot.pause(0.1)

@@ -89,3 +89,11 @@ def test_server_sent_fields_are_one_line_and_redacted_of_control_characters():
     state = ServerState(url="http://user:pw@h:1", kind="openai", model="evil\x1b[31m\nmodel", config="block_size=16\x1b]0;t\x07")
     text = describe(state, 200)
     assert "\x1b" not in text and "\x07" not in text and "pw" not in text and "\n" not in text
+
+
+def test_the_device_is_named_for_a_server_phasetop_did_not_start_and_not_twice_for_its_own_simulator():
+    real = ServerState(url="http://h:1", kind="openai", model="m", device="NVIDIA H100 80GB HBM3", ceiling_tok_s=209.0)
+    assert describe(real, 200) == "openai http://h:1 · up · m · on NVIDIA H100 80GB HBM3 · ceiling 209 tok/s"
+    own = ServerState(url="http://h:1", kind="openai", model="m", simulated="simulated H100 SXM · Llama-3.1-8B",
+                      device="simulated H100 SXM")
+    assert describe(own, 200).count("H100") == 1

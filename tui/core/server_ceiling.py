@@ -36,6 +36,9 @@ class ServerCeiling:
     """The bandwidth the ceiling divides (a slowed simulator's: its device's ÷ its time scale)."""
     cpu_row: bool = False
     """True when the ceiling is the CPU row's: this host shows no GPU, so the local server runs on its CPU."""
+    device: str | None = None
+    """What the server runs on, for the header ("NVIDIA H100 80GB HBM3", "simulated H100 SXM", "CPU (no GPU
+    seen)"); None when it is not known."""
 
 
 def server_ceiling(model_id: str | None, devices: Sequence[GpuReading], server_is_local: bool,
@@ -67,7 +70,8 @@ def server_ceiling(model_id: str | None, devices: Sequence[GpuReading], server_i
         layout, bits = served
         weights, what = weight_bytes(layout.params, bits), f"{layout.name} at {bits} bit"
     tok_s, line = served_ceiling(f"{device}; {what}", device_gbs, weights)
-    return ServerCeiling(line, tok_s, kv_token, weights, device_gbs, cpu_row=not devices and not bandwidth_gbs)
+    return ServerCeiling(line, tok_s, kv_token, weights, device_gbs, cpu_row=not devices and not bandwidth_gbs,
+                         device=None if bandwidth_gbs else device)
 
 
 def ceiling_for(simulator_flags: Mapping[str, object] | None, model_id: str | None, devices: Sequence[GpuReading] | None,
@@ -122,7 +126,7 @@ def simulated_ceiling(device: Device, layout: ModelLayout, bits: int = 16, time_
     slower = f"; {time_scale:g}× slower" if time_scale != 1 else ""
     bandwidth_gbs = device.mem_bandwidth_gbs / time_scale
     tok_s, line = served_ceiling(f"simulated {device.name}; {layout.name} at {bits} bit{slower}", bandwidth_gbs, weights)
-    return ServerCeiling(line, tok_s, kv_bytes_per_token(layout), weights, bandwidth_gbs)
+    return ServerCeiling(line, tok_s, kv_bytes_per_token(layout), weights, bandwidth_gbs, device=f"simulated {device.name}")
 
 
 def _sent(flag: str, value: object, expected: str) -> ServerCeiling:

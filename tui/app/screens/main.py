@@ -385,8 +385,11 @@ class MainScreen(Screen):
     def _show_ceiling(self) -> None:
         """The ceiling the live session has (given, or derived once the server and devices are known)."""
         self.decode_ceiling_tok_s = self.state.decode_ceiling_tok_s
-        if self.state.derived is not None:
-            self.cpu_ceiling = self.state.derived.line
+        derived = self.state.derived
+        if derived is not None:
+            self.cpu_ceiling = derived.line
+            if derived.device != self.server.device:
+                self.server = replace(self.server, device=derived.device)
 
     def watch_decode_ceiling_tok_s(self, ceiling_tok_s: float | None) -> None:
         self.server = replace(self.server, ceiling_tok_s=ceiling_tok_s)

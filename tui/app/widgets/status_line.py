@@ -35,6 +35,8 @@ class ServerState:
     """Engine config in one line (`config_from`: max_num_batched_tokens, prefix caching, ...)."""
     ceiling_tok_s: float | None = None
     """The single-stream decode ceiling for the model on that device, when known."""
+    device: str | None = None
+    """What a server phasetop did not start runs on, once its ceiling was derived (`ServerCeiling.device`)."""
 
     @staticmethod
     def config_from(engine_config: Mapping[str, str], simulator_flags: Mapping[str, str] | None = None) -> str | None:
@@ -104,6 +106,8 @@ def _server_parts(state: ServerState) -> list[str]:
         parts.append("up")
     if state.model:
         parts.append(one_line(state.model))
+    if state.device and not state.simulated:  # a simulator phasetop started names its device first
+        parts.append(f"on {one_line(state.device)}")
     if state.ceiling_tok_s:
         parts.append(f"ceiling {state.ceiling_tok_s:,.0f} tok/s")
     return parts
