@@ -25,7 +25,8 @@ import pytest
 from tests.cli.test_probe import assert_one_clear_line
 from tests.scripted_server import Script, ScriptedServer
 from tui.cli.main import main
-from tui.core.experiments import COLUMNS, INTERFERENCE_STREAMS, make_plan
+from tui.core.experiment_columns import COLUMNS
+from tui.core.experiments import INTERFERENCE_STREAMS, make_plan
 from tui.core.timeline import lanes
 from tui.sim.launcher import SimulatorProcess
 from tui.sources.detect import describe_server

@@ -5,6 +5,7 @@ from dataclasses import replace
 import pytest
 
 from tui.core.experiment_findings import finding
+from tui.core.experiment_columns import describe_row
 from tui.core.experiments import (
     BACKGROUND_PROMPT_TOKENS,
     CONTEXT_PROMPT_TOKENS,
@@ -15,7 +16,6 @@ from tui.core.experiments import (
     aggregate_tok_s,
     concurrency_row,
     context_rows,
-    describe_row,
     fit_margin,
     interference_gaps,
     interference_row,

@@ -18,7 +18,8 @@ from tui.cli.common import (
 from tui.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, emit_json, note, say
 from tui.cli.runs_common import add_runs_options, save_run_from_cli
 from tui.config import Settings
-from tui.core.experiments import COLUMNS, DEFAULT_VALUES, EXPERIMENTS, Plan, make_plan
+from tui.core.experiment_columns import COLUMNS
+from tui.core.experiments import DEFAULT_VALUES, EXPERIMENTS, Plan, make_plan
 from tui.core.runs import new_run
 from tui.sources import loop
 from tui.sources.detect import ServerInfo, describe_server, detect_api

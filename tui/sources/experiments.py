@@ -21,6 +21,7 @@ import httpx
 
 from tui.core.delivery import flag_bursts
 from tui.core.experiment_findings import finding
+from tui.core.experiment_columns import describe_row
 from tui.core.experiments import (
     BACKGROUND_PROMPT_TOKENS,
     CONTEXT_PROMPT_TOKENS,
@@ -30,7 +31,6 @@ from tui.core.experiments import (
     Plan,
     concurrency_row,
     context_rows,
-    describe_row,
     interference_row,
     prefix_row,
     prompt_length_row,

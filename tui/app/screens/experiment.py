@@ -25,7 +25,8 @@ from textual_plotext import PlotextPlot
 from tui.app.feeds.lab import save_quietly
 from tui.app.lab_messages import ExperimentFinished, ExperimentProgressed, RunSaved
 from tui.config import Settings
-from tui.core.experiments import COLUMNS, Column, Plan
+from tui.core.experiment_columns import COLUMNS, Column
+from tui.core.experiments import Plan
 from tui.core.runs import new_run
 from tui.sources import loop
 from tui.sources.detect import ServerInfo
