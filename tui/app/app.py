@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import sys
 from collections.abc import Iterable
 from functools import partial
 
@@ -13,6 +15,9 @@ from tui.app.screens.main import MainScreen
 from tui.config import Settings
 from tui.core.untrusted import printable
 from tui.sim.launcher import SimulatorProcess
+
+READER_SWITCH_S = 0.0005
+"""The interpreter's thread switch interval while the UI runs (see `PhasetopApp.on_mount`)."""
 
 
 class PhasetopApp(App[None]):
@@ -32,6 +37,13 @@ class PhasetopApp(App[None]):
 
     def on_mount(self) -> None:
         self.push_screen(self._main)
+        # The streams are read and stamped in a thread beside this one, which paints: at Python's default
+        # 5 ms switch interval a paint held the GIL while chunks waited, so 8 streams' ITL read p50 2.4 ms
+        # and p99 38 ms (clumps) against the simulator's 4.9 ms steps; at 0.5 ms, p50 4.8–5.1 and p99 14–24.
+        sys.setswitchinterval(READER_SWITCH_S)
+        # What start-up built lives as long as the app: kept out of the collector, a full collection's
+        # pause (which stops the reading thread too) fell from 104 ms to 15–40 ms.
+        self.call_after_refresh(gc.freeze)
 
     async def run_action(self, action: str, default_namespace=None, namespaces=None) -> bool:
         """A key whose action cannot act now says why in a toast (its target's `why_disabled`), not nothing."""
