@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from textual_plotext import PlotextPlot
-
+from tui.app.widgets.themed_plot import ThemedPlot
 from tui.core.metric_history import Series
 
 REPLOT_INTERVAL_S = 0.25
@@ -36,13 +35,12 @@ class Line:
     scale: float = 1.0
 
 
-class HistoryPlot(PlotextPlot):
+class HistoryPlot(ThemedPlot):
     """Lines against seconds before the newest point, y from zero; an optional reference line (a peak)."""
 
     FIRST, SECOND, REFERENCE = "history-plot--first", "history-plot--second", "history-plot--reference"
     COMPONENT_CLASSES = {FIRST, SECOND, REFERENCE}
-    """The lines' colours, set in the .tcss from the theme. They reach plotext as RGB: a named plotext colour
-    is an ANSI one, which the pane's opacity cannot dim when the server is down."""
+    """The lines' colours, set in the .tcss from the theme (`ThemedPlot._rgb`)."""
 
     def __init__(self, *, y_max: float | None = None, x_ticks: bool = True, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -57,22 +55,6 @@ class HistoryPlot(PlotextPlot):
         self._now_unix: float | None = None
         self.drawn_now_unix: float | None = None
         """The newest point's time at the last replot (None: nothing drawn yet)."""
-        self._replots = 0
-        self._rendered: tuple[tuple, object] | None = None
-        """(replot count, size, theme) → the figure built for them: a layout pass elsewhere on the screen
-        re-renders the plot without a new replot, and plotext would build the whole figure again."""
-
-    def render(self):
-        key = (self._replots, self.size, self.app.theme)
-        if self._rendered is None or self._rendered[0] != key:
-            self._rendered = (key, super().render())
-        return self._rendered[1]
-
-    def on_mount(self) -> None:
-        self.watch(self.app, "theme", lambda: self.call_after_refresh(self.replot))
-
-    def on_resize(self) -> None:
-        self.replot()
 
     def show(self, lines: list[Line], now_unix: float | None, references: list[float] | None = None) -> None:
         """Hold these lines up to `now_unix`; draw them when shown and a replot is due."""
@@ -81,10 +63,6 @@ class HistoryPlot(PlotextPlot):
                or now_unix - self.drawn_now_unix >= REPLOT_INTERVAL_S)
         if due and self.display:
             self.replot()
-
-    def _rgb(self, component: str) -> tuple[int, int, int]:
-        color = self.get_component_rich_style(component).color
-        return tuple(color.get_truecolor()) if color else (255, 255, 255)
 
     def _span_s(self) -> float | None:
         """The x axis: the least of `AXIS_SPANS_S` that holds the oldest point, else the series' whole span."""
@@ -97,14 +75,13 @@ class HistoryPlot(PlotextPlot):
 
     def replot(self) -> None:
         self.drawn_now_unix = self._now_unix
-        self._replots += 1
+        super().replot()
+
+    def draw(self) -> None:
         plt = self.plt
-        plt.clear_data()
-        plt.clear_figure()
         plt.frame(False)  # a frame and its axes take two of a small chart's few rows
         span_s = self._span_s()
         if span_s is None:
-            self.refresh()
             return
         drawn = [(line, line.series.runs(self._now_unix, line.scale)) for line in self.lines]
         highest = max((value for _, runs in drawn for _, values in runs for value in values), default=0.0)
@@ -127,7 +104,6 @@ class HistoryPlot(PlotextPlot):
         plt.yticks(ticks, [f"{_short(tick):>{Y_LABEL_COLUMNS}}" for tick in ticks])
         plt.xlim(-span_s, 0)
         plt.xticks(*_x_ticks(span_s, self.size.width - Y_LABEL_COLUMNS) if self.x_ticks else ([],))
-        self.refresh()
 
 
 def _short(value: float) -> str:

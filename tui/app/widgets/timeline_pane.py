@@ -10,9 +10,9 @@ from textual.message import Message
 from textual.containers import Vertical
 from textual.reactive import reactive
 from textual.widgets import Static
-from textual_plotext import PlotextPlot
 
 from tui.app.widgets.text import set_text
+from tui.app.widgets.themed_plot import ThemedPlot
 from tui.core.lane_figures import NEWEST, figures_line, selected_index
 from tui.core.records import RequestTiming
 from tui.core.timeline import (ALIGNED, KEEP_LANES, VIEWS, WALL_CLOCK, Lane, TimelineLayout, batches, default_view, keep_count,
@@ -38,12 +38,11 @@ BURST_MARK = "▪"
 """Decode arrivals flagged as clumped by delivery: they time the delivery, not the generation."""
 
 
-class TimelinePlot(PlotextPlot):
+class TimelinePlot(ThemedPlot):
     """The lanes drawn with plotext: a thick bar for prefill, a dot per content chunk."""
 
     COMPONENT_CLASSES = {"timeline-plot--prefill", "timeline-plot--decode"}
-    """The marks' colours, set in the .tcss from the theme. They reach plotext as RGB: a named plotext
-    colour is an ANSI one, which the pane's opacity cannot dim when the server is down."""
+    """The marks' colours, set in the .tcss from the theme (`ThemedPlot._rgb`)."""
 
     lanes: reactive[list[Lane]] = reactive(list, always_update=True, repaint=False)  # replot() refreshes
     """Lanes to draw, oldest first."""
@@ -66,19 +65,9 @@ class TimelinePlot(PlotextPlot):
         super().__init__(*args, **kwargs)
         self._replotted_at = -float("inf")
         self._replot_timer = None
-        self._replots = 0
         self.drawn: TimelineLayout | None = None
         """What the last replot drew (lanes, axis, spans): tests measure the chart from this (not `layout`:
         that is the widget's CSS layout)."""
-        self._rendered: tuple[tuple, object] | None = None
-        """(replot count, size, theme) → the figure built for them: plotext builds the whole figure on every
-        render, and a layout pass elsewhere on the screen re-renders the plot without a new replot."""
-
-    def render(self):
-        key = (self._replots, self.size, self.app.theme)
-        if self._rendered is None or self._rendered[0] != key:
-            self._rendered = (key, super().render())
-        return self._rendered[1]
 
     def watch_lanes(self) -> None:
         wait_s = self._replotted_at + self.replot_interval_s - time.monotonic()
@@ -94,25 +83,15 @@ class TimelinePlot(PlotextPlot):
         self._replot_timer = None
         self.replot()
 
-    def on_mount(self) -> None:
-        self.watch(self.app, "theme", lambda: self.call_after_refresh(self.replot))
-
-    def on_resize(self) -> None:
-        self.replot()
-
-    def _rgb(self, component: str) -> tuple[int, int, int]:
-        color = self.get_component_rich_style(component).color
-        return tuple(color.get_truecolor()) if color else (255, 255, 255)
-
     def replot(self) -> None:
         self._replotted_at = time.monotonic()
-        self._replots += 1
         if self._replot_timer is not None:
             self._replot_timer.stop()
             self._replot_timer = None
+        super().replot()
+
+    def draw(self) -> None:
         plt = self.plt
-        plt.clear_data()
-        plt.clear_figure()
         plt.xlabel("seconds")
         if not self.lanes:
             plt.title("send a prompt (s) to see prefill, then decode")
@@ -141,7 +120,6 @@ class TimelinePlot(PlotextPlot):
             plt.xlim(drawn.x_min, drawn.x_max)
             plt.xlabel("seconds after each send" if self.view == ALIGNED else "seconds")
         self.post_message(self.Drawn(drawn if self.lanes else None))
-        self.refresh()
 
 
 class TimelinePane(Vertical):
