@@ -1,0 +1,105 @@
+"""`phasetop tune` with the simulator as the served command: one start per setting, the same load on each,
+the best by the objective, a run saved per setting, a bad flag or a server that never gets healthy as a row
+with its reason, and no process left behind."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+
+import psutil
+import pytest
+
+from tests.loopback import closed_port_url
+from tui.cli.main import main
+from tui.runs_store import list_runs, load_run
+
+pytestmark = pytest.mark.usefixtures("isolated")
+
+WORKLOAD = ["--num-prompts", "8", "--max-concurrency", "8", "--prompt-tokens", "2000", "--max-tokens", "48"]
+
+
+def sim_command(port: int) -> str:
+    return shlex.join([sys.executable, "-m", "tui", "sim", "--port", str(port)])
+
+
+def free_port() -> int:
+    return int(closed_port_url().rsplit(":", 1)[1])
+
+
+def tune(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(["tune", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def children() -> set[int]:
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+@pytest.fixture(autouse=True)
+def no_new_children():
+    """Every server a test's tune started is stopped by its end (the test's own, or other modules', excepted)."""
+    before = children()
+    yield
+    assert not children() - before, "a server phasetop started is still running"
+
+
+def test_three_values_give_three_rows_and_the_best_by_the_objective(capsys, tmp_path):
+    code, out, err = tune(capsys, "--serve", sim_command(free_port()), "--vary", "max-num-batched-tokens=256,1024,2048",
+                          *WORKLOAD, "--json")
+    assert code == 0, err
+    document = json.loads(out)
+    rows = document["rows"]
+    assert [row["settings"] for row in rows] == [{"max-num-batched-tokens": v} for v in ("256", "1024", "2048")]
+    assert all(row["error"] is None and row["figures"]["completed"] == 8 for row in rows)
+    assert rows[0]["command"].endswith("--max-num-batched-tokens 256")
+    itl_p99 = [row["figures"]["itl_s"]["p99"] for row in rows]
+    assert document["optimize"] == "itl-p99" and itl_p99[document["best"]] == min(itl_p99)
+    # The physics the loop exists to show: a 2,000-token prompt in one step stalls the other streams;
+    # cut into 256-token chunks, it does not.
+    assert itl_p99[0] < itl_p99[2] / 2
+    runs = [load_run(header["id"], tmp_path / "runs") for header in list_runs(tmp_path / "runs")]
+    saved = sorted(run["params"]["settings"]["max-num-batched-tokens"] for run in runs)
+    assert saved == ["1024", "2048", "256"] and {row["run_id"] for row in rows} == {run["id"] for run in runs}
+
+
+def test_a_bad_flag_is_a_row_with_the_servers_own_error_and_the_loop_goes_on(capsys):
+    code, out, err = tune(capsys, "--serve", sim_command(free_port()), "--vary", "max-num-batched-tokens=bogus,512",
+                          *WORKLOAD, "--optimize", "throughput", "--no-save")
+    assert code == 0, err
+    first, second = out.splitlines()[1:3]
+    assert first.startswith("max-num-batched-tokens=bogus") and "not measured" in first
+    assert "exited while starting (status 2)" in first and "invalid int value: 'bogus'" in first
+    assert second.startswith("max-num-batched-tokens=512") and "◀ best output tok/s" in second
+
+
+def test_a_server_that_never_gets_healthy_times_out_with_its_log_tail(capsys):
+    never = shlex.join([sys.executable, "-c", "import time; print('loading weights', flush=True); time.sleep(60)",
+                        "--port", str(free_port())])
+    code, out, err = tune(capsys, "--serve", never, "--vary", "x=1", "--start-timeout", "1.5", "--no-save", "--json")
+    assert code == 1 and "every start failed" in err
+    [row] = json.loads(out)["rows"]
+    assert "was not healthy after 2 s: loading weights" in row["error"]
+
+
+def test_a_port_already_in_use_is_not_mistaken_for_the_servers_health(capsys):
+    from tui.sim.launcher import SimulatorProcess
+
+    with SimulatorProcess.start() as other:
+        port = int(other.url.rsplit(":", 1)[1])
+        code, out, err = tune(capsys, "--serve", sim_command(port), "--vary", "max-num-seqs=4", "--no-save")
+    assert code == 1 and f"something already listens on http://127.0.0.1:{port}" in out
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--vary", "max-num-batched-tokens"], "is not FLAG=VALUE"),
+    (["--vary", "a=1,1"], "listed twice"),
+    (["--vary", "a=1", "--vary", "a=2"], "each flag is varied once"),
+    (["--vary", "a=1", "--optimize", "goodput"], "needs --slo-ttft-ms or --slo-tpot-ms"),
+    (["--vary", "a=1", "--num-prompts", "0"], "must be at least 1"),
+])
+def test_usage_errors_are_one_line_before_any_start(capsys, args, message):
+    code, out, err = tune(capsys, "--serve", sim_command(free_port()), *args)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
