@@ -14,10 +14,13 @@ from tui.app.app import PhasetopApp
 from tui.config import Settings
 from tui.core.devices import find_device
 from tui.core.models import find_model
+from tui.core.serve_command import CommandError, ServeCommand
 from tui.core.server_ceiling import simulated_ceiling
 from tui.core.untrusted import one_line
 from tui.runs_store import default_runs_dir, remove_dead_temps
 from tui.sim.launcher import SimulatorError, SimulatorProcess
+from tui.sources.managed_server import ServerStartError
+from tui.sources.served_command import start_served
 
 PROBE_TIMEOUT_S = 0.5
 EXIT_CRASHED = 70
@@ -50,12 +53,16 @@ def simulated_server(settings: Settings) -> tuple[str, tuple[float, float, float
     return label, (row.decode_ceiling_tok_s, row.kv_bytes_per_token, row.weight_bytes)
 
 
-def run_ui(settings: Settings, url_given: bool, save_runs: bool = True) -> int:
-    """Open the UI on the configured server, or on a simulator when none was named and none answers."""
+def run_ui(settings: Settings, url_given: bool, save_runs: bool = True, serve: str | None = None,
+           start_timeout_s: float = 600.0) -> int:
+    """Open the UI on the configured server, on the server command `serve` once it is healthy, or on a
+    simulator when none was named and none answers."""
     simulator: SimulatorProcess | None = None
     url, simulated, decode_ceiling = settings.url, None, None
     if save_runs:  # a save killed mid-write (kill -9) left a hidden temp file: gone before the first save
         remove_dead_temps(default_runs_dir(settings.runs_dir))
+    if serve is not None:
+        return _run_served(settings, serve, settings.url if url_given else None, start_timeout_s, save_runs)
     if not url_given and not something_answers(settings.url):
         simulated, decode_ceiling = simulated_server(settings)
         try:
@@ -69,6 +76,29 @@ def run_ui(settings: Settings, url_given: bool, save_runs: bool = True) -> int:
     finally:
         if simulator is not None:
             simulator.stop()
+
+
+def _run_served(settings: Settings, serve: str, url: str | None, start_timeout_s: float, save_runs: bool) -> int:
+    """Start the command (progress and its log's last line on stderr), open the UI on it, stop its group after."""
+    try:
+        command = ServeCommand.parse(serve)
+        url = url or command.url
+    except CommandError as error:
+        print(f"phasetop: --serve: {error}", file=sys.stderr)
+        return 2
+    print(f"phasetop: starting `{one_line(str(command), 300)}`, waiting for {url}/health", file=sys.stderr, flush=True)
+    try:
+        served = start_served(command, start_timeout_s, url=url, on_wait=lambda s, line: print(
+            f"phasetop: {s:.0f} s: {one_line(line, 160)}", file=sys.stderr, flush=True))
+    except ServerStartError as error:
+        print(f"phasetop: {one_line(str(error), 500)}", file=sys.stderr)
+        for line in error.log_tail.splitlines():
+            print(f"  | {one_line(line, 300)}", file=sys.stderr)
+        return 1
+    try:
+        return run_app(PhasetopApp(settings, url, save_runs=save_runs))
+    finally:
+        served.stop()
 
 
 def run_app(app: App, headless: bool = False) -> int:

@@ -97,6 +97,10 @@ def build_parser() -> Parser:
     ui.add_argument("--window", type=float, metavar="S", dest="metrics_window_s",
                     help="seconds the metrics pane's quantiles and tok/s span, a rolling window (default 30)")
     ui.add_argument("--no-save", action="store_true", help="do not save UI sessions, loads and experiments as runs")
+    ui.add_argument("--serve", metavar="CMD", help="start this server command (quoted as for a shell) in its own process "
+                    "group, wait for its /health at its --port (or --url), and open the UI on it; q stops it")
+    ui.add_argument("--start-timeout", type=float, default=600.0, metavar="S", dest="start_timeout_s",
+                    help="longest wait for --serve's /health (default 600 s)")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
         importlib.import_module(f"tui.cli.{name}").register(subparsers)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import socket
 from datetime import UTC, datetime
 
 from tui.cli.common import add_json_option, settings_from
@@ -28,17 +27,12 @@ from tui.sources.errors import SourceError
 from tui.sources.http import client_for
 from tui.sources.identity import server_identity
 from tui.sources.load import LoadDial, LoadRunner, Workload
-from tui.sources.managed_server import ManagedServer, ServerStartError
+from tui.sources.managed_server import ServerStartError
+from tui.sources.served_command import start_served
 
 DEFAULT_START_TIMEOUT_S = 600.0
 """vLLM on a GPU can take minutes to load a large model and capture its graphs."""
 SOURCE = "phasetop tune"
-
-
-class CommandServer(ManagedServer):
-    """The server command a person gave, as phasetop starts and stops it."""
-
-    name = "the server"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -118,15 +112,11 @@ def _measure(args: argparse.Namespace, settings: Settings, base: ServeCommand, p
     named = " ".join(str(s) for s in point)
     row = {"settings": {s.flag: s.value for s in point}, "command": str(command), "figures": None, "error": None,
            "run_id": None}
-    if _listening(command.host, command.port):
-        row["error"] = f"something already listens on {command.url}: stop it, or give the command another --port"
-        note(f"tune {step} {named}: {row['error']}")
-        return row
     note(f"tune {step} {named}: starting…")
     started = datetime.now(UTC)
     try:
-        server = CommandServer.launch(command.argv, command.url, args.start_timeout,
-                                      on_wait=lambda s, line: note(f"tune {step}: waiting for /health, {s:.0f} s: {one_line(line, 160)}"))
+        server = start_served(command, args.start_timeout,
+                              on_wait=lambda s, line: note(f"tune {step}: waiting for /health, {s:.0f} s: {one_line(line, 160)}"))
     except ServerStartError as error:
         row["error"] = str(error)
         note(f"tune {step} {named}: {error}")
@@ -161,15 +151,6 @@ async def _workload(args: argparse.Namespace, settings: Settings, url: str):
     requests = flag_bursts(result.requests)
     slo = [None if ms is None else ms / 1e3 for ms in (args.slo_ttft_ms, args.slo_tpot_ms)]
     return bench_figures(requests, result.duration_s, *slo), identity, requests
-
-
-def _listening(host: str, port: int) -> bool:
-    """Something already accepts connections there: it would answer /health for the server we start."""
-    try:
-        with socket.create_connection((host, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 COLUMNS = (("TTFT p50", "ttft_s", "p50"), ("TTFT p99", "ttft_s", "p99"), ("ITL p50", "itl_s", "p50"),

@@ -20,8 +20,16 @@ from collections.abc import Callable, Mapping, Sequence
 import httpx
 
 
+LOG_TAIL_LINES = 5
+"""Lines of its log a failed start keeps for a person to read."""
+
+
 class ServerStartError(RuntimeError):
-    """The server could not start; the message is one line a person can act on."""
+    """The server could not start; the message is one line a person can act on, `log_tail` the last lines it wrote."""
+
+    def __init__(self, message: str, log_tail: str = "") -> None:
+        super().__init__(message)
+        self.log_tail = log_tail
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -100,7 +108,8 @@ class ManagedServer:
             while True:
                 if self.process.poll() is not None:
                     last = self.log_tail(1) or f"exit status {self.process.returncode}"
-                    raise ServerStartError(f"{self.name} exited while starting (status {self.process.returncode}): {last}")
+                    raise ServerStartError(f"{self.name} exited while starting (status {self.process.returncode}): {last}",
+                                           self.log_tail(LOG_TAIL_LINES))
                 try:
                     if client.get(f"{self.url}/health").status_code == 200:
                         return
@@ -108,7 +117,8 @@ class ManagedServer:
                     pass
                 now = time.monotonic()
                 if now - started > timeout_s:
-                    raise ServerStartError(f"{self.name} was not healthy after {timeout_s:.0f} s: {self.log_tail(1)}")
+                    raise ServerStartError(f"{self.name} was not healthy after {timeout_s:.0f} s: {self.log_tail(1)}",
+                                           self.log_tail(LOG_TAIL_LINES))
                 if on_wait is not None and now >= next_report:
                     on_wait(now - started, self.log_tail(1))
                     next_report = now + 1.0
