@@ -66,3 +66,15 @@ def test_the_best_is_lowest_for_latency_highest_for_throughput_and_skips_failed_
     assert best(rows, OBJECTIVES["throughput"]) == 2
     assert best(rows, OBJECTIVES["goodput"]) is None, "no row has the figure"
     assert best([None, None], OBJECTIVES["itl-p99"]) is None
+
+
+def test_the_flags_that_changed_between_two_commands():
+    from tui.core.serve_command import changed_flags, flags_of
+
+    first = ServeCommand.parse("vllm serve m --max-num-batched-tokens 2048 --enable-prefix-caching --port 8001")
+    assert flags_of(first) == {"max-num-batched-tokens": "2048", "enable-prefix-caching": "on", "port": "8001"}
+    now = first.with_setting(Setting("max-num-batched-tokens", "256")).with_setting(Setting("enable-prefix-caching", "off"))
+    now = now.with_setting(Setting("max-num-seqs", "64"))
+    assert changed_flags(first, now) == ["--max-num-batched-tokens 2048 → 256", "--enable-prefix-caching on → off",
+                                         "--max-num-seqs (none) → 64"]
+    assert changed_flags(first, first) == []

@@ -15,6 +15,7 @@ from tui.app.screens.main import MainScreen
 from tui.config import Settings
 from tui.core.untrusted import printable
 from tui.sim.launcher import SimulatorProcess
+from tui.sources.served_command import ServedCommand
 
 READER_SWITCH_S = 0.0005
 """The interpreter's thread switch interval while the UI runs (see `PhasetopApp.on_mount`)."""
@@ -29,11 +30,12 @@ class PhasetopApp(App[None]):
 
     def __init__(self, settings: Settings, server_url: str, simulated: str | None = None,
                  ceiling: tuple[float, float, float] | None = None, live: bool = True, save_runs: bool = True,
-                 simulator: SimulatorProcess | None = None) -> None:
+                 simulator: SimulatorProcess | None = None, served: ServedCommand | None = None) -> None:
         super().__init__()
         self._main = MainScreen(settings, server_url, simulated, ceiling, live)
         self._main.save_runs = save_runs
         self._main.simulator = simulator
+        self._main.served = served
 
     def on_mount(self) -> None:
         self.push_screen(self._main)

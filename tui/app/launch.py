@@ -20,7 +20,7 @@ from tui.core.untrusted import one_line
 from tui.runs_store import default_runs_dir, remove_dead_temps
 from tui.sim.launcher import SimulatorError, SimulatorProcess
 from tui.sources.managed_server import ServerStartError
-from tui.sources.served_command import start_served
+from tui.sources.served_command import ServedCommand, start_served
 
 PROBE_TIMEOUT_S = 0.5
 EXIT_CRASHED = 70
@@ -88,15 +88,16 @@ def _run_served(settings: Settings, serve: str, url: str | None, start_timeout_s
         return 2
     print(f"phasetop: starting `{one_line(str(command), 300)}`, waiting for {url}/health", file=sys.stderr, flush=True)
     try:
-        served = start_served(command, start_timeout_s, url=url, on_wait=lambda s, line: print(
+        server = start_served(command, start_timeout_s, url=url, on_wait=lambda s, line: print(
             f"phasetop: {s:.0f} s: {one_line(line, 160)}", file=sys.stderr, flush=True))
     except ServerStartError as error:
         print(f"phasetop: {one_line(str(error), 500)}", file=sys.stderr)
         for line in error.log_tail.splitlines():
             print(f"  | {one_line(line, 300)}", file=sys.stderr)
         return 1
+    served = ServedCommand(command, url, server, start_timeout_s)
     try:
-        return run_app(PhasetopApp(settings, url, save_runs=save_runs))
+        return run_app(PhasetopApp(settings, url, save_runs=save_runs, served=served))
     finally:
         served.stop()
 

@@ -145,3 +145,21 @@ class SimulatorRestarted(Fact):
     def __init__(self, error: str | None = None) -> None:
         super().__init__()
         self.error = error
+
+
+class ServedProgress(Fact):
+    """The served command is starting again: seconds so far and its log's last line."""
+
+    def __init__(self, elapsed_s: float, line: str) -> None:
+        super().__init__()
+        self.elapsed_s = elapsed_s
+        self.line = line
+
+
+class ServedRestarted(Fact):
+    """The served command was started again with new flags, or could not be (`error`, its log's `log_tail`)."""
+
+    def __init__(self, error: str | None = None, log_tail: str = "") -> None:
+        super().__init__()
+        self.error = error
+        self.log_tail = log_tail

@@ -150,3 +150,29 @@ def parse_vary(text: str) -> tuple[str, list[str]]:
     if len(set(values)) != len(values):
         raise CommandError(f"{text!r}: a value is listed twice")
     return first.flag, values
+
+
+def flags_of(command: ServeCommand) -> dict[str, str]:
+    """The command's `--flags` and their values: `--x V` / `--x=V` → V, a bare `--x` → "on", `--no-x` → x: "off"."""
+    flags: dict[str, str] = {}
+    argv = command.argv
+    for i, word in enumerate(argv):
+        if not word.startswith("--") or word == "--":
+            continue
+        name, sep, value = word[2:].partition("=")
+        if sep:
+            flags[name] = value
+        elif i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+            flags[name] = argv[i + 1]
+        elif name.startswith("no-"):
+            flags[name[3:]] = "off"
+        else:
+            flags[name] = "on"
+    return flags
+
+
+def changed_flags(before: ServeCommand, after: ServeCommand) -> list[str]:
+    """Each flag whose value differs between two commands, as "--name before → after" ("(none)" where unset)."""
+    old, new = flags_of(before), flags_of(after)
+    return [f"--{name} {old.get(name, '(none)')} → {new.get(name, '(none)')}"
+            for name in [*old, *(n for n in new if n not in old)] if old.get(name) != new.get(name)]

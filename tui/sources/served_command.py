@@ -36,3 +36,37 @@ def listening(host: str, port: int) -> bool:
             return True
     except OSError:
         return False
+
+
+class ServedCommand:
+    """The server command the UI runs (`phasetop --serve`): the command as it runs now, and a restart with
+    another. The URL stays: the UI's clients and samplers point at it, so a restart keeps its port."""
+
+    def __init__(self, command: ServeCommand, url: str, server: CommandServer, start_timeout_s: float) -> None:
+        self.command = command
+        self.first = command
+        """The command as it was first started: the flag editor shows what differs from it."""
+        self.url = url
+        self._server: CommandServer | None = server
+        self._start_timeout_s = start_timeout_s
+
+    @property
+    def running(self) -> bool:
+        return self._server is not None and self._server.running
+
+    def log_tail(self, lines: int) -> str:
+        return self._server.log_tail(lines) if self._server is not None else ""
+
+    def restart(self, command: ServeCommand, on_wait: Callable[[float, str], None] | None = None) -> None:
+        """Stop the server and start `command` in its place (blocking: from a thread). Raises ServerStartError
+        when it cannot start; then nothing runs, and a restart with a good command starts it again."""
+        if urlsplit(command.url).port != urlsplit(self.url).port and command.value("port") is not None:
+            raise ServerStartError(f"the port is the UI's: keep --port {urlsplit(self.url).port}")
+        self.stop()
+        self._server = start_served(command, self._start_timeout_s, url=self.url, on_wait=on_wait)
+        self.command = command
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None

@@ -1,4 +1,5 @@
-"""The simulator phasetop started: told when it exits on its own, and started again on its old port."""
+"""The server phasetop runs: the simulator it started (told when it exits on its own, started again on its old
+port), or the --serve command (started again with new flags)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,11 @@ from collections.abc import Callable
 
 from textual.message import Message
 
-from tui.app.messages import SimulatorExited, SimulatorRestarted
+from tui.app.messages import ServedProgress, ServedRestarted, SimulatorExited, SimulatorRestarted
+from tui.core.serve_command import ServeCommand
 from tui.sim.launcher import SimulatorError, SimulatorProcess
+from tui.sources.managed_server import ServerStartError
+from tui.sources.served_command import ServedCommand
 
 
 def follow_simulator(simulator: SimulatorProcess, post: Callable[[Message], object]) -> None:
@@ -25,3 +29,13 @@ def restart_simulator(simulator: SimulatorProcess, post: Callable[[Message], obj
         post(SimulatorRestarted(str(error)))
     else:
         post(SimulatorRestarted())
+
+
+def restart_served(served: ServedCommand, command: ServeCommand, post: Callable[[Message], object]) -> None:
+    """Stop the served command and start `command` in its place (blocking: run in a thread), posting its progress."""
+    try:
+        served.restart(command, on_wait=lambda s, line: post(ServedProgress(s, line)))
+    except ServerStartError as error:
+        post(ServedRestarted(str(error), error.log_tail))
+    else:
+        post(ServedRestarted())

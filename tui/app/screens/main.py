@@ -21,14 +21,14 @@ from textual.worker import Worker
 from tui.app.feeds.requests import RequestSender, Send
 from tui.app.feeds.samples import poll_gpu
 from tui.app.feeds.server import find_server, poll_metrics
-from tui.app.feeds.simulator import follow_simulator, restart_simulator
 from tui.app.lab import NOT_KNOWN_YET, Lab
 from tui.app.lab_messages import LoadProgressed, LoadStopped, RunSaved, SessionIdentified
 from tui.app.messages import (ClientSampled, GpuSampled, HostSampled, MetricsScraped, MetricsUnavailable, NotSent,
-                              RequestCompleted, RequestStarted, ServerCameUp, ServerWentDown, SimulatorExited,
-                              SimulatorRestarted, TokenBatch)
+                              RequestCompleted, RequestStarted, ServedProgress, ServedRestarted, ServerCameUp,
+                              ServerWentDown, SimulatorExited, SimulatorRestarted, TokenBatch)
 from tui.app.screens.help import HelpScreen
 from tui.app.screens.main_keys import MAIN_BINDINGS
+from tui.app.server_control import ServerControl
 from tui.app.widgets.gpu_pane import GpuPane
 from tui.app.widgets.load_dial import DialState, LoadDialPane
 from tui.app.widgets.metrics_pane import MetricsPane
@@ -41,11 +41,11 @@ from tui.core.live import LiveSession, Served
 from tui.core.lane_figures import NEWEST
 from tui.core.records import RequestTiming
 from tui.core.telemetry import GpuSample, HostSample, MetricsSnapshot
-from tui.core.untrusted import one_line
 from tui.sim.launcher import SimulatorProcess
 from tui.sources.host import local_port
 from tui.sources.http import client_for
 from tui.sources.prompts import filler_text
+from tui.sources.served_command import ServedCommand
 
 PUBLISH_INTERVAL_S = 1 / 8
 """State reaches the panes at most this often (the frame budget): at 32 streams a batch lands every 50 ms,
@@ -89,12 +89,15 @@ class MainScreen(Screen):
     has_before: reactive[bool] = reactive(False, bindings=True)
     """A session before the last restart is kept: "compare with before" has something to compare."""
     simulator_state: reactive[str] = reactive("running", bindings=True)
-    """The simulator phasetop started: "running", "exited" (without being asked: R restarts it) or "starting" (again)."""
+    """The server phasetop runs (its simulator, or the --serve command): "running", "exited" (without being asked:
+    R restarts the simulator) or "starting" (again)."""
 
     save_runs = True
     """False: nothing is saved (the UI's --no-save)."""
     simulator: SimulatorProcess | None = None
     """The simulator phasetop started for this screen, if it did."""
+    served: ServedCommand | None = None
+    """The server command phasetop runs for this screen (`--serve`), if it does."""
 
     def __init__(self, settings: Settings, server_url: str, simulated: str | None = None,
                  ceiling: tuple[float, float, float] | None = None, live: bool = True) -> None:
@@ -107,6 +110,7 @@ class MainScreen(Screen):
         self.state = LiveSession(ceiling, local_port(server_url) is not None, settings.bandwidth_gbs)
         """The requests, the server and what is said of them."""
         self.lab = Lab(self)
+        self.control = ServerControl(self)
         self.client_load = ClientLoad()
         """phasetop's own CPU, sampled by the GPU/host poll; the request threads read it to mark their timings."""
         self._publish_pending = False
@@ -121,12 +125,9 @@ class MainScreen(Screen):
         # Only the panes scroll (stacked on a narrow terminal): the status line above and the footer stay.
         with Container(id="panes"):
             # The timeline first: the whole top row (stacked: the top pane), the split is what this screen shows.
-            timeline = TimelinePane(id="timeline-pane", classes="pane").data_bind(
-                timings=MainScreen.timings, labels=MainScreen.labels,
-                decode_ceiling_tok_s=MainScreen.decode_ceiling_tok_s, diagnosis=MainScreen.diagnosis,
-                client_busy=MainScreen.client_busy, selected_back=MainScreen.selected_back,
-            )
-            yield timeline
+            yield TimelinePane(id="timeline-pane", classes="pane").data_bind(
+                timings=MainScreen.timings, labels=MainScreen.labels, decode_ceiling_tok_s=MainScreen.decode_ceiling_tok_s,
+                diagnosis=MainScreen.diagnosis, client_busy=MainScreen.client_busy, selected_back=MainScreen.selected_back)
             prompt = PromptPane(id="prompt-pane", classes="pane")
             prompt.border_title = "Prompt"
             yield prompt
@@ -154,8 +155,7 @@ class MainScreen(Screen):
                         exit_on_error=False)
         self.run_worker(partial(poll_gpu, self.settings, local_port(self.server_url), self.client_load, post),
                         group="gpu", exclusive=True, thread=True, exit_on_error=False)
-        if self.simulator is not None:
-            follow_simulator(self.simulator, post)
+        self.control.follow()
 
     async def on_unmount(self) -> None:
         self.lab.closing()
@@ -174,9 +174,7 @@ class MainScreen(Screen):
 
     def why_disabled(self, action: str) -> str | None:
         """Why a key cannot act now (its binding is shown disabled, and pressing it says this), or None."""
-        if action == "restart_simulator" and self.simulator_state != "exited":
-            return "the simulator is running: R starts it again once it has exited"
-        return self.lab.why_disabled(action)
+        return self.control.why_disabled(action) or self.lab.why_disabled(action)
 
     # ---- actions -------------------------------------------------------------------------------
 
@@ -204,9 +202,10 @@ class MainScreen(Screen):
         self.app.push_screen(HelpScreen(keys))
 
     def action_restart_simulator(self) -> None:
-        self.simulator_state = "starting"
-        self.run_worker(partial(restart_simulator, self.simulator, self.post_message), group="simulator",
-                        exclusive=True, thread=True, exit_on_error=False)
+        self.control.restart_simulator()
+
+    def action_edit_flags(self) -> None:
+        self.control.edit_flags()
 
     def action_runs(self) -> None:
         self.lab.open_runs()
@@ -244,6 +243,7 @@ class MainScreen(Screen):
             self.notify(NOT_KNOWN_YET, severity="warning")
             return None
         self.query_one(PromptPane).start_answer(f"── {send.label} ──")
+        self.control.sent(send)
         sender = RequestSender(self.settings, self.server_url, self.client_load, self.post_message)
         return self.run_worker(partial(sender.send, send, served.api, served.model, bool(self.state.server_fresh)),
                         group="requests", thread=True, exit_on_error=False)
@@ -264,6 +264,7 @@ class MainScreen(Screen):
     def _completed(self, event: RequestCompleted) -> None:
         self.state.completed(event.request_id, event.timing)
         self.lab.request_completed(event.timing)
+        self.control.request_completed(event.request_id)
         if not event.timing.ok:
             self.notify(event.timing.error or "request failed", title="request failed", severity="error", markup=False)
         self._publish_soon()
@@ -326,6 +327,7 @@ class MainScreen(Screen):
     def _identified(self, event: SessionIdentified) -> None:
         self.lab.identified(event)
         self._show_ceiling()
+        self.control.session_identified()
 
     @on(RunSaved)
     def _run_saved(self, event: RunSaved) -> None:
@@ -341,21 +343,19 @@ class MainScreen(Screen):
 
     @on(SimulatorExited)
     def _simulator_exited(self, event: SimulatorExited) -> None:
-        reason = one_line(event.reason, 300)
-        self.simulator_state = "exited"
-        self.query_one(GpuPane).server_exit = reason
-        self.notify(f"the simulator phasetop started exited ({reason}). Press R to start it again.",
-                    title="simulator exited", severity="error", timeout=30, markup=False)
+        self.control.simulator_exited(event)
 
     @on(SimulatorRestarted)
     def _simulator_restarted(self, event: SimulatorRestarted) -> None:
-        if event.error:
-            self.simulator_state = "exited"
-            self.notify(one_line(event.error, 300), title="simulator not restarted", severity="error", markup=False)
-            return
-        self.simulator_state = "running"
-        self.query_one(GpuPane).server_exit = None
-        self.notify("the simulator is running again", title="simulator restarted", markup=False)
+        self.control.simulator_restarted(event)
+
+    @on(ServedProgress)
+    def _served_progress(self, event: ServedProgress) -> None:
+        self.control.served_progress(event)
+
+    @on(ServedRestarted)
+    def _served_restarted(self, event: ServedRestarted) -> None:
+        self.control.served_restarted(event)
 
     # ---- state to panes ------------------------------------------------------------------------
 

@@ -36,6 +36,8 @@ PRESET_KEYS = Binding.Group("Presets")
 SIMULATOR_BINDINGS = [
     Binding("R", "restart_simulator", "Restart simulator", show=False, id="simulator.restart",
             tooltip="Start the simulator phasetop started again, on the same port (once it has exited)"),
+    Binding("f", "edit_flags", "Flags", show=False, id="server.flags",
+            tooltip="Edit the served command's flags; Enter restarts it, sends the last prompts again, compares"),
 ]
 """Listed in the help screen while phasetop runs a simulator, usable once it exited (the toast and the GPU/host
 pane then name the key); off the footer, which has no room to spare."""

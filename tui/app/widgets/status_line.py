@@ -37,6 +37,8 @@ class ServerState:
     """The single-stream decode ceiling for the model on that device, when known."""
     device: str | None = None
     """What a server phasetop did not start runs on, once its ceiling was derived (`ServerCeiling.device`)."""
+    note: str | None = None
+    """What phasetop is doing to the server it runs ("restarting: --max-num-batched-tokens 2048 → 256 · 12 s: …")."""
 
     @staticmethod
     def config_from(engine_config: Mapping[str, str], simulator_flags: Mapping[str, str] | None = None) -> str | None:
@@ -104,6 +106,8 @@ def _server_parts(state: ServerState) -> list[str]:
         parts.append("connecting…")
     else:
         parts.append("up")
+    if state.note:
+        parts.append(one_line(state.note, 300))
     if state.model:
         parts.append(one_line(state.model))
     if state.device and not state.simulated:  # a simulator phasetop started names its device first

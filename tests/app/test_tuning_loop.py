@@ -1,0 +1,79 @@
+"""The tuning loop in the UI, on a simulator phasetop serves (`--serve`): f edits its flags, Enter restarts it,
+the last sends run again as they ran, and before → after opens with the flag that changed; a flag the server
+refuses leaves its own error line in a toast."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+
+import pytest
+from textual.widgets import Input
+
+from tests.app.test_app import completed, settings, wait_for
+from tests.loopback import closed_port_url
+from tui.app.app import PhasetopApp
+from tui.app.feeds.requests import Send
+from tui.app.screens.compare import CompareScreen
+from tui.app.screens.flags import FlagEditorScreen
+from tui.core.serve_command import ServeCommand, Setting
+from tui.sources.served_command import ServedCommand, listening, start_served
+
+
+@pytest.fixture
+def served():
+    port = int(closed_port_url().rsplit(":", 1)[1])
+    command = ServeCommand.parse(shlex.join([sys.executable, "-m", "tui", "sim", "--port", str(port),
+                                             "--max-num-batched-tokens", "2048"]))
+    served = ServedCommand(command, command.url, start_served(command, 60), 60)
+    yield served
+    served.stop()
+    assert not listening("127.0.0.1", port), "the served command is stopped"
+
+
+async def edit_flags(pilot, app, command: ServeCommand) -> None:
+    await pilot.press("f")
+    await wait_for(pilot, lambda: isinstance(app.screen, FlagEditorScreen))
+    app.screen.query_one(Input).value = str(command)
+    await pilot.pause(0.1)
+    assert "changed since the first start" in str(app.screen.query_one("#flags-changed").render())
+    await pilot.press("enter")
+
+
+async def test_a_flag_change_restarts_the_server_reruns_the_sends_and_compares(served):
+    seen = []
+    app = PhasetopApp(settings(), served.url, save_runs=False, served=served)
+    async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
+        screen = app.screen
+        await wait_for(pilot, lambda: screen.lab.server_info is not None)
+        # 8 short streams, then the long prompt among them: its prefill stalls them while it runs.
+        screen.send_requests(Send(screen.state.send(8), "8 streams", None, 200, 8, 48))
+        await wait_for(pilot, lambda: len(screen.timings) == 8 and all(len(t.token_offsets_s) >= 4 for t in screen.timings))
+        screen.send_requests(Send(screen.state.send(1), "long", None, 2000, 1, 48))
+        await wait_for(pilot, lambda: len(completed(seen)) == 9, 60)
+        await edit_flags(pilot, app, served.command.with_setting(Setting("max-num-batched-tokens", "256")))
+        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen), 120)
+        comparison = app.screen.comparison
+        assert {(r["key"], r["before"], r["after"]) for r in comparison["config_diff"]} >= {("max_num_batched_tokens", "2048", "256")}
+        assert len(completed(seen)) == 18, "the same 9 requests, sent again"
+        itl_p99 = next(f for f in comparison["figures"] if f["label"] == "ITL p99")
+        assert itl_p99["after"] < itl_p99["before"], "smaller prefill chunks: the streams' worst gaps shrink"
+        assert served.command.value("max-num-batched-tokens") == "256"
+        await pilot.press("escape", "q")
+
+
+async def test_a_flag_the_server_refuses_is_its_own_error_line_and_a_good_one_restarts_it(served):
+    seen = []
+    app = PhasetopApp(settings(), served.url, save_runs=False, served=served)
+    async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
+        screen = app.screen
+        await wait_for(pilot, lambda: screen.lab.server_info is not None)
+        notes = []
+        app.notify = lambda message, **kwargs: notes.append(message)
+        await edit_flags(pilot, app, served.command.with_setting(Setting("max-num-batched-tokens", "bogus")))
+        await wait_for(pilot, lambda: any("not restarted" in n or "invalid int value: 'bogus'" in n for n in notes), 60)
+        assert any("exited while starting (status 2)" in n and "invalid int value: 'bogus'" in n for n in notes)
+        assert screen.server.note is None and not served.running
+        await edit_flags(pilot, app, served.first.with_setting(Setting("max-num-batched-tokens", "512")))
+        await wait_for(pilot, lambda: served.running and "max_num_batched_tokens=512" in (screen.server.config or ""), 60)
+        await pilot.press("q")
