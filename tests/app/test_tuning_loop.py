@@ -77,3 +77,32 @@ async def test_a_flag_the_server_refuses_is_its_own_error_line_and_a_good_one_re
         await edit_flags(pilot, app, served.first.with_setting(Setting("max-num-batched-tokens", "512")))
         await wait_for(pilot, lambda: served.running and "max_num_batched_tokens=512" in (screen.server.config or ""), 60)
         await pilot.press("q")
+
+
+async def test_o_shows_the_served_commands_log_filtered_as_you_type(served):
+    from textual.widgets import TextArea
+
+    from tui.app.screens.server_log import ServerLogScreen
+
+    app = PhasetopApp(settings(), served.url, save_runs=False, served=served)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.screen.lab.server_info is not None)
+        await pilot.press("o")
+        await wait_for(pilot, lambda: isinstance(app.screen, ServerLogScreen))
+        logged = served.log_tail(2000).splitlines()
+        text = app.screen.query_one(TextArea)
+        await wait_for(pilot, lambda: text.text.splitlines()[:len(logged)] == logged)
+        word = next(w for w in logged[0].split() if len(w) > 3)
+        app.screen.query_one(Input).value = word.upper()  # case aside
+        await wait_for(pilot, lambda: text.text and all(word.lower() in line.lower() for line in text.text.splitlines()))
+        assert "of" in str(app.screen.query_one("#log-title").render())
+        await pilot.press("escape")
+        assert not isinstance(app.screen, ServerLogScreen)
+        await pilot.press("q")
+
+
+def test_the_log_filter_keeps_matching_lines_only():
+    from tui.app.screens.server_log import matching
+
+    lines = ["INFO ready", "WARNING slow", "info done"]
+    assert matching(lines, "info") == ["INFO ready", "info done"] and matching(lines, "  ") == lines

@@ -34,4 +34,3 @@ def test_serves_with_metrics_on_loopback_and_stops_on_sigterm(tmp_path):
                 serve.kill()
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"{url}/health", timeout=5)
-

@@ -69,7 +69,6 @@ class MetricsScraped(LatestFact):
         self.snapshot = snapshot
 
 
-
 class MetricsUnavailable(Fact):
     """The server has no usable /metrics (say why)."""
 
@@ -86,14 +85,12 @@ class GpuSampled(LatestFact):
         self.sample = sample
 
 
-
 class HostSampled(LatestFact):
     """A new psutil sample. Latest wins."""
 
     def __init__(self, sample: HostSample) -> None:
         super().__init__()
         self.sample = sample
-
 
 
 class ServerWentDown(Fact):

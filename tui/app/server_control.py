@@ -15,6 +15,7 @@ from tui.app.feeds.requests import Send
 from tui.app.feeds.simulator import follow_simulator, restart_served, restart_simulator
 from tui.app.messages import ServedProgress, ServedRestarted, SimulatorExited, SimulatorRestarted
 from tui.app.screens.flags import FlagEditorScreen
+from tui.app.screens.server_log import ServerLogScreen
 from tui.app.widgets.gpu_pane import GpuPane
 from tui.core.serve_command import ServeCommand, changed_flags
 from tui.core.untrusted import one_line
@@ -50,7 +51,7 @@ class ServerControl:
         screen = self._screen
         if action == "restart_simulator" and screen.simulator_state != "exited":
             return "the simulator is running: R starts it again once it has exited"
-        if action == "edit_flags" and screen.served is None:
+        if action in ("edit_flags", "server_log") and screen.served is None:
             return "phasetop did not start this server: run it as `phasetop --serve \"CMD\"` to restart it with new flags"
         if action == "edit_flags" and screen.simulator_state == "starting":
             return "the server is starting: wait for it"
@@ -89,6 +90,10 @@ class ServerControl:
             self._workload, self._workload_started = [], now
         self._workload.append((now - self._workload_started, send))
         self._last_sent = now
+
+    def open_log(self) -> None:
+        served = self._screen.served
+        self._screen.app.push_screen(ServerLogScreen(served.log_tail, f"Server log · {one_line(str(served.command), 160)}"))
 
     def edit_flags(self) -> None:
         served = self._screen.served

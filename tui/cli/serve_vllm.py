@@ -56,4 +56,3 @@ def _progress(elapsed_s: float, last_line: str) -> None:
     if int(elapsed_s) % 5 == 0:
         said = " ".join(last_line.split())[-100:]
         note(f"phasetop serve-vllm: {elapsed_s:.0f} s, waiting for /health … {said}")
-

@@ -45,5 +45,3 @@ def sse_field(line: bytes) -> tuple[bytes, bytes] | None:
     if value[:1] == b" ":
         value = value[1:]
     return name, value
-
-

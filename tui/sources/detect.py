@@ -130,4 +130,3 @@ def _looks_llamacpp(body: object) -> bool:
 
 def _base(client: httpx.AsyncClient) -> str:
     return str(client.base_url).rstrip("/")
-

@@ -75,6 +75,8 @@ class LoadDial:
 
     def __repr__(self) -> str:
         return f"LoadDial(rate={self.rate}, concurrency={self.concurrency})"
+
+
 FIT_AT_ONCE = 8
 """/tokenize calls in flight while a finite run fits its prompts (200 prompts: about a second on real vLLM)."""
 

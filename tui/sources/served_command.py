@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 from tui.core.serve_command import ServeCommand
 from tui.sources.managed_server import ManagedServer, ServerStartError
 
+
 class CommandServer(ManagedServer):
     """The server command a person gave, as phasetop starts and stops it."""
 

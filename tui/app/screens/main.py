@@ -32,7 +32,7 @@ from tui.app.server_control import ServerControl
 from tui.app.widgets.gpu_pane import GpuPane
 from tui.app.widgets.load_dial import DialState, LoadDialPane
 from tui.app.widgets.metrics_pane import MetricsPane
-from tui.app.widgets.prompt_pane import PRESETS, PromptPane
+from tui.app.widgets.prompt_pane import PRESETS, SHARED_PREFIX, TYPED_MAX_TOKENS, PromptPane
 from tui.app.widgets.status_line import ServerState, StatusLine
 from tui.app.widgets.timeline_pane import TimelinePane
 from tui.config import Settings
@@ -44,16 +44,14 @@ from tui.core.telemetry import GpuSample, HostSample, MetricsSnapshot
 from tui.sim.launcher import SimulatorProcess
 from tui.sources.host import local_port
 from tui.sources.http import client_for
-from tui.sources.prompts import filler_text
 from tui.sources.served_command import ServedCommand
 
 PUBLISH_INTERVAL_S = 1 / 8
 """State reaches the panes at most this often (the frame budget): at 32 streams a batch lands every 50 ms,
 and painting each one cost the main thread more than reading the streams did."""
-TYPED_MAX_TOKENS = 128
 NARROW_WIDTH = 100
-SHARED_PREFIX = filler_text("[shared system prompt]", 1800)
-"""The shared-system-prompt preset sends this same prefix every time, so prefix caching can hit."""
+
+
 class MainScreen(Screen):
     """Routes facts to the live session and the lab; panes receive the state through data_bind and render it."""
 
@@ -206,6 +204,9 @@ class MainScreen(Screen):
 
     def action_edit_flags(self) -> None:
         self.control.edit_flags()
+
+    def action_server_log(self) -> None:
+        self.control.open_log()
 
     def action_runs(self) -> None:
         self.lab.open_runs()

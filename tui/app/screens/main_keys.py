@@ -38,6 +38,8 @@ SIMULATOR_BINDINGS = [
             tooltip="Start the simulator phasetop started again, on the same port (once it has exited)"),
     Binding("f", "edit_flags", "Flags", show=False, id="server.flags",
             tooltip="Edit the served command's flags; Enter restarts it, sends the last prompts again, compares"),
+    Binding("o", "server_log", "Server log", show=False, id="server.log",
+            tooltip="The served command's output (stdout and stderr), filtered as you type"),
 ]
 """Listed in the help screen while phasetop runs a simulator, usable once it exited (the toast and the GPU/host
 pane then name the key); off the footer, which has no room to spare."""

@@ -11,6 +11,7 @@ from textual.message import Message
 from textual.widgets import Button, TextArea
 
 from tui.core.untrusted import redact, secret_begun
+from tui.sources.prompts import filler_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +39,10 @@ PRESETS = (
 )
 """8 at once decode 512 tokens each (about 2.5 s on the simulated H100): long enough that the long prompt, sent
 while they run, lands among them and its prefill stalls their decode on the wall clock."""
+TYPED_MAX_TOKENS = 128
+"""Tokens a typed prompt asks for."""
+SHARED_PREFIX = filler_text("[shared system prompt]", 1800)
+"""The shared-system-prompt preset sends this same prefix every time, so prefix caching can hit."""
 
 
 class PromptPane(Vertical):

@@ -232,4 +232,3 @@ class TimelinePane(Vertical):
         plot.lanes = lanes(kept, kept_labels, keep=max(keep, 1), selected=selected_index(len(kept), self.selected_back))
         set_text(self.query_one("#timeline-figures", Static),
                  figures_line(kept, self.decode_ceiling_tok_s, self.selected_back, kept_labels))
-
