@@ -69,12 +69,23 @@ def test_the_best_is_lowest_for_latency_highest_for_throughput_and_skips_failed_
 
 
 def test_the_flags_that_changed_between_two_commands():
-    from tui.core.serve_command import changed_flags, flags_of
+    from tui.core.serve_command import changed_flags
 
     first = ServeCommand.parse("vllm serve m --max-num-batched-tokens 2048 --enable-prefix-caching --port 8001")
-    assert flags_of(first) == {"max-num-batched-tokens": "2048", "enable-prefix-caching": "on", "port": "8001"}
     now = first.with_setting(Setting("max-num-batched-tokens", "256")).with_setting(Setting("enable-prefix-caching", "off"))
-    now = now.with_setting(Setting("max-num-seqs", "64"))
-    assert changed_flags(first, now) == ["--max-num-batched-tokens 2048 → 256", "--enable-prefix-caching on → off",
-                                         "--max-num-seqs (none) → 64"]
+    now = now.with_setting(Setting("max-num-seqs", "64")).with_setting(Setting("port", "9000"))
+    assert changed_flags(first, now) == ["--max-num-batched-tokens 2048 → 256", "--enable-prefix-caching True → False",
+                                         "--max-num-seqs (none) → 64"], "where it listens is not a flag that changed"
     assert changed_flags(first, first) == []
+
+
+def test_a_credential_on_the_command_line_is_masked_for_editing_and_put_back():
+    from tui.core.untrusted import redact
+
+    command = ServeCommand.parse("vllm serve m --api-key sk-serve-9f2a --hf-token=hf_xyz123456 --max-num-seqs 8")
+    assert command.shown() == "vllm serve m --api-key '***' '--hf-token=***' --max-num-seqs 8"
+    assert "sk-serve-9f2a" not in redact(f"the server said: {command}"), "registered as a secret when read"
+    edited = ServeCommand.parse(command.shown()).with_setting(Setting("max-num-seqs", "16"))
+    restored = edited.with_secrets_from(command)
+    assert restored.value("api-key") == "sk-serve-9f2a" and restored.value("hf-token") == "hf_xyz123456"
+    assert restored.value("max-num-seqs") == "16"

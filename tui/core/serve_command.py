@@ -10,8 +10,13 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tui.core.command_flags import SECRET_WORDS, command_flags
+from tui.core.untrusted import register_secret
+
 DEFAULT_PORTS = {"vllm": 8000, "sglang": 30000, "llamacpp": 8080, "phasetop": 8000}
 """Where each server listens when its command names no port."""
+MASK = "***"
+"""What a credential on the command line is shown as (the flag editor puts it back on Enter)."""
 ON = ("on", "true", "yes", "1")
 OFF = ("off", "false", "no", "0")
 """Values of a boolean flag: on writes `--name`, off `--no-name` (argparse's and vLLM's form)."""
@@ -56,7 +61,36 @@ class ServeCommand:
             raise CommandError(f"cannot read the server command: {error}") from None
         if not argv:
             raise CommandError("the server command is empty")
-        return cls(argv)
+        command = cls(argv)
+        for _, value in command.secrets():
+            register_secret(value)  # an --api-key given to the server is redacted wherever it could show
+        return command
+
+    def secrets(self) -> list[tuple[int, str]]:
+        """(argv index, value) of each credential flag's value (`--api-key K`, `--hf-token=T`)."""
+        found = []
+        for i, word in enumerate(self.argv):
+            name, sep, value = word.removeprefix("--").partition("=")
+            if not word.startswith("--") or not SECRET_WORDS & set(name.replace("-", "_").lower().split("_")):
+                continue
+            if sep:
+                found.append((i, value))
+            elif i + 1 < len(self.argv):
+                found.append((i + 1, self.argv[i + 1]))
+        return [(i, value) for i, value in found if value]
+
+    def shown(self) -> str:
+        """The command for a person to read and edit: each credential's value as `MASK`."""
+        argv = list(self.argv)
+        for i, value in self.secrets():
+            argv[i] = argv[i].replace(value, MASK) if argv[i] != value else MASK
+        return shlex.join(argv)
+
+    def with_secrets_from(self, original: ServeCommand) -> ServeCommand:
+        """This command (edited from `original.shown()`) with each `MASK` put back as the credential it hid."""
+        hidden = iter(value for _, value in original.secrets())
+        argv = [word.replace(MASK, next(hidden, MASK)) if MASK in word else word for word in self.argv]
+        return ServeCommand(tuple(argv))
 
     def __str__(self) -> str:
         return shlex.join(self.argv)
@@ -152,27 +186,9 @@ def parse_vary(text: str) -> tuple[str, list[str]]:
     return first.flag, values
 
 
-def flags_of(command: ServeCommand) -> dict[str, str]:
-    """The command's `--flags` and their values: `--x V` / `--x=V` → V, a bare `--x` → "on", `--no-x` → x: "off"."""
-    flags: dict[str, str] = {}
-    argv = command.argv
-    for i, word in enumerate(argv):
-        if not word.startswith("--") or word == "--":
-            continue
-        name, sep, value = word[2:].partition("=")
-        if sep:
-            flags[name] = value
-        elif i + 1 < len(argv) and not argv[i + 1].startswith("--"):
-            flags[name] = argv[i + 1]
-        elif name.startswith("no-"):
-            flags[name[3:]] = "off"
-        else:
-            flags[name] = "on"
-    return flags
-
-
 def changed_flags(before: ServeCommand, after: ServeCommand) -> list[str]:
-    """Each flag whose value differs between two commands, as "--name before → after" ("(none)" where unset)."""
-    old, new = flags_of(before), flags_of(after)
-    return [f"--{name} {old.get(name, '(none)')} → {new.get(name, '(none)')}"
+    """Each flag whose value differs between two commands, as "--name before → after" ("(none)" where unset);
+    read as `tui.core.command_flags` reads a running server's (no credential, not where it listens)."""
+    old, new = command_flags(before.argv), command_flags(after.argv)
+    return [f"--{name.replace('_', '-')} {old.get(name, '(none)')} → {new.get(name, '(none)')}"
             for name in [*old, *(n for n in new if n not in old)] if old.get(name) != new.get(name)]

@@ -17,7 +17,8 @@ HINT = ("Enter restarts the server with this command, waits for it, sends the la
 
 
 class FlagEditorScreen(ModalScreen[ServeCommand | None]):
-    """Edit `command` (the one running now); what differs from `first` (the one started first) is listed."""
+    """Edit `command` (the one running now); what differs from `first` (the one started first) is listed. A
+    credential on the command line is shown as `***` and put back on Enter: it is never on screen."""
 
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel", id="flags.cancel")]
 
@@ -29,12 +30,12 @@ class FlagEditorScreen(ModalScreen[ServeCommand | None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="flags-body"):
             yield Static("Server command", id="flags-title", markup=False)
-            yield Input(str(self._command), id="flags-command", select_on_focus=False)
+            yield Input(self._command.shown(), id="flags-command", select_on_focus=False)
             yield Static("", id="flags-changed", markup=False)
             yield Static(HINT, id="flags-hint", markup=False)
 
     def on_mount(self) -> None:
-        self._show_changes(str(self._command))
+        self._show_changes(self._command.shown())
 
     @on(Input.Changed, "#flags-command")
     def _edited(self, event: Input.Changed) -> None:
@@ -43,7 +44,7 @@ class FlagEditorScreen(ModalScreen[ServeCommand | None]):
     @on(Input.Submitted, "#flags-command")
     def _submitted(self, event: Input.Submitted) -> None:
         try:
-            command = ServeCommand.parse(event.value)
+            command = ServeCommand.parse(event.value).with_secrets_from(self._command)
         except CommandError as error:
             self.notify(str(error), title="not restarted", severity="error", markup=False)
             return
@@ -51,7 +52,7 @@ class FlagEditorScreen(ModalScreen[ServeCommand | None]):
 
     def _show_changes(self, text: str) -> None:
         try:
-            changes = changed_flags(self._first, ServeCommand.parse(text))
+            changes = changed_flags(self._first, ServeCommand.parse(text).with_secrets_from(self._command))
         except CommandError as error:
             changes = [str(error)]
         shown = "changed since the first start: " + "; ".join(changes) if changes else "as first started"
