@@ -107,3 +107,20 @@ def test_the_log_filter_keeps_matching_lines_only():
 
     lines = ["INFO ready", "WARNING slow", "info done"]
     assert matching(lines, "info") == ["INFO ready", "info done"] and matching(lines, "  ") == lines
+
+
+async def test_the_flag_editor_completes_flags_from_the_servers_own_help(served):
+    app = PhasetopApp(settings(), served.url, save_runs=False, served=served)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.screen.lab.server_info is not None)
+        await pilot.press("f")
+        await wait_for(pilot, lambda: isinstance(app.screen, FlagEditorScreen))
+        editor = app.screen
+        await wait_for(pilot, lambda: "from the server's --help" in str(editor.query_one("#flags-hint").render()), 60)
+        field = editor.query_one(Input)
+        field.value = served.command.shown() + " --max-num-s"
+        field.cursor_position = len(field.value)
+        await pilot.pause(0.2)
+        await pilot.press("right")  # accepts the suggestion
+        assert field.value.endswith(" --max-num-seqs"), field.value
+        await pilot.press("escape", "q")
