@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 import asyncio
+import shlex
+import socket
+import sys
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from textual.widgets import Input
+
 from tui.app.app import PhasetopApp
+from tui.app.feeds.requests import Send
 from tui.app.launch import simulated_server, simulator_args
 from tui.app.screens.compare import CompareScreen
 from tui.app.screens.experiment import ExperimentScreen
+from tui.app.screens.flags import FlagEditorScreen
 from tui.app.screens.main import MainScreen
 from tui.config import Settings
+from tui.core.serve_command import ServeCommand, Setting
 from tui.sim.launcher import SimulatorProcess
+from tui.sources.served_command import ServedCommand, start_served
 
 OUT = Path(__file__).resolve().parent.parent / "screenshots"
 SIZE = (120, 40)
@@ -116,6 +125,43 @@ async def before_after() -> None:
         first.stop()
 
 
+async def tuning_loop() -> None:
+    """`phasetop --serve` on the simulator: 8 short streams with the long prompt landing among them, then f,
+    --max-num-batched-tokens 2048 → 256, Enter: restarted, the same sends again, before → after."""
+    port = urlsplit(closed_port_url()).port
+    command = ServeCommand.parse(shlex.join([sys.executable, "-m", "tui", "sim", *simulator_args(REAL_TIME),
+                                             "--port", str(port), "--max-num-batched-tokens", "2048"]))
+    served = ServedCommand(command, command.url, start_served(command, 60), 60)
+    app = PhasetopApp(REAL_TIME, served.url, save_runs=False, served=served)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            screen: MainScreen = app.screen
+            await until(pilot, lambda: screen.lab.server_info is not None)
+            first = screen.state.next_id
+            screen.send_requests(Send(screen.state.send(8), "8 streams", None, 200, 8, 48))
+            await until(pilot, lambda: all(len(getattr(screen.state.record(i), "token_offsets_s", ())) >= 4
+                                           for i in range(first, first + 8)))
+            screen.send_requests(Send(screen.state.send(1), "long 2000", None, 2000, 1, 48))
+            await until(pilot, lambda: all(getattr(screen.state.record(i), "output_tokens", None) for i in range(first, first + 9)))
+            await pilot.press("f")
+            await until(pilot, lambda: isinstance(app.screen, FlagEditorScreen))
+            app.screen.query_one(Input).value = str(command.with_setting(Setting("max-num-batched-tokens", "256")))
+            await pilot.pause(0.3)
+            app.save_screenshot("flags.svg", path=str(OUT))
+            await pilot.press("enter")
+            await until(pilot, lambda: isinstance(app.screen, CompareScreen), 120)
+            await pilot.pause(0.3)
+            app.save_screenshot("tuned.svg", path=str(OUT))
+    finally:
+        served.stop()
+
+
+def closed_port_url() -> str:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{probe.getsockname()[1]}"
+
+
 async def main() -> None:
     OUT.mkdir(exist_ok=True)
     with SimulatorProcess.start(simulator_args(REAL_TIME)) as sim:
@@ -124,6 +170,7 @@ async def main() -> None:
     with SimulatorProcess.start(simulator_args(REAL_TIME)) as sim:
         await experiment(sim.url)
     await before_after()
+    await tuning_loop()
     print(f"saved: {', '.join(sorted(p.name for p in OUT.glob('*.svg')))}")
 
 

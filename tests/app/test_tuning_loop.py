@@ -124,3 +124,11 @@ async def test_the_flag_editor_completes_flags_from_the_servers_own_help(served)
         await pilot.press("right")  # accepts the suggestion
         assert field.value.endswith(" --max-num-seqs"), field.value
         await pilot.press("escape", "q")
+
+
+def test_a_restart_keeps_the_uis_port(served):
+    from tui.sources.managed_server import ServerStartError
+
+    with pytest.raises(ServerStartError, match="the port is the UI's"):
+        served.restart(served.command.with_setting(Setting("port", "1")))
+    assert served.running, "refused before anything was stopped"

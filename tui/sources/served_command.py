@@ -61,8 +61,8 @@ class ServedCommand:
     def restart(self, command: ServeCommand, on_wait: Callable[[float, str], None] | None = None) -> None:
         """Stop the server and start `command` in its place (blocking: from a thread). Raises ServerStartError
         when it cannot start; then nothing runs, and a restart with a good command starts it again."""
-        if urlsplit(command.url).port != urlsplit(self.url).port and command.value("port") is not None:
-            raise ServerStartError(f"the port is the UI's: keep --port {urlsplit(self.url).port}")
+        if command.port != self.command.port:
+            raise ServerStartError(f"the port is the UI's: keep --port {self.command.port}")
         self.stop()
         self._server = start_served(command, self._start_timeout_s, url=self.url, on_wait=on_wait)
         self.command = command
