@@ -11,6 +11,7 @@ import secrets
 from datetime import UTC, datetime
 
 from tui import __version__
+from tui.core.delivery import DELIVERY_NOT_GENERATION
 from tui.core.run_schema import MAX_FIGURE, SCHEMA
 from tui.core.stats import summarize
 
@@ -223,7 +224,11 @@ def _summary_line(run: dict) -> str:
     requests = run.get("requests") or []
     figures = request_figures(requests)
     done = figures["ttft_s"]["n"]
-    parts = [f"{done} request{'s' if done != 1 else ''}" + (f" ({len(requests) - done} failed)" if len(requests) > done else "")]
+    failed = sum(1 for r in requests if not r.get("ok"))
+    bursts = sum(1 for r in requests if r.get("ok") and r.get("burst"))
+    # Figures are over the requests timed as generation: those timed in bursts are left out, not failed.
+    aside = [f"{failed} failed"] * bool(failed) + [f"{bursts} timed {DELIVERY_NOT_GENERATION}, left out"] * bool(bursts)
+    parts = [f"{done} request{'s' if done != 1 else ''}" + (f" ({'; '.join(aside)})" if aside else "")]
     sample = run.get("requests_sample")
     if isinstance(sample, dict) and sample.get("of") is not None and sample.get("kept") != sample.get("of"):
         parts[0] += f" (a sample of {sample.get('kept')} of {sample.get('of')})"
