@@ -37,6 +37,7 @@ def test_a_boolean_setting_writes_the_flag_or_its_no_form():
     assert on.argv == ("vllm", "serve", "m", "--port", "8001", "--enable-prefix-caching")
     off = on.with_setting(Setting("enable-prefix-caching", "off"))
     assert off.argv == ("vllm", "serve", "m", "--port", "8001", "--no-enable-prefix-caching")
+    assert on.with_setting(Setting("parallel", "1")).argv[-2:] == ("--parallel", "1"), "a number is a value, not on"
 
 
 @pytest.mark.parametrize(("text", "message"), [

@@ -18,8 +18,8 @@ DEFAULT_PORTS = {"vllm": 8000, "sglang": 30000, "llamacpp": 8080, "phasetop": 80
 """Where each server listens when its command names no port."""
 MASK = "***"
 """What a credential on the command line is shown as (the flag editor puts it back on Enter)."""
-ON = ("on", "true", "yes", "1")
-OFF = ("off", "false", "no", "0")
+ON = ("on", "true", "yes")
+OFF = ("off", "false", "no")
 """Values of a boolean flag: on writes `--name`, off `--no-name` (argparse's and vLLM's form)."""
 
 
