@@ -116,6 +116,7 @@ class AnswerView(TextArea):
 
     def __init__(self, max_lines: int, **kwargs) -> None:
         super().__init__(read_only=True, soft_wrap=True, show_cursor=False, highlight_cursor_line=False, **kwargs)
+        self.cursor_blink = False  # no cursor shown: no blink timer repainting the pane twice a second
         self.max_lines = max_lines
         self._chars = 0
         """Characters kept, line breaks not counted."""
