@@ -32,7 +32,10 @@ def restart_simulator(simulator: SimulatorProcess, post: Callable[[Message], obj
 
 
 def restart_served(served: ServedCommand, command: ServeCommand, post: Callable[[Message], object]) -> None:
-    """Stop the served command and start `command` in its place (blocking: run in a thread), posting its progress."""
+    """Stop the served command and start `command` in its place (blocking: run in a thread), posting its progress.
+
+    Textual runs thread workers on the loop's executor, whose threads live as long as the app: the server is
+    tied to the thread that starts it (PR_SET_PDEATHSIG, `managed_server`), so it must not be a thread of its own."""
     try:
         served.restart(command, on_wait=lambda s, line: post(ServedProgress(s, line)))
     except ServerStartError as error:
