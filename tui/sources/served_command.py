@@ -55,6 +55,11 @@ class ServedCommand:
     def running(self) -> bool:
         return self._server is not None and self._server.running
 
+    @property
+    def pid(self) -> int | None:
+        """The running command's process (its group's leader); None while none runs."""
+        return self._server.pid if self._server is not None else None
+
     def log_tail(self, lines: int) -> str:
         return self._server.log_tail(lines) if self._server is not None else ""
 

@@ -103,26 +103,31 @@ class VllmServerProcess(ManagedServer):
         return server
 
     def renice_engine(self) -> int:
-        """Nice 19 for every thread of EngineCore and Worker; returns how many threads were reniced.
+        """`renice_engine` of this server's process group."""
+        return renice_engine(self.pid)
 
-        On 2 cores their shared-memory readers busy-poll for a second after each read and starve the API
-        server and any client (shared/real-vllm.md, section 4); the API server keeps its priority.
-        """
-        reniced = 0
+
+def renice_engine(pid: int) -> int:
+    """Nice 19 for every thread of EngineCore and Worker under `pid`; returns how many threads were reniced.
+
+    On 2 cores their shared-memory readers busy-poll for a second after each read and starve the API
+    server and any client (shared/real-vllm.md, section 4); the API server keeps its priority.
+    """
+    reniced = 0
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return 0
+    for child in children:
         try:
-            children = psutil.Process(self.pid).children(recursive=True)
-        except psutil.Error:
-            return 0
-        for child in children:
-            try:
-                if not any(name in child.name() or name in " ".join(child.cmdline()) for name in ENGINE_PROCESS_NAMES):
-                    continue
-                for thread in child.threads():
-                    os.setpriority(os.PRIO_PROCESS, thread.id, 19)
-                    reniced += 1
-            except (psutil.Error, OSError):
+            if not any(name in child.name() or name in " ".join(child.cmdline()) for name in ENGINE_PROCESS_NAMES):
                 continue
-        return reniced
+            for thread in child.threads():
+                os.setpriority(os.PRIO_PROCESS, thread.id, 19)
+                reniced += 1
+        except (psutil.Error, OSError):
+            continue
+    return reniced
 
 
 def _has_weights(model: Path) -> bool:
