@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import shlex
+import os
 import socket
 import sys
 import time
@@ -133,8 +133,10 @@ async def tuning_loop() -> None:
     prompt's fitting and send land among them, and longer streams hide its one stall under ITL p99 (it must be
     over 1 % of their gaps)."""
     port = urlsplit(closed_port_url()).port
-    command = ServeCommand.parse(shlex.join([sys.executable, "-m", "tui", "sim", "--time-scale", "4", "--port", str(port),
-                                             "--max-num-batched-tokens", "2048"]))
+    # `python` from this venv, found on PATH: the command on screen names no path of this machine.
+    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    command = ServeCommand.parse(["python", "-m", "tui", "sim", "--time-scale", "4", "--port", str(port),
+                                  "--max-num-batched-tokens", "2048"])
     served = ServedCommand(command, command.url, start_served(command, 60), 60)
     app = PhasetopApp(REAL_TIME, served.url, save_runs=False, served=served)
     try:
