@@ -34,7 +34,7 @@ from tui.core.runs import new_run
 from tui.core.untrusted import redact_all
 from tui.runs_store import write_atomic
 from tui.sources import loop
-from tui.sources.detect import ServerInfo, describe_server, detect_api
+from tui.sources.detect import ServerInfo, describe_configured
 from tui.sources.errors import SourceError
 from tui.sources.http import client_for
 from tui.sources.identity import server_identity
@@ -154,8 +154,7 @@ async def _bench(settings: Settings, args: argparse.Namespace,
     in_flight = min(args.max_concurrency or MAX_IN_FLIGHT, args.num_prompts)
     async with client_for(settings, base_url(settings.url), in_flight) as client:
         try:
-            kind = settings.api if settings.api != "auto" else await detect_api(client)
-            server = await describe_server(client, kind, settings.model)
+            server = await describe_configured(client, settings.api, settings.model)
             identity = await server_identity(client, server)
             guard = await guard_for(client, server, settings)
             workload = Workload(args.prompt_tokens, args.max_tokens, args.num_prompts, args.burstiness, args.chat,

@@ -13,7 +13,7 @@ from tui.core.roofline import Ceiling, bytes_per_decode_token, ceiling, decode_c
 from tui.core.server_ceiling import ServerCeiling
 from tui.sources import loop
 from tui.sources.ceiling import server_decode_ceiling
-from tui.sources.detect import ServerInfo, describe_server, detect_api
+from tui.sources.detect import ServerInfo, describe_configured
 from tui.sources.errors import SourceError
 from tui.sources.http import client_for
 
@@ -127,8 +127,7 @@ def _served(args: argparse.Namespace) -> int:
 async def _server_ceiling(settings: Settings) -> tuple[ServerInfo, ServerCeiling]:
     try:
         async with client_for(settings, base_url(settings.url)) as client:
-            kind = settings.api if settings.api != "auto" else await detect_api(client)
-            info = await describe_server(client, kind, settings.model)
+            info = await describe_configured(client, settings.api, settings.model)
             return info, await server_decode_ceiling(client, info, settings.bandwidth_gbs)
     except SourceError as error:
         raise CliError(str(error)) from None

@@ -25,7 +25,7 @@ from tui.core.records import RequestTiming, mark_cold, summarize_requests, with_
 from tui.core.runs import new_run
 from tui.core.stats import summarize
 from tui.sources import loop
-from tui.sources.detect import WARM_UP_PATHS, ServerInfo, describe_server, detect_api
+from tui.sources.detect import WARM_UP_PATHS, ServerInfo, describe_configured
 from tui.sources.errors import SourceError
 from tui.sources.http import client_for
 from tui.sources.identity import server_identity
@@ -99,8 +99,7 @@ async def _probe(settings: Settings, args: argparse.Namespace) -> tuple[ServerIn
     base = base_url(settings.url)
     try:
         async with client_for(settings, base) as client:
-            kind = settings.api if settings.api != "auto" else await detect_api(client)
-            server = await describe_server(client, kind, settings.model)
+            server = await describe_configured(client, settings.api, settings.model)
             guard = await guard_for(client, server, settings)
     except SourceError as error:
         raise CliError(str(error)) from None

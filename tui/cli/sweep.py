@@ -22,7 +22,7 @@ from tui.core.experiment_columns import COLUMNS
 from tui.core.experiments import DEFAULT_VALUES, EXPERIMENTS, Plan, make_plan
 from tui.core.runs import new_run
 from tui.sources import loop
-from tui.sources.detect import ServerInfo, describe_server, detect_api
+from tui.sources.detect import ServerInfo, describe_configured
 from tui.sources.errors import SourceError
 from tui.sources.experiments import ExperimentFailed, ExperimentResult, Progress, run_experiment
 from tui.sources.http import client_for
@@ -107,8 +107,7 @@ async def _sweep(settings: Settings, args: argparse.Namespace,
     reason it stopped short (or None), and whether that was a Ctrl-C."""
     async with client_for(settings, base_url(settings.url)) as client:
         try:
-            kind = settings.api if settings.api != "auto" else await detect_api(client)
-            server = await describe_server(client, kind, settings.model)
+            server = await describe_configured(client, settings.api, settings.model)
             guard = await guard_for(client, server, settings)
         except SourceError as error:
             raise CliError(str(error)) from None

@@ -22,7 +22,7 @@ from tui.core.serve_command import CommandError, ServeCommand, Setting, grid, pa
 from tui.core.tune import OBJECTIVES, Objective, best
 from tui.core.untrusted import one_line, redact_all
 from tui.sources import loop
-from tui.sources.detect import describe_server, detect_api
+from tui.sources.detect import describe_configured
 from tui.sources.errors import SourceError
 from tui.sources.http import client_for
 from tui.sources.identity import server_identity
@@ -143,8 +143,7 @@ def _measure(args: argparse.Namespace, settings: Settings, base: ServeCommand, p
 async def _workload(args: argparse.Namespace, settings: Settings, url: str):
     in_flight = min(args.max_concurrency, args.num_prompts)
     async with client_for(settings, url, in_flight) as client:
-        kind = settings.api if settings.api != "auto" else await detect_api(client)
-        server = await describe_server(client, kind, settings.model)
+        server = await describe_configured(client, settings.api, settings.model)
         identity = await server_identity(client, server)
         workload = Workload(args.prompt_tokens, args.max_tokens, args.num_prompts, exact_length=settings.exact_length)
         result = await LoadRunner(client, server, workload, LoadDial(args.request_rate, in_flight)).run()

@@ -52,6 +52,11 @@ async def detect_api(client: httpx.AsyncClient) -> str:
     )
 
 
+async def describe_configured(client: httpx.AsyncClient, api: str, model: str | None) -> ServerInfo:
+    """`describe_server` of the API as configured: "auto" is detected (`detect_api`)."""
+    return await describe_server(client, api if api != "auto" else await detect_api(client), model)
+
+
 async def describe_server(client: httpx.AsyncClient, kind: str, model: str | None) -> ServerInfo:
     """Model (the given one, else the server's first), context length and version, as far as the server tells.
 

@@ -24,8 +24,8 @@ def start_served(command: ServeCommand, timeout_s: float, url: str | None = None
     command cannot run, it exits while starting (with its last line; `log_tail` has more), or it is not
     healthy in `timeout_s`."""
     url = url or command.url
-    host, port = urlsplit(url).hostname or "127.0.0.1", urlsplit(url).port or 80
-    if listening(host, port):
+    parts = urlsplit(url)
+    if listening(parts.hostname or "127.0.0.1", parts.port or 80):
         raise ServerStartError(f"something already listens on {url}: stop it, or give the command another --port")
     return CommandServer.launch(command.argv, url, timeout_s, on_wait=on_wait)
 

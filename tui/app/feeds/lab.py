@@ -26,7 +26,7 @@ from tui.core.runs import new_run
 from tui.core.stats import summarize
 from tui.runs_store import default_runs_dir, save_run
 from tui.sources import loop
-from tui.sources.detect import ServerInfo, describe_server, detect_api
+from tui.sources.detect import ServerInfo, describe_configured
 from tui.sources.errors import SourceError
 from tui.sources.http import client_for
 from tui.sources.identity import server_identity
@@ -58,8 +58,7 @@ def save_quietly(run: dict, settings: Settings, what: str) -> RunSaved:
 async def identify_session(client: httpx.AsyncClient, settings: Settings, number: int, post: Post) -> None:
     """Describe the server and read its identity (config, flags, start time) for session `number`."""
     try:
-        api = settings.api if settings.api != "auto" else await detect_api(client)
-        info = await describe_server(client, api, settings.model)
+        info = await describe_configured(client, settings.api, settings.model)
         identity = await server_identity(client, info)
     except SourceError:
         return  # the server went away again: the next restart or come-back asks anew

@@ -12,7 +12,7 @@ from textual.message import Message
 from tui.app.messages import MetricsScraped, MetricsUnavailable, ServerCameUp, ServerWentDown
 from tui.config import Settings
 from tui.sources import reach
-from tui.sources.detect import describe_server, detect_api
+from tui.sources.detect import describe_configured
 from tui.sources.errors import SourceError
 from tui.sources.identity import server_is_fresh
 from tui.sources.scrape import MetricsNotExposed, MetricsScraper
@@ -53,15 +53,14 @@ async def find_server(client: httpx.AsyncClient, settings: Settings, url: str, p
     attempt = 0
     while True:
         try:
-            api = settings.api if settings.api != "auto" else await detect_api(client)
-            info = await describe_server(client, api, settings.model)
+            info = await describe_configured(client, settings.api, settings.model)
         except SourceError as error:
             post(ServerWentDown(time.time(), str(error)))
             await wait_to_retry(url, attempt)
             attempt += 1
             continue
         fresh = await server_is_fresh(client)
-        post(ServerCameUp(api, info.model, info.max_model_len, info.version, info.model_bytes, fresh))
+        post(ServerCameUp(info.kind, info.model, info.max_model_len, info.version, info.model_bytes, fresh))
         return
 
 

@@ -52,12 +52,13 @@ class ServerLogScreen(Screen[None]):
     def _show(self) -> None:
         lines = printable(self._read_log(SHOWN_LINES)).splitlines()
         query = self.query_one("#log-filter", Input).value
-        shown = "\n".join(matching(lines, query))
+        kept = matching(lines, query)
+        shown = "\n".join(kept)
         if shown == self._shown:
             return
         self._shown = shown
         text = self.query_one("#log-text", TextArea)
         text.load_text(shown)
         text.scroll_end(animate=False)
-        count = f"{len(matching(lines, query)):,} of {len(lines):,} lines" if query.strip() else f"{len(lines):,} lines"
+        count = f"{len(kept):,} of {len(lines):,} lines" if query.strip() else f"{len(lines):,} lines"
         set_text(self.query_one("#log-title", Static), f"{self._title} · {count}")
