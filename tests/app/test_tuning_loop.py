@@ -8,7 +8,7 @@ import shlex
 import sys
 
 import pytest
-from textual.widgets import Input
+from textual.widgets import Input, RadioButton
 
 from tests.app.test_app import completed, settings, wait_for
 from tests.loopback import closed_port_url
@@ -18,6 +18,11 @@ from tui.app.screens.compare import CompareScreen
 from tui.app.screens.flags import FlagEditorScreen
 from tui.core.serve_command import ServeCommand, Setting
 from tui.sources.served_command import ServedCommand, listening, start_served
+
+
+SETTLE_S = 1.5
+"""The UI's first seconds (first paint, the server identified) keep its one core busy: streams read then
+arrive in clumps and are rightly left out as delivery, not generation. Measured workloads wait this out."""
 
 
 @pytest.fixture
@@ -32,10 +37,13 @@ def served():
     assert not listening("127.0.0.1", port), "the served command is stopped"
 
 
-async def edit_flags(pilot, app, command: ServeCommand) -> None:
+async def edit_flags(pilot, app, command: ServeCommand, rerun: str | None = None) -> None:
+    """f, the command typed in, `rerun` picked (else what the editor picks first), Enter."""
     await pilot.press("f")
     await wait_for(pilot, lambda: isinstance(app.screen, FlagEditorScreen))
     app.screen.query_one(Input).value = str(command)
+    if rerun is not None:
+        app.screen.query_one(f"#rerun-{rerun}", RadioButton).value = True
     await pilot.pause(0.1)
     assert "changed since the first start" in str(app.screen.query_one("#flags-changed").render())
     await pilot.press("enter")
@@ -47,6 +55,7 @@ async def test_a_flag_change_restarts_the_server_reruns_the_sends_and_compares(s
     async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
         screen = app.screen
         await wait_for(pilot, lambda: screen.lab.server_info is not None)
+        await pilot.pause(SETTLE_S)
         # 8 short streams, then the long prompt among them: its prefill stalls them while it runs.
         screen.send_requests(Send(screen.state.send(8), "8 streams", None, 200, 8, 48))
         await wait_for(pilot, lambda: len(screen.timings) == 8 and all(len(t.token_offsets_s) >= 4 for t in screen.timings))
@@ -60,6 +69,54 @@ async def test_a_flag_change_restarts_the_server_reruns_the_sends_and_compares(s
         itl_p99 = next(f for f in comparison["figures"] if f["label"] == "ITL p99")
         assert itl_p99["after"] < itl_p99["before"], "smaller prefill chunks: the streams' worst gaps shrink"
         assert served.command.value("max-num-batched-tokens") == "256"
+        await pilot.press("escape", "q")
+
+
+async def test_the_probe_runs_on_both_sides_of_the_restart_and_only_it_is_compared(served):
+    seen = []
+    app = PhasetopApp(settings(), served.url, save_runs=False, served=served)
+    async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
+        screen = app.screen
+        await wait_for(pilot, lambda: screen.lab.server_info is not None)
+        await pilot.pause(SETTLE_S)
+        screen.send_requests(Send(screen.state.send(1), "typed", "hello", None, 1, 16))  # before the probe: not in it
+        await wait_for(pilot, lambda: len(completed(seen)) == 1, 60)
+        await edit_flags(pilot, app, served.command.with_setting(Setting("max-num-batched-tokens", "256")), "probe")
+        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen), 180)
+        comparison = app.screen.comparison
+        assert len(completed(seen)) == 1 + 9 + 9, "the probe (8 at once, then the long prompt) before and after"
+        assert comparison["before"]["summary"].startswith("9 requests"), comparison["before"]["summary"]
+        assert comparison["after"]["summary"].startswith("9 requests"), comparison["after"]["summary"]
+        assert "the same workload on both" in app.screen.title
+        assert {(r["key"], r["before"], r["after"]) for r in comparison["config_diff"]} >= {("max_num_batched_tokens", "2048", "256")}
+        await pilot.press("escape", "q")
+
+
+async def test_the_last_experiment_runs_again_after_the_restart_and_is_compared(served):
+    from tui.app.screens.experiment import ExperimentScreen
+
+    app = PhasetopApp(settings(), served.url, save_runs=False, served=served)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = app.screen
+        await wait_for(pilot, lambda: screen.lab.server_info is not None)
+        await pilot.press("x")  # the prefix-cache experiment
+        await wait_for(pilot, lambda: isinstance(app.screen, ExperimentScreen))
+        await wait_for(pilot, lambda: app.screen.finding, 180)
+        before_finding = app.screen.finding
+        await pilot.press("escape")
+        await edit_flags(pilot, app, served.command.with_setting(Setting("enable-prefix-caching", "off")), "experiment")
+        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen), 240)
+        comparison = app.screen.comparison
+        assert app.screen.title == "prefix cache before the restart against after it"
+        assert ("enable_prefix_caching", "True", "False") in {(r["key"], r["before"], r["after"])
+                                                             for r in comparison["config_diff"]}
+        assert comparison["before"]["kind"] == comparison["after"]["kind"] == "sweep"
+        count = comparison["before"]["summary"].split(" requests")[0]
+        assert int(count) > 0 and comparison["after"]["summary"].startswith(f"{count} requests"), "the same experiment"
+        await pilot.press("escape")
+        after = app.screen
+        assert isinstance(after, ExperimentScreen) and after.finding, "the rerun's own table stays under the compare"
+        assert ", prefix-cache hit" in before_finding and "no prefix-cache hit" in after.finding, after.finding
         await pilot.press("escape", "q")
 
 
@@ -117,6 +174,12 @@ async def test_the_flag_editor_completes_flags_from_the_servers_own_help(served)
         await wait_for(pilot, lambda: isinstance(app.screen, FlagEditorScreen))
         editor = app.screen
         await wait_for(pilot, lambda: "from the server's --help" in str(editor.query_one("#flags-hint").render()), 60)
+        defaults = editor.query_one("#flags-defaults")
+        assert str(defaults.render()).startswith("1 of 2 flags differ from the server's defaults: ")  # the port aside
+        assert highlighted(defaults) == {"--time-scale 4 (default 1)"}, "2048 is the default; 4× is not"
+        editor.query_one(Input).value = served.command.with_setting(Setting("max-num-batched-tokens", "256")).shown()
+        await pilot.pause(0.1)
+        assert highlighted(defaults) == {"--time-scale 4 (default 1)", "--max-num-batched-tokens 256 (default 2048)"}
         field = editor.query_one(Input)
         field.value = served.command.shown() + " --max-num-s"
         field.cursor_position = len(field.value)
@@ -124,6 +187,12 @@ async def test_the_flag_editor_completes_flags_from_the_servers_own_help(served)
         await pilot.press("right")  # accepts the suggestion
         assert field.value.endswith(" --max-num-seqs"), field.value
         await pilot.press("escape", "q")
+
+
+def highlighted(static) -> set[str]:
+    """The parts of a Static's content drawn in the accent (the flags that differ from their defaults)."""
+    content = static.render()
+    return {content.plain[span.start:span.end] for span in content.spans if "$accent" in str(span.style)}
 
 
 def test_a_restart_keeps_the_uis_port(served):

@@ -90,20 +90,3 @@ def test_a_credential_on_the_command_line_is_masked_for_editing_and_put_back():
     restored = edited.with_secrets_from(command)
     assert restored.value("api-key") == "sk-serve-9f2a" and restored.value("hf-token") == "hf_xyz123456"
     assert restored.value("max-num-seqs") == "16"
-
-
-def test_flag_names_come_from_the_servers_own_help_and_complete_the_last_word():
-    from tui.core.serve_command import complete_flag, flags_in_help, help_argv
-
-    assert help_argv(ServeCommand.parse("python -m tui sim --port 8001")) == ["python", "-m", "tui", "sim", "--help"]
-    assert help_argv(ServeCommand.parse("vllm serve m --max-num-seqs 8")) == ["vllm", "serve", "m", "--help"]
-    text = """options:
-  --max-num-batched-tokens N   token budget (default 2048; see --max-model-len)
-  --enable-prefix-caching, --no-enable-prefix-caching
-  --max-num-seqs MAX_NUM_SEQS  e.g. --max-num-seqs=256"""
-    flags = flags_in_help(text)
-    assert flags == ["--max-num-batched-tokens", "--max-model-len", "--enable-prefix-caching",
-                     "--no-enable-prefix-caching", "--max-num-seqs"]
-    assert complete_flag("vllm serve m --max-num-b", flags) == "vllm serve m --max-num-batched-tokens"
-    assert complete_flag("vllm serve m --max-num-seqs", flags) is None, "already whole"
-    assert complete_flag("vllm serve m 25", flags) is None and complete_flag("vllm serve m --zz", flags) is None

@@ -7,6 +7,7 @@ class joins them and sets the screen's lab state (`dial`, `load_running`, `has_b
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 from functools import partial
@@ -180,19 +181,26 @@ class Lab:
 
     # ---- keys -----------------------------------------------------------------------------------
 
-    def compare_before(self) -> None:
+    def compare_before(self, since_unix: float | None = None) -> None:
+        """This session against the one before the restart; with `since_unix`, the one before counts only its
+        requests sent from then on (the workload a restart ran again), so both sides ran the same."""
         before, after = self.sessions.sessions[-2:]
         if after.identity is None:
             self._screen.notify("still reading the restarted server's flags: try again in a moment", severity="warning")
             return
-        comparison = compare_sessions(self._session_run(before), self._session_run(after))
+        before_run = self._session_run(before)
+        if since_unix is not None:
+            before_run["requests"] = [r for r in before_run["requests"] if r["t_sent_unix"] >= since_unix]
+        comparison = compare_sessions(before_run, self._session_run(after))
+        same = " (the same workload on both)" if since_unix is not None else ""
         self._screen.app.push_screen(CompareScreen(comparison, f"Session {before.number} (before the restart) against "
-                                                               f"session {after.number} (now)"))
+                                                               f"session {after.number} (now){same}"))
 
     def open_runs(self) -> None:
         self._screen.app.push_screen(RunsScreen(runs_dir(self._screen.settings)))
 
-    def sweep(self, vary: str) -> None:
+    def sweep(self, vary: str, on_run: Callable[[dict], None] | None = None) -> None:
+        """Open the experiment `vary` on the current server; `on_run` gets its run (saved or not) when it ends."""
         screen, info = self._screen, self.server_info
         if info is None:
             screen.notify(NOT_KNOWN_YET, severity="warning")
@@ -203,7 +211,7 @@ class Lab:
             screen.notify(str(error), title=f"{EXPERIMENT_NAMES[vary]} cannot run here", severity="error", markup=False)
             return
         screen.app.push_screen(ExperimentScreen(plan, screen.settings, screen.server_url, info, self._saving,
-                                                screen.state.decode_ceiling_tok_s))
+                                                screen.state.decode_ceiling_tok_s, on_run))
 
     def toggle_load(self) -> None:
         screen = self._screen

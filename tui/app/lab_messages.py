@@ -63,12 +63,14 @@ class ExperimentProgressed(Fact):
 
 
 class ExperimentFinished(Fact):
-    """An experiment ended: its result (partial when `error` is set), or only `error` when nothing ran."""
+    """An experiment ended: its result (partial when `error` is set), or only `error` when nothing ran; `run` is
+    the result as a run record (see `tui.core.runs.new_run`) when it has rows."""
 
-    def __init__(self, result: ExperimentResult | None, error: str | None) -> None:
+    def __init__(self, result: ExperimentResult | None, error: str | None, run: dict | None = None) -> None:
         super().__init__()
         self.result = result
         self.error = error
+        self.run = run
 
 
 class RunsScanned(Fact):

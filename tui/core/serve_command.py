@@ -6,7 +6,6 @@ can say `--max-num-batched-tokens=256` or `enable-prefix-caching=off` without kn
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -193,32 +192,3 @@ def changed_flags(before: ServeCommand, after: ServeCommand) -> list[str]:
     old, new = command_flags(before.argv), command_flags(after.argv)
     return [f"--{name.replace('_', '-')} {old.get(name, '(none)')} → {new.get(name, '(none)')}"
             for name in [*old, *(n for n in new if n not in old)] if old.get(name) != new.get(name)]
-
-
-_HELP_FLAG = re.compile(r"(?<![\w-])--([a-z0-9][a-z0-9-]*[a-z0-9])")
-
-
-def help_argv(command: ServeCommand) -> list[str]:
-    """The command that prints the server's flags: its words before the first `--option`, then `--help`
-    (`vllm serve MODEL --help`, `python -m tui sim --help`, `llama-server -m model.gguf --help`)."""
-    head = []
-    for word in command.argv:
-        if word.startswith("--"):
-            break
-        head.append(word)
-    return [*head, "--help"]
-
-
-def flags_in_help(text: str) -> list[str]:
-    """The `--flag` names a server's `--help` lists, each once, in the order it lists them (`--no-x` too)."""
-    return list(dict.fromkeys(f"--{name}" for name in _HELP_FLAG.findall(text)))
-
-
-def complete_flag(value: str, flags: Sequence[str]) -> str | None:
-    """`value` with its last word completed to the first flag it begins (`… --max-num-b` → `… --max-num-batched-tokens`);
-    None when the last word is no flag's beginning, or a whole flag already."""
-    head, _, last = value.rpartition(" ")
-    if not last.startswith("--"):
-        return None
-    match = next((flag for flag in flags if flag.startswith(last) and flag != last), None)
-    return f"{head} {match}".lstrip() if match and head else match

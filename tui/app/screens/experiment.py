@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -164,8 +165,10 @@ class ExperimentScreen(Screen[None]):
     """The one-line finding, once the experiment ended."""
 
     def __init__(self, plan: Plan, settings: Settings, server_url: str, info: ServerInfo, save_runs: bool,
-                 ceiling_tok_s: float | None = None) -> None:
+                 ceiling_tok_s: float | None = None, on_run: Callable[[dict], None] | None = None) -> None:
         super().__init__()
+        self.on_run = on_run
+        """Given the experiment's run once it ends with rows (the tuning loop compares it after a restart)."""
         self.ceiling_tok_s = ceiling_tok_s
         """The server's decode ceiling: no stream decodes faster, so a request that seems to is flagged."""
         self.plan = plan
@@ -222,12 +225,14 @@ class ExperimentScreen(Screen[None]):
                 self.post_message(ExperimentFinished(None, str(failed)))
                 return
             identity = await server_identity(client, self.info)
-        self.post_message(ExperimentFinished(result, error))
-        if self.save_runs and result.rows:
+        run = None
+        if result.rows:
             params = {**self.plan.to_json(), "api": self.info.kind, "model": self.info.model}
             document = {"server": self.info.to_json(), **result.to_json()}
             run = new_run("sweep", params, identity, [t.to_json() for t in result.requests], document,
                           started, datetime.now(UTC))
+        self.post_message(ExperimentFinished(result, error, run))
+        if self.save_runs and run is not None:
             self.post_message(save_quietly(run, self.settings, f"{self.plan.vary} sweep"))
 
     @on(ExperimentProgressed)
@@ -246,6 +251,8 @@ class ExperimentScreen(Screen[None]):
             self.finding = event.result.finding
         self._ended = f"stopped: {event.error}" if event.error else "done"
         self.query_one("#experiment-message", Static).update(self._ended)
+        if event.run is not None and self.on_run is not None:
+            self.on_run(event.run)
 
     @on(RunSaved)
     def _saved(self, event: RunSaved) -> None:

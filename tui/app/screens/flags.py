@@ -3,23 +3,37 @@
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.content import Content
 from textual.screen import ModalScreen
 from textual.suggester import Suggester
-from textual.widgets import Input, Static
+from textual.widgets import Input, RadioButton, RadioSet, Static
 from textual.worker import Worker, WorkerState
 
 from tui.app.widgets.text import set_text
-from tui.core.serve_command import CommandError, ServeCommand, changed_flags, complete_flag, flags_in_help, help_argv
+from tui.core.serve_command import CommandError, ServeCommand, changed_flags
+from tui.core.server_help import against_defaults, complete_flag, defaults_in_help, flags_in_help, help_argv
+from tui.core.untrusted import printable
 
 HELP_TIMEOUT_S = 90.0
-"""`vllm serve --help` imports torch first: tens of seconds on a small CPU."""
-HINT = ("Enter restarts the server with this command, waits for it, sends the last prompts again and opens "
-        "before → after. Escape keeps the server as it is.")
+"""`vllm serve --help=all` imports torch first: tens of seconds on a small CPU."""
+HINT = ("Enter restarts the server with this command, waits for it, runs what is picked below again and opens "
+        "before → after. Tab: pick what runs. Escape keeps the server as it is.")
+DEFAULTS_READING = "reading the server's --help for its defaults…"
+
+
+@dataclass(frozen=True, slots=True)
+class Restart:
+    """What the editor asks for: start `command`, then run `rerun` (one of the ids it was offered) again."""
+
+    command: ServeCommand
+    rerun: str
 
 
 class FlagSuggester(Suggester):
@@ -33,45 +47,65 @@ class FlagSuggester(Suggester):
         return complete_flag(value, self.flags)
 
 
-def read_flags(command: ServeCommand) -> list[str]:
-    """The flag names the server's `--help` lists (blocking: run in a thread); none when it cannot say."""
-    try:
-        done = subprocess.run(help_argv(command), capture_output=True, text=True, timeout=HELP_TIMEOUT_S,
-                              stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    return flags_in_help(done.stdout + done.stderr)
+def read_help(command: ServeCommand) -> str:
+    """What the server's `--help` prints (blocking: run in a thread); empty when it cannot say. A vLLM too old
+    for `--help=all` is asked `--help`."""
+    argv = help_argv(command)
+    for attempt in (argv, [*argv[:-1], "--help"]):
+        try:
+            done = subprocess.run(attempt, capture_output=True, text=True, timeout=HELP_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired):
+            return ""
+        if done.returncode == 0 or attempt[-1] == "--help":
+            return done.stdout + done.stderr
+    return ""
 
 
-class FlagEditorScreen(ModalScreen[ServeCommand | None]):
-    """Edit `command` (the one running now); what differs from `first` (the one started first) is listed. A
-    credential on the command line is shown as `***` and put back on Enter: it is never on screen."""
+class FlagEditorScreen(ModalScreen[Restart | None]):
+    """Edit `command` (the one running now): each flag beside the server's own default (read from its `--help`),
+    those that differ highlighted; what differs from `first` (the one started first) listed; and what runs
+    again after the restart, one of `reruns` ((id, label), the first picked). A credential on the command line
+    is shown as `***` and put back on Enter: it is never on screen."""
 
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel", id="flags.cancel")]
 
-    def __init__(self, command: ServeCommand, first: ServeCommand) -> None:
+    def __init__(self, command: ServeCommand, first: ServeCommand, reruns: Sequence[tuple[str, str]]) -> None:
         super().__init__()
         self._command = command
         self._first = first
+        self._reruns = reruns
         self._suggester = FlagSuggester()
+        self._defaults: dict[str, str] | None = None
+        """The server's stated defaults, once its --help was read."""
 
     def compose(self) -> ComposeResult:
         with Vertical(id="flags-body"):
             yield Static("Server command", id="flags-title", markup=False)
             yield Input(self._command.shown(), id="flags-command", select_on_focus=False, suggester=self._suggester)
+            yield Static(DEFAULTS_READING, id="flags-defaults", markup=False)
             yield Static("", id="flags-changed", markup=False)
+            yield Static("After the restart, run again:", id="flags-rerun-title", markup=False)
+            with RadioSet(id="flags-rerun"):
+                for n, (rerun, label) in enumerate(self._reruns):
+                    yield RadioButton(Content(label), value=n == 0, id=f"rerun-{rerun}")
             yield Static(HINT, id="flags-hint", markup=False)
 
     def on_mount(self) -> None:
         self._show_changes(self._command.shown())
-        self.run_worker(lambda: read_flags(self._command), name="help", thread=True, exit_on_error=False)
+        self.query_one("#flags-command", Input).focus()
+        self.run_worker(lambda: read_help(self._command), name="help", thread=True, exit_on_error=False)
 
     @on(Worker.StateChanged)
     def _help_read(self, event: Worker.StateChanged) -> None:
-        if event.worker.name == "help" and event.state == WorkerState.SUCCESS and event.worker.result:
-            self._suggester.flags = event.worker.result
+        if event.worker.name != "help" or event.state not in (WorkerState.SUCCESS, WorkerState.ERROR):
+            return
+        text = event.worker.result if event.state == WorkerState.SUCCESS else ""
+        self._suggester.flags = flags_in_help(text or "")
+        self._defaults = defaults_in_help(text or "")
+        if self._suggester.flags:
             set_text(self.query_one("#flags-hint", Static),
-                     f"{HINT} → completes a flag ({len(event.worker.result)} from the server's --help).")
+                     f"{HINT} → completes a flag ({len(self._suggester.flags)} from the server's --help).")
+        self._show_changes(self.query_one("#flags-command", Input).value)
 
     @on(Input.Changed, "#flags-command")
     def _edited(self, event: Input.Changed) -> None:
@@ -84,12 +118,33 @@ class FlagEditorScreen(ModalScreen[ServeCommand | None]):
         except CommandError as error:
             self.notify(str(error), title="not restarted", severity="error", markup=False)
             return
-        self.dismiss(command)
+        pressed = self.query_one(RadioSet).pressed_button
+        rerun = pressed.id.removeprefix("rerun-") if pressed is not None and pressed.id else self._reruns[0][0]
+        self.dismiss(Restart(command, rerun))
 
     def _show_changes(self, text: str) -> None:
         try:
-            changes = changed_flags(self._first, ServeCommand.parse(text).with_secrets_from(self._command))
+            command = ServeCommand.parse(text).with_secrets_from(self._command)
         except CommandError as error:
-            changes = [str(error)]
+            set_text(self.query_one("#flags-changed", Static), str(error))
+            return
+        changes = changed_flags(self._first, command)
         shown = "changed since the first start: " + "; ".join(changes) if changes else "as first started"
         set_text(self.query_one("#flags-changed", Static), shown)
+        self.query_one("#flags-defaults", Static).update(self._against_defaults(command))
+
+    def _against_defaults(self, command: ServeCommand) -> Content | str:
+        """Each flag given, highlighted where it is not the server's default; plain text (from the server and
+        the user), never markup."""
+        if self._defaults is None:
+            return DEFAULTS_READING
+        flags = against_defaults(command, self._defaults)
+        if not self._defaults:
+            return "the server's --help states no defaults to compare with"
+        if not flags:
+            return "no flags given: the server runs on its defaults"
+        pieces: list[str | tuple[str, str]] = [f"{sum(f.differs for f in flags)} of {len(flags)} flags differ from the "
+                                               "server's defaults: "]
+        for n, flag in enumerate(flags):
+            pieces += [" · "] * bool(n) + [(printable(str(flag), 200), "bold $accent" if flag.differs else "$text-muted")]
+        return Content.assemble(*pieces)

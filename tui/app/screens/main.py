@@ -32,7 +32,7 @@ from tui.app.server_control import ServerControl
 from tui.app.widgets.gpu_pane import GpuPane
 from tui.app.widgets.load_dial import DialState, LoadDialPane
 from tui.app.widgets.metrics_pane import MetricsPane
-from tui.app.widgets.prompt_pane import PRESETS, SHARED_PREFIX, TYPED_MAX_TOKENS, PromptPane
+from tui.app.widgets.prompt_pane import PRESETS, TYPED_MAX_TOKENS, PromptPane
 from tui.app.widgets.status_line import ServerState, StatusLine
 from tui.app.widgets.timeline_pane import TimelinePane
 from tui.config import Settings
@@ -224,17 +224,15 @@ class MainScreen(Screen):
         self.lab.compare_before()
 
     def action_sweep(self, vary: str) -> None:
-        self.lab.sweep(vary)
+        self.lab.sweep(vary, self.control.experiment_ran)
 
     # ---- intents from panes --------------------------------------------------------------------
 
     @on(PromptPane.SendRequested)
     def _send(self, event: PromptPane.SendRequested) -> None:
         preset = event.preset
-        count = preset.concurrency if preset else 1
-        self.send_requests(Send(self.state.send(count), preset.label if preset else "typed", event.text,
-                                preset.prompt_tokens if preset else None, count, preset.max_tokens if preset else TYPED_MAX_TOKENS,
-                                SHARED_PREFIX if preset and preset.shared_prefix else None))
+        first_id = self.state.send(preset.concurrency if preset else 1)
+        self.send_requests(preset.send(first_id) if preset else Send(first_id, "typed", event.text, None, 1, TYPED_MAX_TOKENS))
 
     def send_requests(self, send: Send) -> Worker | None:
         """Start `send` in a thread of its own (see `tui.app.feeds.requests`); its answer shows in the prompt pane.

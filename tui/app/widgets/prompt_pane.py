@@ -10,6 +10,7 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Button, TextArea
 
+from tui.app.feeds.requests import Send
 from tui.core.untrusted import redact, secret_begun
 from tui.sources.prompts import filler_text
 
@@ -24,6 +25,11 @@ class Preset:
     concurrency: int = 1
     shared_prefix: bool = False
     max_tokens: int = 128
+
+    def send(self, first_id: int) -> Send:
+        """This preset's requests, ids from `first_id`."""
+        return Send(first_id, self.label, None, self.prompt_tokens, self.concurrency, self.max_tokens,
+                    SHARED_PREFIX if self.shared_prefix else None)
 
 
 ANSWER_LINES = 1000
