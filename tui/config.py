@@ -6,6 +6,7 @@ environment at import; `load_settings` does, when called.
 
 from __future__ import annotations
 
+import base64
 import difflib
 import os
 import tomllib
@@ -26,6 +27,7 @@ from pydantic_settings import SettingsError as _SourceError
 
 from tui.core.devices import UnknownDeviceError, find_device
 from tui.core.models import find_model
+from tui.core.promql import Matcher
 from tui.core.untrusted import register_secret, register_url_credentials
 
 ApiKind = Literal["auto", "openai", "ollama", "llamacpp"]
@@ -55,6 +57,15 @@ def url_problem(url: str) -> str | None:
     if port == 0:
         return f"port 0 is out of range 1–65535; {give}"
     return None
+
+
+def usable_url(url: str) -> str:
+    """`url` as it is, or ValueError: a URL no connection can use is a usage error at load, never an error deep
+    in a client."""
+    problem = url_problem(url)
+    if problem:
+        raise ValueError(f"bad URL: {problem}")
+    return url
 
 
 class _Section(BaseModel):
@@ -117,6 +128,52 @@ class LimitSettings(BaseModel):
     """Longest SSE or NDJSON line of a token stream."""
 
 
+class PrometheusSettings(_Section):
+    """The Prometheus the fleet view reads (`phasetop fleet`, `phasetop --prometheus`)."""
+
+    url: str | None = None
+    """Base URL of its HTTP API (`http://prometheus:9090`, or with a path prefix)."""
+    bearer_token: SecretStr | None = None
+    """Sent as `Authorization: Bearer …`. Never printed, logged, shown or saved."""
+    username: str | None = None
+    """With `password`: HTTP basic auth (instead of a bearer token)."""
+    password: SecretStr | None = None
+    """Basic auth's password. Never printed, logged, shown or saved."""
+    dcgm_host_label: str = "Hostname"
+    """The label of dcgm-exporter's series that names the GPU's host."""
+    instance_host_label: str = "instance"
+    """The label of a serving instance's series whose host part (before `:port`) is matched with `dcgm_host_label`."""
+    role_label: str | None = None
+    """A label naming each instance's role (`prefill`, `decode`) for the pools; unset: a KV connector's inflow says decode."""
+    lookback_s: float = Field(default=600.0, ge=10, le=86400, allow_inf_nan=False)
+    """How far back an instance counts as part of the fleet (a down one stays listed this long), and restarts are counted."""
+    window_s: float = Field(default=60.0, ge=2, le=3600, allow_inf_nan=False)
+    """The `rate(…[window])` of every rate and quantile, seconds."""
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str | None) -> str | None:
+        return url if url is None else usable_url(url)
+
+    @field_validator("dcgm_host_label", "instance_host_label", "role_label")
+    @classmethod
+    def _label_name(cls, label: str | None) -> str | None:
+        """A label name, or an error at load rather than an empty column later."""
+        if label is not None:
+            Matcher(label, "=", "")
+        return label
+
+    def password_text(self) -> str:
+        """The password itself ("" when none), only for registering it to be redacted."""
+        return self.password.get_secret_value() if self.password else ""
+
+    def basic_credentials(self) -> str | None:
+        """Basic auth's base64 `username:password`, None without a username."""
+        if self.username is None:
+            return None
+        return base64.b64encode(f"{self.username}:{self.password_text()}".encode()).decode()
+
+
 class Settings(BaseSettings):
     """Everything phasetop can be configured with."""
 
@@ -149,21 +206,24 @@ class Settings(BaseSettings):
     sim: SimSettings = SimSettings()
     poll: PollSettings = PollSettings()
     limits: LimitSettings = LimitSettings()
+    prometheus: PrometheusSettings = PrometheusSettings()
 
     @field_validator("url")
     @classmethod
     def _http_url(cls, url: str) -> str:
-        """A URL no connection can use is a usage error at load, never an error deep in a client."""
-        problem = url_problem(url)
-        if problem:
-            raise ValueError(f"bad URL: {problem}")
-        return url
+        return usable_url(url)
 
     def model_post_init(self, context: Any) -> None:
         # However these settings were made, from here on every output path redacts the key and the URL's
         # credentials (tui.core.untrusted).
         register_secret(self.api_key_text())
         register_url_credentials(self.url)
+        prometheus = self.prometheus
+        register_secret(prometheus.bearer_token.get_secret_value() if prometheus.bearer_token else "")
+        register_secret(prometheus.password_text())
+        register_secret(prometheus.basic_credentials())
+        if prometheus.url:
+            register_url_credentials(prometheus.url)
 
     def api_key_text(self) -> str:
         """The key itself ("" when none), only for registering it to be redacted."""
