@@ -150,7 +150,7 @@ def test_merged_p99_matches_prometheus_own_merged_quantile(loaded):
             answer = await query(client, quantile_query(0.99, "vllm:time_to_first_token_seconds", by=()), fleet.t_unix)
         return answer[0][1]
 
-    assert fleet.merged["ttft_p99_s"] == pytest.approx(asyncio.run(merged()), rel=1e-9)
+    assert fleet.merged["ttft"].p99_s == pytest.approx(asyncio.run(merged()), rel=1e-9)
 
 
 def test_role_label_pools_and_label_filter(tmp_path, loaded):

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from tui.core.fleet import SATURATED_KV_USAGE, merged_quantile, read_fleet_results, sort_rows
+from tui.core.fleet import SATURATED_KV_USAGE, merged_latency, read_fleet_results, sort_rows
 from tui.core.fleet_gpus import JoinRules, host_part
 from tui.core.fleet_queries import Discovered, Want
 from tui.core.promstats import histogram_quantile
@@ -94,11 +94,13 @@ def test_bucket_edges_are_flagged_as_the_single_server_view_does(two):
 
 
 def test_merged_percentile_is_the_quantile_of_summed_buckets_not_an_average(two):
-    merged = two.merged["itl_p99_s"]
+    merged = two.merged["itl"].p99_s
     summed = tuple((le, a + b) for le, a, b in zip(LES, (0, 10, 50, 100, 100), (90, 100, 100, 100, 100)))
     assert merged == pytest.approx(histogram_quantile(0.99, summed))
     assert merged != pytest.approx((0.09 + 0.02) / 2)
-    assert merged_quantile(two.instances[:1], "itl", 0.99) == pytest.approx(histogram_quantile(0.99, tuple(zip(LES, (0, 10, 50, 100, 100)))))
+    assert merged_latency(two.instances[:1], "itl").p99_s == pytest.approx(histogram_quantile(0.99, tuple(zip(LES, (0, 10, 50, 100, 100)))))
+    assert two.merged["itl"].edges == {}  # the summed buckets put neither quantile on an edge
+    assert merged_latency(two.instances[1:], "itl").edges == {"p50": "first"}  # b alone: as its own row says
 
 
 def test_callouts_name_the_saturated_and_the_slowest(two):
@@ -151,7 +153,7 @@ def test_pools_from_a_kv_connector_or_a_role_label():
     assert (prefill.role, prefill.instances, prefill.running, prefill.prompt_tok_s) == ("prefill", ("vllm/p:1",), 2.0, 5000.0)
     assert (decode.role, decode.running) == ("decode", 40.0)
     summed = tuple(zip(LES, (10, 10, 20, 20, 20)))
-    assert decode.itl_p99_s == pytest.approx(histogram_quantile(0.99, summed))
+    assert decode.itl.p99_s == pytest.approx(histogram_quantile(0.99, summed))
 
 
 def test_no_data_at_all_is_rows_of_none_not_a_crash():
@@ -159,7 +161,7 @@ def test_no_data_at_all_is_rows_of_none_not_a_crash():
     fleet = read_fleet_results(0, found, {})
     row = fleet.instances[0]
     assert row.engine == "sglang" and row.running is None and row.status == "unknown" and row.gpus == ()
-    assert fleet.merged == {"ttft_p50_s": None, "ttft_p99_s": None, "itl_p50_s": None, "itl_p99_s": None}
+    assert fleet.merged["ttft"].p99_s is None and fleet.merged["itl"].p50_s is None
     assert fleet.to_json()["instances"][0]["running"] is None
 
 

@@ -16,15 +16,16 @@ from tui.sources.prometheus import PrometheusError, prometheus_client, read_flee
 
 JSON_SHAPE = (
     "--json prints one document: {prometheus, t_unix, read_s, instances: [row], pools: [{role, instances, running, "
-    "waiting, kv_cache_usage, prompt_tok_s, generation_tok_s, ttft_p99_s, itl_p99_s}], kv_transfer_tok_s, merged: "
-    "{ttft_p50_s, ttft_p99_s, itl_p50_s, itl_p99_s}, saturated: [key], slowest: key|null, gpus: [gpu]}; a row is "
+    "waiting, kv_cache_usage, prompt_tok_s, generation_tok_s, ttft, itl}], kv_transfer_tok_s, merged: {ttft, itl}, "
+    "saturated: [key], slowest: key|null, gpus: [gpu]}; a row is "
     "{key (job/instance), job, instance, host, url, engine, model, role, labels, status (up|down|restarted|unknown), "
     "up, restarts, started_unix, last_error, running, waiting, waiting_by_reason, kv_cache_usage (0-1), prompt_tok_s, "
     "generation_tok_s, generation_tokens_total, prefix_cache_hit_rate, preemptions_per_s, kv_transfer_tok_s, "
-    "ttft and itl: {p50_s, p99_s, mean_s, edges, first_le, last_le, source}, gpus, gpu_shared_by, dram_gbs, peak_gbs, "
+    "ttft, itl, gpus, gpu_shared_by, dram_gbs, peak_gbs, "
     "dram_pct_of_peak, decode_ceiling_tok_s, ceiling_line, decode_pct_of_ceiling, saturated, source_names}; a gpu is "
-    "{host, gpu, uuid, model_name, device, peak_gbs, dram_active, dram_gbs, fb_used_mib, sm_active, tensor_active}. "
-    "Missing series are null."
+    "{host, gpu, uuid, model_name, device, peak_gbs, dram_active, dram_gbs, fb_used_mib, sm_active, tensor_active}; "
+    "a latency (ttft, itl) is {p50_s, p99_s, mean_s, edges: {p50|p99: first|last}, first_le, last_le, source}, "
+    "merged ones (pools, fleet) the quantiles of summed bucket rates. Missing series are null."
 )
 
 
@@ -97,11 +98,11 @@ def format_fleet(fleet: Fleet, rows: list[FleetRow]) -> str:
     for pool in fleet.pools:
         lines.append(f"{pool.role} pool ({len(pool.instances)}): running {_num(pool.running)}, waiting {_num(pool.waiting)}, "
                      f"prompt {_num(pool.prompt_tok_s, ',.0f')} tok/s, generation {_num(pool.generation_tok_s, ',.1f')} tok/s, "
-                     f"TTFT p99 {_seconds(pool.ttft_p99_s)}, ITL p99 {_seconds(pool.itl_p99_s)}")
+                     f"TTFT p99 {_quantile(pool.ttft, 'p99')}, ITL p99 {_quantile(pool.itl, 'p99')}")
     if fleet.kv_transfer_tok_s is not None:
         lines.append(f"KV transfer into the decode pool: {fleet.kv_transfer_tok_s:,.0f} prompt tok/s")
     merged = fleet.merged
-    lines.append(f"fleet: TTFT p99 {_seconds(merged['ttft_p99_s'])}, ITL p99 {_seconds(merged['itl_p99_s'])} "
+    lines.append(f"fleet: TTFT p99 {_quantile(merged['ttft'], 'p99')}, ITL p99 {_quantile(merged['itl'], 'p99')} "
                  f"(quantiles of the summed bucket rates); read in {fleet.read_s or 0:.2f} s")
     if fleet.saturated:
         lines.append(f"saturated (waiting, or KV ≥ 90 %): {', '.join(fleet.saturated)}")

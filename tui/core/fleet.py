@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 from tui.core.fleet_gpus import FleetGpu, JoinRules, gpus_from, host_part
-from tui.core.fleet_queries import GAUGE_FIELDS, HISTOGRAM_FIELDS, RATE_FIELDS, Discovered, Sample, Want
+from tui.core.fleet_queries import GAUGE_FIELDS, HISTOGRAM_FIELDS, QUANTILES, RATE_FIELDS, Discovered, Sample, Want
 from tui.core.metric_names import COUNTERS, ENGINE_PREFIXES, GAUGES, HISTOGRAMS
 from tui.core.promstats import hit_rate, histogram_quantile, quantile_edge
 from tui.core.server_ceiling import ServerCeiling, server_ceiling, simulator_ceiling
@@ -143,12 +143,12 @@ class Pool:
     """Mean over the pool's instances."""
     prompt_tok_s: float | None
     generation_tok_s: float | None
-    ttft_p99_s: float | None
-    """Merged: the quantile of the pool's summed bucket rates."""
-    itl_p99_s: float | None
+    ttft: Latency
+    """Merged: quantiles of the pool's summed bucket rates."""
+    itl: Latency
 
     def to_json(self) -> dict:
-        return asdict(self)
+        return {**{name: getattr(self, name) for name in self.__slots__}, "ttft": self.ttft.to_json(), "itl": self.itl.to_json()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,8 +162,8 @@ class Fleet:
     pools: tuple[Pool, ...]
     kv_transfer_tok_s: float | None
     """Prompt tokens per second the decode pool received over KV connectors; None with no connector metrics."""
-    merged: dict[str, float | None]
-    """`ttft_p50_s`, `ttft_p99_s`, `itl_p50_s`, `itl_p99_s` of the whole fleet, from summed bucket rates."""
+    merged: dict[str, Latency]
+    """"ttft" and "itl" of the whole fleet: quantiles of the summed bucket rates."""
     read_s: float | None = None
     """Seconds the read took (every query), measured by the source."""
 
@@ -184,7 +184,7 @@ class Fleet:
         return {
             "t_unix": self.t_unix, "read_s": self.read_s, "instances": [r.to_json() for r in self.instances],
             "pools": [p.to_json() for p in self.pools], "kv_transfer_tok_s": self.kv_transfer_tok_s,
-            "merged": dict(self.merged), "saturated": list(self.saturated), "slowest": self.slowest,
+            "merged": {name: lat.to_json() for name, lat in self.merged.items()}, "saturated": list(self.saturated), "slowest": self.slowest,
             "gpus": [g.to_json() for g in self.gpus],
         }
 
@@ -238,7 +238,7 @@ def read_fleet_results(t_unix: float, discovered: Mapping[str, Discovered], resu
         gpus=tuple(gpus),
         pools=_pools(rows),
         kv_transfer_tok_s=sum(r.kv_transfer_tok_s for r in decode) if decode else None,
-        merged={f"{name}_{q}_s": merged_quantile(rows, name, qv) for name in ("ttft", "itl") for q, qv in (("p50", 0.5), ("p99", 0.99))},
+        merged={name: merged_latency(rows, name) for name in ("ttft", "itl")},
     )
 
 
@@ -305,11 +305,17 @@ def _latency(d: Discovered, answers: Results, fieldname: str) -> Latency:
         return Latency()
     buckets = tuple(sorted((float(labels["le"]), v) for labels, v in answers.samples(Want("buckets", fieldname, name), d.key)
                            if "le" in labels and math.isfinite(v)))
-    values = {q: answers.value(Want(q, fieldname, name), d.key) for q in ("p50", "p99")}
-    edges = {q: edge for q, qv in (("p50", 0.5), ("p99", 0.99)) if values[q] is not None and (edge := quantile_edge(qv, buckets))}
+    values = {q: answers.value(Want(q, fieldname, name), d.key) for q, _ in QUANTILES}
+    return _flagged(values, answers.value(Want("mean", fieldname, name), d.key), name, buckets)
+
+
+def _flagged(values: dict[str, float | None], mean_s: float | None, name: str | None,
+             buckets: tuple[tuple[float, float], ...]) -> Latency:
+    """A Latency with its quantiles that sit on a bucket edge flagged (as promstats flags a single server's)."""
+    edges = {q: edge for q, qv in QUANTILES if values[q] is not None and (edge := quantile_edge(qv, buckets))}
     finite = [le for le, _ in buckets if math.isfinite(le)]
-    return Latency(values["p50"], values["p99"], answers.value(Want("mean", fieldname, name), d.key), edges,
-                   finite[0] if finite else None, finite[-1] if finite else None, name, buckets)
+    return Latency(values["p50"], values["p99"], mean_s, edges, finite[0] if finite else None,
+                   finite[-1] if finite else None, name, buckets)
 
 
 def _ceiling(sim_info: list[Sample], model: str | None, gpus: tuple[FleetGpu, ...]) -> ServerCeiling | None:
@@ -330,13 +336,13 @@ def _engine(names: Iterable[str]) -> str | None:
     return None
 
 
-def merged_quantile(rows: Iterable[FleetRow], fieldname: str, q: float) -> float | None:
-    """q of several instances together: histogram_quantile over their bucket rates summed by `le` (what
+def merged_latency(rows: Iterable[FleetRow], fieldname: str) -> Latency:
+    """p50/p99 of several instances together: histogram_quantile over their bucket rates summed by `le` (what
     `histogram_quantile(q, sum by (le) (rate(…_bucket[1m])))` answers), over the instances of the histogram name
-    most of them export (another engine's buckets have other bounds and do not add up)."""
+    most of them export (another engine's buckets have other bounds and do not add up). No mean: it is per row."""
     latencies = [getattr(r, fieldname) for r in rows if getattr(r, fieldname).bucket_rates]
     if not latencies:
-        return None
+        return Latency()
     names = [lat.source for lat in latencies]
     common = max(set(names), key=names.count)
     summed: dict[float, float] = {}
@@ -344,7 +350,8 @@ def merged_quantile(rows: Iterable[FleetRow], fieldname: str, q: float) -> float
         if lat.source == common:
             for le, v in lat.bucket_rates:
                 summed[le] = summed.get(le, 0.0) + v
-    return histogram_quantile(q, tuple(summed.items()))
+    buckets = tuple(sorted(summed.items()))
+    return _flagged({q: histogram_quantile(qv, buckets) for q, qv in QUANTILES}, None, common, buckets)
 
 
 def _pools(rows: Sequence[FleetRow]) -> tuple[Pool, ...]:
@@ -358,7 +365,7 @@ def _pools(rows: Sequence[FleetRow]) -> tuple[Pool, ...]:
             running=_total(r.running for r in members), waiting=_total(r.waiting for r in members),
             kv_cache_usage=sum(kv) / len(kv) if kv else None,
             prompt_tok_s=_total(r.prompt_tok_s for r in members), generation_tok_s=_total(r.generation_tok_s for r in members),
-            ttft_p99_s=merged_quantile(members, "ttft", 0.99), itl_p99_s=merged_quantile(members, "itl", 0.99),
+            ttft=merged_latency(members, "ttft"), itl=merged_latency(members, "itl"),
         ))
     return tuple(pools)
 
