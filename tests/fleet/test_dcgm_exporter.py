@@ -1,5 +1,5 @@
-"""The dcgm-exporter stand-in: dcgm-exporter's exposition (names, labels, units), live values, its command; the lab's
-one line when Prometheus is missing."""
+"""The dcgm-exporter stand-in: dcgm-exporter's exposition (names, labels, units), live values, its command; the
+fleet lab's config, its one line when Prometheus is missing, and the lab as a program."""
 
 import subprocess
 import sys
@@ -11,7 +11,7 @@ from tui.cli.sim_dcgm import READY_PREFIX
 from tui.core.devices import find_device
 from tui.core.metric_names import parse_exposition
 from tui.sim.dcgm_exporter import DcgmExporter, host_gpus
-from tui.sim.fleet_lab import FleetLab, LabError, prometheus_config
+from tui.sim.fleet_lab import READY_PREFIX as READY_LINE, FleetLab, LabError, prometheus_config
 
 LABELS = {"gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION"}
 
@@ -66,3 +66,18 @@ def test_the_generated_config_labels_each_role():
     assert "scrape_interval: 1s" in config
     assert "      - targets: ['127.0.0.2:8000']\n        labels: {role: 'prefill'}\n      - targets: ['127.0.0.4:8000']\n" in config
     assert "job_name: dcgm" in config and "'127.0.0.1:9400'" in config
+
+
+def test_the_lab_as_a_program_prints_its_url_and_stops_whole_on_sigterm():
+    process = subprocess.Popen([sys.executable, "-m", "tui.sim.fleet_lab"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = process.stdout.readline()
+        assert line.startswith(READY_LINE), process.stderr.read()
+        url = line.removeprefix(READY_LINE).strip()
+        assert httpx.get(f"{url}/-/ready").status_code == 200
+    finally:
+        process.terminate()
+        returncode = process.wait(30)
+    assert returncode == 0
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{url}/-/ready")

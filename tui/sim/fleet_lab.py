@@ -12,10 +12,14 @@ temporary TSDB on a free loopback port, scraping every second. `stop()` ends eve
 
 from __future__ import annotations
 
+import argparse
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +33,8 @@ from tui.sim.launcher import SimulatorProcess
 SCRAPE_INTERVAL_S = 1.0
 START_TIMEOUT_S = 30.0
 PROMETHEUS_BINARY = "prometheus"
+READY_PREFIX = "fleet lab: Prometheus at "
+"""`main` prints this and the URL on stdout once every target has been scraped."""
 
 
 class LabError(RuntimeError):
@@ -56,9 +62,12 @@ class LabGpus:
 
 SERVERS = (
     LabServer("127.0.0.2", ("--max-num-batched-tokens", "512"), "prefill"),
-    LabServer("127.0.0.3", ("--max-num-batched-tokens", "2048"), "decode"),
+    LabServer("127.0.0.3", ("--max-num-batched-tokens", "2048", "--max-num-seqs", "8"), "decode"),
     LabServer("127.0.0.4", ("--gpu", "H200", "--model", "llama-3.2-1b")),
 )
+DEMO_LOAD = ((2, 1500, 64), (12, 200, 256), (1, 100, 128))
+"""Per simulator of SERVERS, (concurrent clients, prompt words, max tokens) for `--load`: long prompts through a
+small token budget, more streams than the decode server seats (some wait: saturated), and a quiet one."""
 GPUS = (LabGpus("127.0.0.2", "H100 SXM", 1, 0.6), LabGpus("127.0.0.3", "H100 SXM", 2, 0.25))
 
 
@@ -187,3 +196,58 @@ def _last_line(log: Path) -> str:
     except OSError:
         return ""
     return lines[-1][-300:] if lines else ""
+
+
+def send_load(lab: FleetLab, stop: threading.Event, load=DEMO_LOAD) -> list[threading.Thread]:
+    """Clients sending completions in a loop to each simulator (by `load`) until `stop` is set, so the figures move."""
+
+    def client(url: str, words: int, max_tokens: int) -> None:
+        with httpx.Client(base_url=url, timeout=120) as http:
+            model = http.get("/v1/models").json()["data"][0]["id"]
+            text = "tell me about the roofline " * (words // 5)
+            sent = 0
+            while not stop.is_set():
+                sent += 1  # a prompt of its own each time: the prefix cache would make every prefill but the first free
+                try:
+                    http.post("/v1/completions", json={"model": model, "prompt": f"[{threading.get_ident()}-{sent}] {text}",
+                                                       "max_tokens": max_tokens})
+                except httpx.HTTPError:
+                    stop.wait(1.0)  # the simulator restarting or gone: try again in a while
+
+    threads = [threading.Thread(target=client, args=(sim.url, words, tokens), daemon=True, name="fleet-load")
+               for sim, (clients, words, tokens) in zip(lab.sims, load) for _ in range(clients)]
+    for thread in threads:
+        thread.start()
+    return threads
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m tui.sim.fleet_lab [--load]`: run the lab until Ctrl-C or SIGTERM, its Prometheus URL on stdout."""
+    parser = argparse.ArgumentParser(prog="python -m tui.sim.fleet_lab", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--load", action="store_true", help="keep sending requests to the simulators (DEMO_LOAD)")
+    args = parser.parse_args(argv)
+    try:
+        lab = FleetLab.start()
+    except LabError as error:
+        print(f"fleet lab: {error}", file=sys.stderr)
+        return 1
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    threads: list[threading.Thread] = []
+    try:
+        threads = send_load(lab, stop) if args.load else []
+        print(f"{READY_PREFIX}{lab.prometheus_url}", flush=True)
+        while not stop.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stop.set()
+        lab.stop()
+    for thread in threads:
+        thread.join(5)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
