@@ -16,11 +16,11 @@ import pytest
 from tests.hostile import phasetop
 from tui.core.fleet import Fleet
 from tui.core.metric_names import parse_exposition
-from tui.core.promql import quantile_query
+from tui.core.promql import max_query, quantile_query
 from tui.core.promstats import histogram_quantile, quantile_edge
 from tui.sim.fleet_lab import GPUS, FleetLab, LabError
 from tui.sources.http import make_client
-from tui.sources.prometheus import query, read_fleet
+from tui.sources.prometheus import label_values, query, query_range, read_fleet
 
 DEADLINE_S = 20.0
 
@@ -151,6 +151,17 @@ def test_merged_p99_matches_prometheus_own_merged_quantile(loaded):
         return answer[0][1]
 
     assert fleet.merged["ttft"].p99_s == pytest.approx(asyncio.run(merged()), rel=1e-9)
+
+
+def test_range_queries_and_label_values_for_a_screen(loaded):
+    async def go():
+        async with make_client(loaded.prometheus_url) as client:
+            now = time.time()
+            return (await query_range(client, max_query("up"), now - 5, now, 1.0), await label_values(client, "job"))
+
+    ranges, jobs = asyncio.run(go())
+    assert len(ranges) == 5 and all(len(points) >= 5 and points[-1][1] == 1.0 for _, points in ranges)
+    assert jobs == ["dcgm", "vllm"]
 
 
 def test_role_label_pools_and_label_filter(tmp_path, loaded):
