@@ -105,3 +105,35 @@ def test_a_port_already_in_use_is_not_mistaken_for_the_servers_health(capsys):
 def test_usage_errors_are_one_line_before_any_start(capsys, args, message):
     code, out, err = tune(capsys, "--serve", sim_command(free_port()), *args)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_an_experiment_as_the_workload_gives_its_figures_and_finding_per_setting(capsys, tmp_path):
+    code, out, err = tune(capsys, "--serve", sim_command(free_port()), "--vary", "max-num-batched-tokens=256,2048",
+                          "--workload", "sweep:interference:2000", "--optimize", "worst-gap")
+    assert code == 0, err
+    lines = out.splitlines()
+    first, first_finding, second, second_finding = lines[1:5]
+    assert first.startswith("max-num-batched-tokens=256") and "◀ best worst ITL gap" in first
+    assert second.startswith("max-num-batched-tokens=2048")
+    assert first_finding.lstrip().startswith("↳ ") and second_finding.lstrip().startswith("↳ ")
+    runs = [load_run(header["id"], tmp_path / "runs") for header in list_runs(tmp_path / "runs")]
+    assert {run["kind"] for run in runs} == {"sweep"} and len(runs) == 2
+    by_setting = {run["params"]["settings"]["max-num-batched-tokens"]: run for run in runs}
+    assert by_setting["256"]["params"]["workload"] == "sweep:interference:2000"
+    assert by_setting["256"]["params"]["vary"] == "interference" and by_setting["256"]["params"]["values"] == [2000]
+    during = {value: run["result"]["rows"][0]["itl_during_s"] for value, run in by_setting.items()}
+    # The streams' worst gaps while the 2,000-token prompt prefills: in 256-token chunks it never stalls them whole.
+    assert during["256"] < during["2048"] / 2, during
+    assert by_setting["2048"]["result"]["finding"] in second_finding
+
+
+@pytest.mark.parametrize(("workload", "message"), [
+    ("sweep:nope", "give bench, or sweep:WHAT"),
+    ("sweep:prompt-tokens:a,b", "whole numbers"),
+    ("benchy", "give bench, or sweep:WHAT"),
+])
+def test_a_workload_that_cannot_run_is_a_usage_error(capsys, workload, message):
+    with pytest.raises(SystemExit) as exited:
+        main(["tune", "--serve", sim_command(free_port()), "--vary", "a=1", "--workload", workload])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and message in err and len(err.strip().splitlines()) == 1

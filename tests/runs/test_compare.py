@@ -55,9 +55,11 @@ def test_figures_and_deltas_come_from_the_requests():
     assert figure(comparison, "itl_s", "p50")["delta"] == pytest.approx(0.010)
     assert figure(comparison, "decode_tok_s", "p50")["after"] == pytest.approx(50.0)
     assert {(f["figure"], f["stat"]) for f in comparison["figures"]} == {
-        ("ttft_s", "p50"), ("ttft_s", "p99"), ("itl_s", "p50"), ("itl_s", "p99"), ("tpot_s", "p50"),
+        ("ttft_s", "p50"), ("ttft_s", "p99"), ("itl_s", "p50"), ("itl_s", "p99"), ("itl_s", "max"), ("tpot_s", "p50"),
         ("decode_tok_s", "p50"), ("prefill_tok_s", "p50"), ("e2e_s", "p50"),
     }
+    worst = figure(comparison, "itl_s", "max")
+    assert (worst["before"], worst["after"]) == (pytest.approx(0.010), pytest.approx(0.020)), "not the failed request's 0.5 s"
     assert comparison["before"]["summary"].startswith("2 requests (1 failed), TTFT p50 150.0 ms")
 
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import math
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from time import monotonic
 
 from tui.cli.common import add_json_option, settings_from
 from tui.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, emit_json, note, say
@@ -17,6 +19,7 @@ from tui.cli.runs_common import add_runs_options, save_run_from_cli
 from tui.config import Settings
 from tui.core.bench import bench_figures
 from tui.core.delivery import flag_bursts
+from tui.core.experiments import EXPERIMENTS, make_plan
 from tui.core.runs import new_run
 from tui.core.serve_command import CommandError, ServeCommand, Setting, grid, parse_vary
 from tui.core.tune import OBJECTIVES, Objective, best
@@ -24,11 +27,60 @@ from tui.core.untrusted import one_line, redact_all
 from tui.sources import loop
 from tui.sources.detect import describe_configured
 from tui.sources.errors import SourceError
+from tui.sources.experiments import Progress, run_experiment
 from tui.sources.http import client_for
 from tui.sources.identity import server_identity
 from tui.sources.load import LoadDial, LoadRunner, Workload
 from tui.sources.managed_server import ServerStartError
 from tui.sources.served_command import start_served
+
+@dataclass(frozen=True, slots=True)
+class TuneWorkload:
+    """What runs on each setting: the bench load, or an experiment (`vary`) with its values (None: its defaults)."""
+
+    kind: str
+    vary: str | None = None
+    values: tuple[int, ...] | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> TuneWorkload:
+        """`bench`, `sweep:interference`, `sweep:prompt-tokens:200,2000` (argparse shows the ValueError's line)."""
+        kind, _, rest = text.strip().partition(":")
+        if kind == "bench" and not rest:
+            return cls("bench")
+        vary, _, values = rest.partition(":")
+        if kind != "sweep" or vary not in EXPERIMENTS:
+            raise argparse.ArgumentTypeError(f"{text!r}: give bench, or sweep:WHAT[:N,N,…] with WHAT one of "
+                                             f"{', '.join(EXPERIMENTS)}")
+        try:
+            numbers = tuple(int(v.replace("_", "")) for v in values.split(",")) if values else None
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}: the values are whole numbers separated by commas") from None
+        try:
+            make_plan(vary, numbers)  # bad values fail before any server starts; the fit to max_model_len is per start
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(f"{text!r}: {error}") from None
+        return cls("sweep", vary, numbers)
+
+    def __str__(self) -> str:
+        if self.kind == "bench":
+            return "bench"
+        return f"sweep:{self.vary}" + (f":{','.join(map(str, self.values))}" if self.values else "")
+
+
+@dataclass(frozen=True, slots=True)
+class Measured:
+    """One setting's workload, done: the figures the table ranks, and what its run record keeps."""
+
+    figures: dict
+    identity: dict
+    requests: list
+    kind: str
+    """The run's kind: bench, or sweep for an experiment (its rows and finding in `document`)."""
+    params: dict
+    """The workload's shape, for the run's params."""
+    document: dict | None = None
+
 
 DEFAULT_START_TIMEOUT_S = 600.0
 """vLLM on a GPU can take minutes to load a large model and capture its graphs."""
@@ -49,8 +101,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--vary", action="append", required=True, metavar="FLAG=V1,V2,…",
                         help="a flag and its values (on/off for a boolean flag: --flag / --no-flag); repeat for a grid")
     parser.add_argument("--optimize", choices=tuple(OBJECTIVES), default="itl-p99",
-                        help="what makes a setting best (default itl-p99); goodput needs --slo-ttft-ms or --slo-tpot-ms")
-    parser.add_argument("--workload", choices=("bench",), default="bench", help="what runs on each setting (default bench)")
+                        help="what makes a setting best (default itl-p99); worst-gap is the longest any stream waited for a "
+                        "token (a long prompt's stall: under any p99 when streams are long); goodput needs "
+                        "--slo-ttft-ms or --slo-tpot-ms")
+    parser.add_argument("--workload", type=TuneWorkload.parse, default=TuneWorkload("bench"), metavar="bench|sweep:WHAT[:N,N,…]",
+                        help="what runs on each setting: bench (the load below; default), or one of `phasetop sweep`'s "
+                        f"experiments ({' | '.join(EXPERIMENTS)}) with its values, e.g. sweep:interference:4000 or "
+                        "sweep:prompt-tokens:200,2000; the figures are over all the experiment's requests, its finding "
+                        "is under its row")
     parser.add_argument("--num-prompts", type=int, default=32, metavar="N", help="requests per setting (default 32)")
     parser.add_argument("--max-concurrency", type=int, default=8, metavar="C", help="most in flight at once (default 8)")
     parser.add_argument("--request-rate", type=float, default=math.inf, metavar="R|inf", help="requests a second (default inf)")
@@ -68,7 +126,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     command, url, points, objective = _plan(args)
     settings = settings_from(args)
-    note(f"tune: {len(points)} settings of `{command}` at {url}, {args.num_prompts} requests each, best by {objective.label}")
+    note(f"tune: {len(points)} settings of `{command}` at {url}, {_what_runs(args)} each, best by {objective.label}")
     rows = []
     for n, point in enumerate(points, start=1):
         rows.append(_measure(args, settings, command, point, f"{n}/{len(points)}"))
@@ -122,25 +180,31 @@ def _measure(args: argparse.Namespace, settings: Settings, base: ServeCommand, p
         note(f"tune {step} {named}: {error}")
         return row
     try:
-        figures, identity, requests = loop.run(_workload(args, settings, command.url))
-    except SourceError as error:
-        row["error"] = f"the load failed: {error}"
+        measured = loop.run(_bench(args, settings, command.url) if args.workload.kind == "bench"
+                            else _experiment(args, settings, command.url, step))
+    except SourceError as error:  # an experiment's failure too (ExperimentFailed)
+        row["error"] = f"the {'load' if args.workload.kind == 'bench' else 'experiment'} failed: {error}"
         note(f"tune {step} {named}: {row['error']}")
         return row
     finally:
         server.stop()
-    row["figures"] = figures
-    params = {"source": SOURCE, "settings": row["settings"], "num_prompts": args.num_prompts,
-              "max_concurrency": args.max_concurrency, "request_rate": "inf" if math.isinf(args.request_rate) else args.request_rate,
-              "prompt_tokens": args.prompt_tokens, "max_tokens": args.max_tokens}
-    record = new_run("bench", params, identity, [r.to_json() for r in requests], figures, started, datetime.now(UTC))
+    row["figures"] = measured.figures
+    params = {"source": SOURCE, "settings": row["settings"], "workload": str(args.workload), **measured.params}
+    record = new_run(measured.kind, params, measured.identity, [r.to_json() for r in measured.requests],
+                     measured.document or measured.figures, started, datetime.now(UTC))
     if save_run_from_cli(args, settings, record):
         row["run_id"] = record["id"]
-    note(f"tune {step} {named}: {figures['completed']} done, {describe(figures)}")
+    note(f"tune {step} {named}: {measured.figures['completed']} done, {describe(measured.figures)}")
     return row
 
 
-async def _workload(args: argparse.Namespace, settings: Settings, url: str):
+def _what_runs(args: argparse.Namespace) -> str:
+    if args.workload.kind == "bench":
+        return f"{args.num_prompts} requests"
+    return f"the {args.workload.vary} experiment"
+
+
+async def _bench(args: argparse.Namespace, settings: Settings, url: str) -> Measured:
     in_flight = min(args.max_concurrency, args.num_prompts)
     async with client_for(settings, url, in_flight) as client:
         server = await describe_configured(client, settings.api, settings.model)
@@ -148,12 +212,40 @@ async def _workload(args: argparse.Namespace, settings: Settings, url: str):
         workload = Workload(args.prompt_tokens, args.max_tokens, args.num_prompts, exact_length=settings.exact_length)
         result = await LoadRunner(client, server, workload, LoadDial(args.request_rate, in_flight)).run()
     requests = flag_bursts(result.requests)
-    slo = [None if ms is None else ms / 1e3 for ms in (args.slo_ttft_ms, args.slo_tpot_ms)]
-    return bench_figures(requests, result.duration_s, *slo), identity, requests
+    params = {"num_prompts": args.num_prompts, "max_concurrency": args.max_concurrency,
+              "request_rate": "inf" if math.isinf(args.request_rate) else args.request_rate,
+              "prompt_tokens": args.prompt_tokens, "max_tokens": args.max_tokens}
+    return Measured(bench_figures(requests, result.duration_s, *_slo(args)), identity, requests, "bench", params)
+
+
+async def _experiment(args: argparse.Namespace, settings: Settings, url: str, step: str) -> Measured:
+    """The experiment on this start: fitted to its max_model_len, figures over all its requests, its finding kept."""
+    workload = args.workload
+    async with client_for(settings, url) as client:
+        server = await describe_configured(client, settings.api, settings.model)
+        try:
+            plan = make_plan(workload.vary, workload.values, max_model_len=server.max_model_len)
+        except ValueError as error:
+            raise SourceError(str(error)) from None
+        started = monotonic()
+
+        def progress(p: Progress) -> None:
+            note(f"tune {step} {p.vary} [{p.fraction:4.0%}] {p.message}")
+
+        result = await run_experiment(client, server, plan, progress, exact_length=settings.exact_length)
+        duration_s = monotonic() - started
+        identity = await server_identity(client, server)
+    figures = bench_figures(result.requests, duration_s, *_slo(args)) | {"finding": result.finding}
+    return Measured(figures, identity, list(result.requests), "sweep", plan.to_json(),
+                    {"server": server.to_json(), **result.to_json()})
+
+
+def _slo(args: argparse.Namespace) -> tuple[float | None, float | None]:
+    return tuple(None if ms is None else ms / 1e3 for ms in (args.slo_ttft_ms, args.slo_tpot_ms))
 
 
 COLUMNS = (("TTFT p50", "ttft_s", "p50"), ("TTFT p99", "ttft_s", "p99"), ("ITL p50", "itl_s", "p50"),
-           ("ITL p99", "itl_s", "p99"))
+           ("ITL p99", "itl_s", "p99"), ("worst gap", "itl_s", "max"))
 
 
 def describe(figures: dict) -> str:
@@ -175,6 +267,8 @@ def table(rows: list[dict], objective: Objective, chosen: int | None) -> str:
         cells = [_ms(figures[key].get(q)) for _, key, q in COLUMNS]
         mark = f"  ◀ best {objective.label}" if i == chosen else ""
         lines.append(f"{name:<{width}}  " + "  ".join(f"{c:>9}" for c in cells) + f"  {figures['output_throughput']:>12,.0f}{mark}")
+        if figures.get("finding"):
+            lines.append(f"{'':<{width}}  ↳ {one_line(figures['finding'], 300)}")
     return "\n".join(lines)
 
 

@@ -72,6 +72,11 @@ class Distribution:
         for value in values:
             self.add(value)
 
+    @property
+    def max(self) -> float | None:
+        """The largest value added, exactly (None before any)."""
+        return self._max if self.n else None
+
     def summary(self) -> Summary:
         if self._exact is not None:
             return summarize(self._exact)
@@ -235,7 +240,7 @@ class LoadFigures:
             "total_token_throughput": per_s(self.total_input_tokens + self.total_output_tokens),
             "ttft_s": self.ttft_s.summary().to_json(),
             "tpot_s": self.tpot_s.summary().to_json(),
-            "itl_s": self.itl_s.summary().to_json(),
+            "itl_s": {**self.itl_s.summary().to_json(), "max": self.itl_s.max},  # as bench_figures: the worst gap too
             "e2el_s": self.e2el_s.summary().to_json(),
             "peak_concurrent_requests": self.peak.final(),
         }

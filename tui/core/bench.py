@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tui.core.records import RequestTiming
-from tui.core.stats import summarize
+from tui.core.stats import summarize, summarize_with_max
 
 
 def completed(requests: Sequence[RequestTiming]) -> list[RequestTiming]:
@@ -60,7 +60,7 @@ def bench_figures(
         "total_token_throughput": per_s(total_input + total_output),
         "ttft_s": summarize(r.ttft_s for r in done).to_json(),
         "tpot_s": summarize(r.tpot_s for r in done).to_json(),
-        "itl_s": summarize(gap for r in done for gap in r.itl_s).to_json(),
+        "itl_s": summarize_with_max(gap for r in done for gap in r.itl_s),
         "e2el_s": summarize(r.e2e_s for r in done).to_json(),
         "peak_concurrent_requests": peak_concurrency(done),
     }

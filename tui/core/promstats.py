@@ -61,6 +61,8 @@ def histogram_quantile(q: float, buckets: tuple[tuple[float, float], ...] | list
         start = bounds[index - 1]
         count -= counts[index - 1]
         rank -= counts[index - 1]
+    if count <= 0:  # rank 0 in an empty first bucket (q = 0): Go's 0/0 is NaN there; its lower bound is the answer
+        return start
     return start + (end - start) * (rank / count)
 
 

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from tui import __version__
 from tui.core.delivery import DELIVERY_NOT_GENERATION
 from tui.core.run_schema import MAX_FIGURE, SCHEMA
-from tui.core.stats import summarize
+from tui.core.stats import summarize, summarize_with_max
 
 KINDS = ("probe", "bench", "sweep")
 SCHEDULE_PARAMS = ("seed",)
@@ -27,6 +27,7 @@ FIGURES = (
     ("ttft_s", "p99", "TTFT p99", "s"),
     ("itl_s", "p50", "ITL p50", "s"),
     ("itl_s", "p99", "ITL p99", "s"),
+    ("itl_s", "max", "ITL worst gap", "s"),
     ("tpot_s", "p50", "TPOT p50", "s"),
     ("decode_tok_s", "p50", "decode p50", "tok/s"),
     ("prefill_tok_s", "p50", "prefill p50", "tok/s"),
@@ -99,7 +100,7 @@ def request_figures(requests: list[dict]) -> dict[str, dict]:
     done = [r for r in requests if r.get("ok") and not r.get("burst")]
     out = {name: summarize(_number(r.get(name)) for r in done).to_json()
            for name in ("ttft_s", "tpot_s", "e2e_s", "decode_tok_s", "prefill_tok_s")}
-    out["itl_s"] = summarize(_number(gap) for r in done for gap in r.get("itl_s") or ()).to_json()
+    out["itl_s"] = summarize_with_max(_number(gap) for r in done for gap in r.get("itl_s") or ())
     return out
 
 

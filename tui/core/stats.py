@@ -57,6 +57,13 @@ def summarize(samples: Iterable[float | None]) -> Summary:
     )
 
 
+def summarize_with_max(samples: Iterable[float | None]) -> dict:
+    """`summarize` as JSON plus `max`: for gaps between tokens, where the worst one (a long prompt's stall on the
+    streams it interrupts) is a handful among thousands and sits under any percentile."""
+    values = [s for s in samples if s is not None and math.isfinite(s)]
+    return {**summarize(values).to_json(), "max": max(values, default=None)}
+
+
 def _mean(values: list[float]) -> float:
     try:
         return math.fsum(values) / len(values)

@@ -1,5 +1,6 @@
 """The tuning loop's arithmetic: the figure each objective reads from a run's `bench` figures, and the best
-of several settings by it."""
+of several settings by it. The worst gap (`itl_s.max`, the longest any stream waited for a token) is the one
+that shows a long prompt's stall: a few gaps among thousands sit under any p99."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ class Objective:
 OBJECTIVES = {o.name: o for o in (
     Objective("ttft-p99", "ttft_s", "p99", True, "TTFT p99"),
     Objective("itl-p99", "itl_s", "p99", True, "ITL p99"),
+    Objective("worst-gap", "itl_s", "max", True, "worst ITL gap"),
     Objective("throughput", "output_throughput", None, False, "output tok/s"),
     Objective("goodput", "request_goodput", None, False, "goodput req/s"),
 )}
