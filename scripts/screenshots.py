@@ -143,6 +143,7 @@ async def tuning_loop() -> None:
         async with app.run_test(size=SIZE) as pilot:
             screen: MainScreen = app.screen
             await until(pilot, lambda: screen.lab.server_info is not None)
+            await pilot.pause(1.5)  # the UI's first seconds keep its core busy: streams read then arrive in clumps
             first = screen.state.next_id
             screen.send_requests(Send(screen.state.send(8), "8 streams", None, 200, 8, 48))
             await until(pilot, lambda: all(len(getattr(screen.state.record(i), "token_offsets_s", ())) >= 4
@@ -152,6 +153,8 @@ async def tuning_loop() -> None:
             await pilot.press("f")
             await until(pilot, lambda: isinstance(app.screen, FlagEditorScreen))
             app.screen.query_one(Input).value = str(command.with_setting(Setting("max-num-batched-tokens", "256")))
+            defaults = app.screen.query_one("#flags-defaults")
+            await until(pilot, lambda: "differ from the server's defaults" in str(defaults.render()), 60)
             await pilot.pause(0.3)
             app.save_screenshot("flags.svg", path=str(OUT))
             await pilot.press("enter")
