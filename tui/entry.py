@@ -24,4 +24,4 @@ def main(argv: list[str] | None = None) -> int:
     from tui.app.launch import run_ui  # Textual loads only for the UI
 
     return run_ui(settings, url_given=args.url is not None, save_runs=not args.no_save, serve=args.serve,
-                  start_timeout_s=args.start_timeout_s)
+                  start_timeout_s=args.start_timeout_s, renice=args.renice)

@@ -16,7 +16,8 @@ from tui.app.screens.flags import FlagEditorScreen
 from tui.core.serve_command import ServeCommand, Setting
 from tui.sources.managed_server import free_port
 from tui.sources.served_command import ServedCommand, listening, start_served
-from tui.sources.vllm_server import default_model, default_python, renice_engine, server_command, server_environment
+from tests.sources.test_served_renice import engine_threads
+from tui.sources.vllm_server import default_model, default_python, server_command, server_environment
 
 pytestmark = pytest.mark.real_vllm
 START_TIMEOUT_S = 300.0
@@ -29,8 +30,9 @@ async def test_f_restarts_real_vllm_with_a_changed_flag_and_compares(monkeypatch
     argv = server_command(default_python(), default_model(), "127.0.0.1", port,
                           (*MEASURING_FLAGS, "--max-num-batched-tokens", "2048"))
     command = ServeCommand.parse(argv)
-    served = ServedCommand(command, command.url, start_served(command, START_TIMEOUT_S), START_TIMEOUT_S)
-    renice_engine(served.pid)
+    # --renice's path: the engine busy-polls 2 cores; without it the client starves and the figures are its own.
+    served = ServedCommand(command, command.url, start_served(command, START_TIMEOUT_S, renice=True), START_TIMEOUT_S,
+                           renice=True)
     seen = []
     try:
         app = PhasetopApp(settings(timeout_s=float(CLIENT_TIMEOUT_S)), served.url, save_runs=False, served=served)
@@ -45,8 +47,9 @@ async def test_f_restarts_real_vllm_with_a_changed_flag_and_compares(monkeypatch
             await pilot.press("enter")
             old_pid = served.pid
             await wait_for(pilot, lambda: served.running and served.pid != old_pid, START_TIMEOUT_S)
-            renice_engine(served.pid)
             await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen), START_TIMEOUT_S)
+            niceness = engine_threads(served.pid)
+            assert niceness and set(niceness) == {19}, "the restarted engine is reniced as the first was"
             diff = {(r["key"], r["before"], r["after"]) for r in app.screen.comparison["config_diff"]}
             assert ("max_num_batched_tokens", "2048", "512") in diff
             assert len(completed(seen)) == 2 and all(m.timing.ok for m in completed(seen))

@@ -54,7 +54,7 @@ def simulated_server(settings: Settings) -> tuple[str, tuple[float, float, float
 
 
 def run_ui(settings: Settings, url_given: bool, save_runs: bool = True, serve: str | None = None,
-           start_timeout_s: float = 600.0) -> int:
+           start_timeout_s: float = 600.0, renice: bool = False) -> int:
     """Open the UI on the configured server, on the server command `serve` once it is healthy, or on a
     simulator when none was named and none answers."""
     simulator: SimulatorProcess | None = None
@@ -62,7 +62,7 @@ def run_ui(settings: Settings, url_given: bool, save_runs: bool = True, serve: s
     if save_runs:  # a save killed mid-write (kill -9) left a hidden temp file: gone before the first save
         remove_dead_temps(default_runs_dir(settings.runs_dir))
     if serve is not None:
-        return _run_served(settings, serve, settings.url if url_given else None, start_timeout_s, save_runs)
+        return _run_served(settings, serve, settings.url if url_given else None, start_timeout_s, save_runs, renice)
     if not url_given and not something_answers(settings.url):
         simulated, decode_ceiling = simulated_server(settings)
         try:
@@ -78,7 +78,8 @@ def run_ui(settings: Settings, url_given: bool, save_runs: bool = True, serve: s
             simulator.stop()
 
 
-def _run_served(settings: Settings, serve: str, url: str | None, start_timeout_s: float, save_runs: bool) -> int:
+def _run_served(settings: Settings, serve: str, url: str | None, start_timeout_s: float, save_runs: bool,
+                renice: bool = False) -> int:
     """Start the command (progress and its log's last line on stderr), open the UI on it, stop its group after."""
     try:
         command = ServeCommand.parse(serve)
@@ -88,14 +89,14 @@ def _run_served(settings: Settings, serve: str, url: str | None, start_timeout_s
         return 2
     print(f"phasetop: starting `{one_line(str(command), 300)}`, waiting for {url}/health", file=sys.stderr, flush=True)
     try:
-        server = start_served(command, start_timeout_s, url=url, on_wait=lambda s, line: print(
+        server = start_served(command, start_timeout_s, url=url, renice=renice, on_wait=lambda s, line: print(
             f"phasetop: {s:.0f} s: {one_line(line, 160)}", file=sys.stderr, flush=True))
     except ServerStartError as error:
         print(f"phasetop: {one_line(str(error), 500)}", file=sys.stderr)
         for line in error.log_tail.splitlines():
             print(f"  | {one_line(line, 300)}", file=sys.stderr)
         return 1
-    served = ServedCommand(command, url, server, start_timeout_s)
+    served = ServedCommand(command, url, server, start_timeout_s, renice)
     try:
         return run_app(PhasetopApp(settings, url, save_runs=save_runs, served=served))
     finally:

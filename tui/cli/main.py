@@ -101,6 +101,9 @@ def build_parser() -> Parser:
                     "group, wait for its /health at its --port (or --url), and open the UI on it; q stops it")
     ui.add_argument("--start-timeout", type=float, default=600.0, metavar="S", dest="start_timeout_s",
                     help="longest wait for --serve's /health (default 600 s)")
+    ui.add_argument("--renice", action="store_true",
+                    help="with --serve: vLLM's engine and worker threads at nice 19 once it is up (and after each "
+                    "restart), so on a small CPU host they do not starve phasetop's client")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
         importlib.import_module(f"tui.cli.{name}").register(subparsers)

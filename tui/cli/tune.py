@@ -118,6 +118,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--slo-tpot-ms", type=float, metavar="Y", help="goodput counts requests with TPOT at most Y ms")
     parser.add_argument("--start-timeout", type=float, default=DEFAULT_START_TIMEOUT_S, metavar="S",
                         help=f"longest wait for each start's /health (default {DEFAULT_START_TIMEOUT_S:.0f} s)")
+    parser.add_argument("--renice", action="store_true",
+                        help="vLLM's engine and worker threads at nice 19 once each start is up (on a small CPU host "
+                        "they busy-poll and starve the client that measures them)")
     add_json_option(parser)
     add_runs_options(parser)
     parser.set_defaults(handler=run)
@@ -173,7 +176,7 @@ def _measure(args: argparse.Namespace, settings: Settings, base: ServeCommand, p
     note(f"tune {step} {named}: starting…")
     started = datetime.now(UTC)
     try:
-        server = start_served(command, args.start_timeout,
+        server = start_served(command, args.start_timeout, renice=args.renice,
                               on_wait=lambda s, line: note(f"tune {step}: waiting for /health, {s:.0f} s: {one_line(line, 160)}"))
     except ServerStartError as error:
         row["error"] = str(error)

@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 
 from tui.core.serve_command import ServeCommand
 from tui.sources.managed_server import ManagedServer, ServerStartError
+from tui.sources.vllm_server import renice_engine
 
 
 class CommandServer(ManagedServer):
@@ -18,16 +19,20 @@ class CommandServer(ManagedServer):
 
 
 def start_served(command: ServeCommand, timeout_s: float, url: str | None = None,
-                 on_wait: Callable[[float, str], None] | None = None) -> CommandServer:
-    """Start `command` and return once it is healthy at `url` (default: where its arguments say it listens).
-    Raises ServerStartError: something else already answers there (its /health would pass for ours), the
-    command cannot run, it exits while starting (with its last line; `log_tail` has more), or it is not
-    healthy in `timeout_s`."""
+                 on_wait: Callable[[float, str], None] | None = None, renice: bool = False) -> CommandServer:
+    """Start `command` and return once it is healthy at `url` (default: where its arguments say it listens);
+    with `renice`, vLLM's engine and worker threads then run at nice 19 (`vllm_server.renice_engine`: on a small
+    CPU host they busy-poll and starve phasetop's client; other servers have none). Raises ServerStartError:
+    something else already answers there (its /health would pass for ours), the command cannot run, it exits
+    while starting (with its last line; `log_tail` has more), or it is not healthy in `timeout_s`."""
     url = url or command.url
     parts = urlsplit(url)
     if listening(parts.hostname or "127.0.0.1", parts.port or 80):
         raise ServerStartError(f"something already listens on {url}: stop it, or give the command another --port")
-    return CommandServer.launch(command.argv, url, timeout_s, on_wait=on_wait)
+    server = CommandServer.launch(command.argv, url, timeout_s, on_wait=on_wait)
+    if renice:
+        renice_engine(server.pid)
+    return server
 
 
 def listening(host: str, port: int) -> bool:
@@ -43,13 +48,16 @@ class ServedCommand:
     """The server command the UI runs (`phasetop --serve`): the command as it runs now, and a restart with
     another. The URL stays: the UI's clients and samplers point at it, so a restart keeps its port."""
 
-    def __init__(self, command: ServeCommand, url: str, server: CommandServer, start_timeout_s: float) -> None:
+    def __init__(self, command: ServeCommand, url: str, server: CommandServer, start_timeout_s: float,
+                 renice: bool = False) -> None:
         self.command = command
         self.first = command
         """The command as it was first started: the flag editor shows what differs from it."""
         self.url = url
         self._server: CommandServer | None = server
         self._start_timeout_s = start_timeout_s
+        self._renice = renice
+        """Renice each restart's engine as the first start's was (see `start_served`)."""
 
     @property
     def running(self) -> bool:
@@ -69,7 +77,7 @@ class ServedCommand:
         if command.port != self.command.port:
             raise ServerStartError(f"the port is the UI's: keep --port {self.command.port}")
         self.stop()
-        self._server = start_served(command, self._start_timeout_s, url=self.url, on_wait=on_wait)
+        self._server = start_served(command, self._start_timeout_s, url=self.url, on_wait=on_wait, renice=self._renice)
         self.command = command
 
     def stop(self) -> None:
