@@ -6,12 +6,13 @@ import argparse
 import asyncio
 
 from tui.cli.common import add_json_option, settings_from
-from tui.cli.metrics import _num, _seconds
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, say
-from tui.core.fleet import SORT_COLUMNS, Fleet, FleetRow, Latency, sort_rows
+from tui.core.fleet import SORT_COLUMNS, Fleet, FleetRow, sort_rows
 from tui.core.fleet_gpus import JoinRules
+from tui.core.fleet_text import (down_lines, kv_transfer_line, merged_text, pool_line, row_cells, saturated_text,
+                                 slowest_text)
 from tui.core.promql import parse_matcher
-from tui.core.untrusted import one_line, without_credentials
+from tui.core.untrusted import without_credentials
 from tui.sources.prometheus import PrometheusError, prometheus_client, read_fleet
 
 JSON_SHAPE = (
@@ -92,44 +93,11 @@ def format_fleet(fleet: Fleet, rows: list[FleetRow]) -> str:
     """A table for a person, then the pools, the merged p99s and the callouts."""
     if not rows:
         return "no serving instances: no target exports vLLM, SGLang, llama.cpp or TGI metrics (or none matches the filter)"
-    table = [COLUMNS] + [_cells(r) for r in rows]
+    table = [COLUMNS] + [tuple(cells[c] for c in COLUMNS) for cells in map(row_cells, rows)]
     widths = [max(len(line[i]) for line in table) for i in range(len(COLUMNS))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in table]
-    for pool in fleet.pools:
-        lines.append(f"{pool.role} pool ({len(pool.instances)}): running {_num(pool.running)}, waiting {_num(pool.waiting)}, "
-                     f"prompt {_num(pool.prompt_tok_s, ',.0f')} tok/s, generation {_num(pool.generation_tok_s, ',.1f')} tok/s, "
-                     f"TTFT p99 {_quantile(pool.ttft, 'p99')}, ITL p99 {_quantile(pool.itl, 'p99')}")
-    if fleet.kv_transfer_tok_s is not None:
-        lines.append(f"KV transfer into the decode pool: {fleet.kv_transfer_tok_s:,.0f} prompt tok/s")
-    merged = fleet.merged
-    lines.append(f"fleet: TTFT p99 {_quantile(merged['ttft'], 'p99')}, ITL p99 {_quantile(merged['itl'], 'p99')} "
-                 f"(quantiles of the summed bucket rates); read in {fleet.read_s or 0:.2f} s")
-    if fleet.saturated:
-        lines.append(f"saturated (waiting, or KV ≥ 90 %): {', '.join(fleet.saturated)}")
-    if fleet.slowest:
-        lines.append(f"slowest (ITL p99): {fleet.slowest}")
-    for row in rows:
-        if row.status == "down" and row.last_error:
-            lines.append(f"{row.key} down: {one_line(row.last_error, 160)}")
-    return "\n".join(lines)
-
-
-def _cells(r: FleetRow) -> tuple[str, ...]:
-    kv = _num(r.kv_cache_usage * 100 if r.kv_cache_usage is not None else None, ".0f", "%")
-    dram = _num(r.dram_gbs, ",.0f")
-    if r.dram_pct_of_peak is not None:
-        dram += f" ({r.dram_pct_of_peak:.0f}%)"
-    status = r.status + (f" ×{r.restarts}" if r.status == "restarted" and r.restarts else "")
-    return (one_line(r.key, 40), r.engine or "–", one_line(r.model or "–", 36), one_line(r.role or "–", 12), status,
-            f"{_num(r.running)}/{_num(r.waiting)}", kv, _quantile(r.ttft, "p99"), _quantile(r.itl, "p99"),
-            _num(r.generation_tok_s, ",.1f"), dram, _num(r.decode_pct_of_ceiling, ".0f", "%"))
-
-
-def _quantile(latency: Latency, name: str) -> str:
-    """A quantile, or the bound it is when it sits on a bucket edge (≤ the first bucket, ≥ the last finite one)."""
-    edge = latency.edges.get(name)
-    if edge == "first":
-        return f"≤{_seconds(latency.first_le)}"
-    if edge == "last":
-        return f"≥{_seconds(latency.last_le)}"
-    return _seconds(getattr(latency, f"{name}_s"))
+    lines += [pool_line(pool) for pool in fleet.pools]
+    lines.append(kv_transfer_line(fleet))
+    lines.append(f"{merged_text(fleet)} (quantiles of the summed bucket rates); read in {fleet.read_s or 0:.2f} s")
+    lines += [saturated_text(fleet), slowest_text(fleet), *down_lines(rows)]
+    return "\n".join(line for line in lines if line)

@@ -10,6 +10,8 @@ from datetime import datetime
 
 from tui.cli.common import add_json_option, settings_from, stop_on_first_interrupt
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note, say
+from tui.core.fleet_text import num as _num
+from tui.core.fleet_text import seconds as _seconds
 from tui.core.slots import SlotState, slots_line
 from tui.core.untrusted import one_line
 from tui.core.telemetry import MetricsSnapshot, kv_tokens_text, saturation_text, waiting_text
@@ -242,16 +244,6 @@ def _say(line: str, as_json: bool) -> None:
 
 def _clock(t_unix: float) -> str:
     return datetime.fromtimestamp(t_unix).strftime("%H:%M:%S")
-
-
-def _num(value: float | None, spec: str = ".0f", unit: str = "") -> str:
-    return "–" if value is None else f"{value:{spec}}{unit}"
-
-
-def _seconds(value: float | None) -> str:
-    if value is None:
-        return "–"
-    return f"{value * 1e3:.0f} ms" if value < 1 else f"{value:.2f} s"
 
 
 def format_snapshot(s: MetricsSnapshot) -> str:
