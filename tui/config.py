@@ -31,6 +31,13 @@ from tui.core.promql import Matcher
 from tui.core.untrusted import register_secret, register_url_credentials
 
 ApiKind = Literal["auto", "openai", "ollama", "llamacpp"]
+ThemeName = Literal[
+    "phasetop-projector", "textual-dark", "textual-light", "ansi-dark", "ansi-light", "atom-one-dark", "atom-one-light",
+    "catppuccin-frappe", "catppuccin-latte", "catppuccin-macchiato", "catppuccin-mocha", "dracula", "flexoki", "gruvbox",
+    "monokai", "nord", "rose-pine", "rose-pine-dawn", "rose-pine-moon", "solarized-dark", "solarized-light", "tokyo-night",
+]
+"""phasetop's own theme (tui.app.themes) and Textual's built-in ones, named here so a typo is a settings error
+before anything starts (the CLI never loads Textual); a test checks the list against the app's themes."""
 ENV_PREFIX = "PHASETOP_"
 MIN_POLL_INTERVAL_S = 0.1
 """The fastest a telemetry source may sample: ten a second is already more than a pane can show."""
@@ -203,6 +210,9 @@ class Settings(BaseSettings):
     short; False lets the model stop (`--allow-eos`). Ollama offers no such option."""
     runs_dir: str | None = None
     """Where saved runs go; the user data dir's `runs` when unset."""
+    theme: ThemeName = "textual-dark"
+    """The UI's colours; "phasetop-projector" is bright text on black for a projector. A theme picked in the
+    UI (the command palette's "Theme") is written back here, into the config file the settings came from."""
     sim: SimSettings = SimSettings()
     poll: PollSettings = PollSettings()
     limits: LimitSettings = LimitSettings()

@@ -5,6 +5,8 @@ This is the one module that sees both `tui.cli` and `tui.app`, so the CLI itself
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from tui.cli.main import parse_args, run_command
 from tui.cli.output import CliError, note
 
@@ -14,9 +16,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is not None:
         return run_command(args)
     from tui.cli.common import settings_from
+    from tui.config import default_config_file
 
     try:
-        settings = settings_from(args, bandwidth_gbs=args.bandwidth_gbs,
+        settings = settings_from(args, bandwidth_gbs=args.bandwidth_gbs, theme=args.theme,
                                  **{"poll.metrics_window_s": args.metrics_window_s})
     except CliError as error:  # a bad setting is one line before the screen opens, as in the CLI
         note(f"phasetop: {error}")
@@ -24,4 +27,5 @@ def main(argv: list[str] | None = None) -> int:
     from tui.app.launch import run_ui  # Textual loads only for the UI
 
     return run_ui(settings, url_given=args.url is not None, save_runs=not args.no_save, serve=args.serve,
-                  start_timeout_s=args.start_timeout_s, renice=args.renice)
+                  start_timeout_s=args.start_timeout_s, renice=args.renice,
+                  theme_file=Path(args.config) if args.config else default_config_file())

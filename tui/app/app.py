@@ -6,13 +6,17 @@ import gc
 import sys
 from collections.abc import Iterable
 from functools import partial
+from pathlib import Path
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
+from textual.theme import Theme
 
 from tui.app.screens.main import MainScreen
+from tui.app.themes import THEMES
 from tui.config import Settings
+from tui.config_file import remember_setting
 from tui.core.untrusted import printable
 from tui.sim.launcher import SimulatorProcess
 from tui.sources.served_command import ServedCommand
@@ -30,14 +34,22 @@ class PhasetopApp(App[None]):
 
     def __init__(self, settings: Settings, server_url: str, simulated: str | None = None,
                  ceiling: tuple[float, float, float] | None = None, live: bool = True, save_runs: bool = True,
-                 simulator: SimulatorProcess | None = None, served: ServedCommand | None = None) -> None:
+                 simulator: SimulatorProcess | None = None, served: ServedCommand | None = None,
+                 theme_file: Path | None = None) -> None:
         super().__init__()
+        for theme in THEMES:
+            self.register_theme(theme)
+        self._theme_setting = settings.theme
+        self._theme_file = theme_file
+        """The config file a theme picked in the UI is written to (None: not remembered, as in tests)."""
         self._main = MainScreen(settings, server_url, simulated, ceiling, live)
         self._main.save_runs = save_runs
         self._main.simulator = simulator
         self._main.served = served
 
     def on_mount(self) -> None:
+        self.theme = self._theme_setting
+        self.theme_changed_signal.subscribe(self, self._remember_theme)
         self.push_screen(self._main)
         # The streams are read and stamped in a thread beside this one, which paints: at Python's default
         # 5 ms switch interval a paint held the GIL while chunks waited, so 8 streams' ITL read p50 2.4 ms
@@ -46,6 +58,17 @@ class PhasetopApp(App[None]):
         # What start-up built lives as long as the app: kept out of the collector, a full collection's
         # pause (which stops the reading thread too) fell from 104 ms to 15–40 ms.
         self.call_after_refresh(gc.freeze)
+
+    def _remember_theme(self, theme: Theme) -> None:
+        """A theme the user picked becomes the setting, so the next start (a browser tab's too) opens in it."""
+        if self._theme_file is None or theme.name == self._theme_setting:
+            return
+        try:
+            remember_setting(self._theme_file, "theme", theme.name)
+        except (OSError, ValueError) as error:
+            self.notify(f"{theme.name} is not remembered: {error}", title="theme", severity="warning")
+            return
+        self._theme_setting = theme.name
 
     async def run_action(self, action: str, default_namespace=None, namespaces=None) -> bool:
         """A key whose action cannot act now says why in a toast (its target's `why_disabled`), not nothing."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import sys
+from pathlib import Path
 
 import httpx
 from rich.console import Console
@@ -54,15 +55,16 @@ def simulated_server(settings: Settings) -> tuple[str, tuple[float, float, float
 
 
 def run_ui(settings: Settings, url_given: bool, save_runs: bool = True, serve: str | None = None,
-           start_timeout_s: float = 600.0, renice: bool = False) -> int:
+           start_timeout_s: float = 600.0, renice: bool = False, theme_file: Path | None = None) -> int:
     """Open the UI on the configured server, on the server command `serve` once it is healthy, or on a
-    simulator when none was named and none answers."""
+    simulator when none was named and none answers. A theme picked in it is written to `theme_file`."""
     simulator: SimulatorProcess | None = None
     url, simulated, decode_ceiling = settings.url, None, None
     if save_runs:  # a save killed mid-write (kill -9) left a hidden temp file: gone before the first save
         remove_dead_temps(default_runs_dir(settings.runs_dir))
     if serve is not None:
-        return _run_served(settings, serve, settings.url if url_given else None, start_timeout_s, save_runs, renice)
+        return _run_served(settings, serve, settings.url if url_given else None, start_timeout_s, save_runs, renice,
+                           theme_file)
     if not url_given and not something_answers(settings.url):
         simulated, decode_ceiling = simulated_server(settings)
         try:
@@ -72,14 +74,15 @@ def run_ui(settings: Settings, url_given: bool, save_runs: bool = True, serve: s
             return 1
         url = simulator.url
     try:
-        return run_app(PhasetopApp(settings, url, simulated, decode_ceiling, save_runs=save_runs, simulator=simulator))
+        return run_app(PhasetopApp(settings, url, simulated, decode_ceiling, save_runs=save_runs, simulator=simulator,
+                                   theme_file=theme_file))
     finally:
         if simulator is not None:
             simulator.stop()
 
 
 def _run_served(settings: Settings, serve: str, url: str | None, start_timeout_s: float, save_runs: bool,
-                renice: bool = False) -> int:
+                renice: bool = False, theme_file: Path | None = None) -> int:
     """Start the command (progress and its log's last line on stderr), open the UI on it, stop its group after."""
     try:
         command = ServeCommand.parse(serve)
@@ -98,7 +101,7 @@ def _run_served(settings: Settings, serve: str, url: str | None, start_timeout_s
         return 1
     served = ServedCommand(command, url, server, start_timeout_s, renice)
     try:
-        return run_app(PhasetopApp(settings, url, save_runs=save_runs, served=served))
+        return run_app(PhasetopApp(settings, url, save_runs=save_runs, served=served, theme_file=theme_file))
     finally:
         served.stop()
 

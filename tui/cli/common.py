@@ -46,7 +46,7 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
 
 FLAG_NAMES = {"url": "--url", "api": "--api", "model": "--model", "timeout_s": "--timeout", "bandwidth_gbs": "--bandwidth-gbs",
               "sim.gpu": "--gpu", "sim.model": "--model", "sim.time_scale": "--time-scale",
-              "poll.metrics_window_s": "--window", "prometheus.url": "--prometheus", "prometheus.role_label": "--role-label"}
+              "poll.metrics_window_s": "--window", "theme": "--theme", "prometheus.url": "--prometheus", "prometheus.role_label": "--role-label"}
 """The flag each setting comes from on the command line, so an error names what was typed."""
 
 

@@ -83,14 +83,8 @@ def hoist_flags(parser: Parser, argv: list[str]) -> list[str]:
     return argv
 
 
-def build_parser() -> Parser:
-    parser = Parser(
-        prog="phasetop",
-        description="Watch LLM inference split into prefill (time to first token) and decode (tokens per second).",
-    )
-    parser.add_argument("--version", action="version", version=f"phasetop {__version__}")
-    parser.add_argument("--config", metavar="FILE", help="TOML settings file (default: the user config dir)")
-    ui = parser.add_argument_group("the UI (no subcommand)")
+def add_ui_options(ui: argparse._ArgumentGroup) -> None:
+    """The UI's options: the bare `phasetop`'s, and `phasetop web`'s, which hands them to each tab's UI."""
     add_server_options(ui)
     ui.add_argument("--bandwidth-gbs", type=float, metavar="B",
                     help="memory bandwidth of the server's device for the decode ceiling, GB/s (default: NVML's GPU, else the CPU row)")
@@ -104,6 +98,18 @@ def build_parser() -> Parser:
     ui.add_argument("--renice", action="store_true",
                     help="with --serve: vLLM's engine and worker threads at nice 19 once it is up (and after each "
                     "restart), so on a small CPU host they do not starve phasetop's client")
+    ui.add_argument("--theme", help="the UI's colours: phasetop-projector (bright on black, for a projector) or a "
+                    "Textual theme (default: settings, else textual-dark); one picked in the UI is remembered")
+
+
+def build_parser() -> Parser:
+    parser = Parser(
+        prog="phasetop",
+        description="Watch LLM inference split into prefill (time to first token) and decode (tokens per second).",
+    )
+    parser.add_argument("--version", action="version", version=f"phasetop {__version__}")
+    parser.add_argument("--config", metavar="FILE", help="TOML settings file (default: the user config dir)")
+    add_ui_options(parser.add_argument_group("the UI (no subcommand)"))
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
         importlib.import_module(f"tui.cli.{name}").register(subparsers)
