@@ -18,14 +18,17 @@ def main(argv: list[str] | None = None) -> int:
     from tui.cli.common import settings_from
     from tui.config import default_config_file
 
+    fleet = {"prometheus.url": args.prometheus or None, "prometheus.role_label": args.role_label}
     try:
         settings = settings_from(args, bandwidth_gbs=args.bandwidth_gbs, theme=args.theme,
-                                 **{"poll.metrics_window_s": args.metrics_window_s})
+                                 **{"poll.metrics_window_s": args.metrics_window_s}, **fleet)
     except CliError as error:  # a bad setting is one line before the screen opens, as in the CLI
         note(f"phasetop: {error}")
         return error.exit_code
-    from tui.app.launch import run_ui  # Textual loads only for the UI
+    from tui.app.launch import run_fleet, run_ui  # Textual loads only for the UI
 
+    theme_file = Path(args.config) if args.config else default_config_file()
+    if args.prometheus is not None:
+        return run_fleet(settings, save_runs=not args.no_save, theme_file=theme_file)
     return run_ui(settings, url_given=args.url is not None, save_runs=not args.no_save, serve=args.serve,
-                  start_timeout_s=args.start_timeout_s, renice=args.renice,
-                  theme_file=Path(args.config) if args.config else default_config_file())
+                  start_timeout_s=args.start_timeout_s, renice=args.renice, theme_file=theme_file)

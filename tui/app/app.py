@@ -34,7 +34,7 @@ class PhasetopApp(App[None]):
 
     def __init__(self, settings: Settings, server_url: str, simulated: str | None = None,
                  ceiling: tuple[float, float, float] | None = None, live: bool = True, save_runs: bool = True,
-                 simulator: SimulatorProcess | None = None, served: ServedCommand | None = None,
+                 simulator: SimulatorProcess | None = None, served: ServedCommand | None = None, first: Screen | None = None,
                  theme_file: Path | None = None) -> None:
         super().__init__()
         for theme in THEMES:
@@ -42,15 +42,19 @@ class PhasetopApp(App[None]):
         self._theme_setting = settings.theme
         self._theme_file = theme_file
         """The config file a theme picked in the UI is written to (None: not remembered, as in tests)."""
-        self._main = MainScreen(settings, server_url, simulated, ceiling, live)
-        self._main.save_runs = save_runs
-        self._main.simulator = simulator
-        self._main.served = served
+        self._first = first
+        """Opened instead of the main screen: the fleet screen (`phasetop --prometheus`), which opens one per instance."""
+        self._main: MainScreen | None = None
+        if first is None:
+            self._main = MainScreen(settings, server_url, simulated, ceiling, live)
+            self._main.save_runs = save_runs
+            self._main.simulator = simulator
+            self._main.served = served
 
     def on_mount(self) -> None:
         self.theme = self._theme_setting
         self.theme_changed_signal.subscribe(self, self._remember_theme)
-        self.push_screen(self._main)
+        self.push_screen(self._first or self._main)
         # The streams are read and stamped in a thread beside this one, which paints: at Python's default
         # 5 ms switch interval a paint held the GIL while chunks waited, so 8 streams' ITL read p50 2.4 ms
         # and p99 38 ms (clumps) against the simulator's 4.9 ms steps; at 0.5 ms, p50 4.8–5.1 and p99 14–24.
@@ -86,8 +90,14 @@ class PhasetopApp(App[None]):
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        for binding in MainScreen.BINDINGS:
+        main = screen if isinstance(screen, MainScreen) else self._main  # an instance of the fleet, on top, is its own
+        if main is None:  # the fleet screen, with no main screen under it: its own keys
+            for binding in screen.BINDINGS:
+                if isinstance(binding, Binding) and binding.description and binding.action != "help":
+                    yield SystemCommand(binding.description, binding.tooltip, partial(screen.run_action, binding.action))
+            return
+        for binding in type(main).BINDINGS:
             name = binding.action.partition("(")[0]
             # An action the screen hides (check_action False: R with no simulator of phasetop's) stays out.
-            if name != "help" and self._main.check_action(name, ()) is not False:
-                yield SystemCommand(binding.description, binding.tooltip, partial(self._main.run_action, binding.action))
+            if name != "help" and main.check_action(name, ()) is not False:
+                yield SystemCommand(binding.description, binding.tooltip, partial(main.run_action, binding.action))

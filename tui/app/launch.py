@@ -12,6 +12,7 @@ from rich.console import Console
 from textual.app import App
 
 from tui.app.app import PhasetopApp
+from tui.app.screens.fleet import FleetScreen
 from tui.config import Settings
 from tui.core.devices import find_device
 from tui.core.models import find_model
@@ -79,6 +80,19 @@ def run_ui(settings: Settings, url_given: bool, save_runs: bool = True, serve: s
     finally:
         if simulator is not None:
             simulator.stop()
+
+
+def run_fleet(settings: Settings, save_runs: bool = True, theme_file: Path | None = None) -> int:
+    """Open the fleet screen on the settings' Prometheus (`phasetop --prometheus URL`); an instance opens from it
+    in the main screen. Prometheus not answering is a line on that screen, not an exit."""
+    if not settings.prometheus.url:
+        print("phasetop: --prometheus: no URL: give --prometheus URL or set prometheus.url", file=sys.stderr)
+        return 2
+    if save_runs:
+        remove_dead_temps(default_runs_dir(settings.runs_dir))
+    fleet = FleetScreen(settings, settings.prometheus.url)
+    fleet.save_runs = save_runs
+    return run_app(PhasetopApp(settings, settings.prometheus.url, save_runs=save_runs, first=fleet, theme_file=theme_file))
 
 
 def _run_served(settings: Settings, serve: str, url: str | None, start_timeout_s: float, save_runs: bool,

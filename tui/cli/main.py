@@ -110,6 +110,12 @@ def build_parser() -> Parser:
     parser.add_argument("--version", action="version", version=f"phasetop {__version__}")
     parser.add_argument("--config", metavar="FILE", help="TOML settings file (default: the user config dir)")
     add_ui_options(parser.add_argument_group("the UI (no subcommand)"))
+    fleet = parser.add_argument_group("the fleet view (no subcommand)")
+    fleet.add_argument("--prometheus", nargs="?", const="", metavar="URL",
+                       help="open the fleet screen on this Prometheus (bare: settings' prometheus.url): every vLLM, "
+                       "SGLang, llama.cpp or TGI instance it scrapes, one row each; Enter opens one in the main screen")
+    fleet.add_argument("--role-label", metavar="NAME", help="with --prometheus: a label naming each instance's role "
+                       "(prefill, decode) for the pools")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
         importlib.import_module(f"tui.cli.{name}").register(subparsers)
