@@ -8,9 +8,10 @@ import os
 from tui.cli.common import add_json_option, port_number, settings_from
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note, say
 from tui.core.devices import UnknownDeviceError, find_device
+from tui.core.disaggregation import DEFAULT_KV_LINK, KV_LINKS, link_of_rate
 from tui.core.models import MODELS, find_model
 from tui.sim.blocks import BLOCK_SIZE
-from tui.sim.options import QUANTIZATION_BITS, READY_PREFIX, SimOptions, served_name
+from tui.sim.options import QUANTIZATION_BITS, READY_PREFIX, WORKER_PREFIX, SimOptions, served_name
 from tui.sim.physics import ConfigError, EngineConfig
 from tui.sources import loop
 
@@ -55,6 +56,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--eos-probability", type=float, default=0.0, metavar="P",
                         help="chance each token is end-of-sequence, seeded per prompt, as a model that can stop "
                         "(default 0: answers run to max_tokens; ignore_eos/min_tokens override it)")
+    pd = parser.add_argument_group("disaggregation", "prefill and decode on separate simulated workers")
+    pd.add_argument("--disaggregated", action="store_true",
+                    help="serve the API as vLLM's disaggregation proxy does, in front of prefill and decode workers, each "
+                    "its own device with its own scheduler, KV pool and /metrics (a role label) on its own port, "
+                    "printed at start; a request's KV cache moves from its prefill worker to its decode worker")
+    pd.add_argument("--prefill-workers", type=int, default=1, metavar="N", help="prefill workers (default 1)")
+    pd.add_argument("--decode-workers", type=int, default=1, metavar="M", help="decode workers (default 1)")
+    links = pd.add_mutually_exclusive_group()
+    links.add_argument("--kv-link", choices=tuple(KV_LINKS), metavar="NAME",
+                       help=f"the interconnect the KV moves over: {', '.join(f'{n} {l.gbs:g}' for n, l in KV_LINKS.items())} GB/s "
+                       f"(default {DEFAULT_KV_LINK}; with --split-one-device, a copy within the device's memory)")
+    links.add_argument("--kv-link-gbs", type=float, metavar="B", help="the interconnect's rate in GB/s instead of a preset")
+    pd.add_argument("--split-one-device", action="store_true",
+                    help="every worker on one device: its memory divided between them, their steps time-sliced")
     parser.add_argument("--stop-on-stdin-close", action="store_true", help=argparse.SUPPRESS)
     add_json_option(parser)
     parser.set_defaults(handler=run)
@@ -116,6 +131,10 @@ def run(args: argparse.Namespace) -> int:
     from tui.sim.serve import bind, serve  # the server stack loads only to serve, not with every `phasetop` parser
 
     options = build_options(args)
+    if args.disaggregated:
+        return _run_disaggregated(args, options)
+    if args.split_one_device or args.kv_link or args.kv_link_gbs is not None:
+        raise CliError("--kv-link, --kv-link-gbs and --split-one-device need --disaggregated", EXIT_USAGE)
     try:
         sock = bind(args.host, args.port)
     except OSError as error:
@@ -132,4 +151,40 @@ def run(args: argparse.Namespace) -> int:
              f"{options.served_model_name!r}; {config.num_gpu_blocks} KV blocks; Ctrl-C stops")
 
     loop.run(serve(options, sock, ready, stop_on_stdin_close=args.stop_on_stdin_close))
+    return EXIT_OK
+
+
+def _run_disaggregated(args: argparse.Namespace, options: SimOptions) -> int:
+    """Bind the front on --port and each worker on a free port of --host; print the workers, then the ready line."""
+    from tui.sim.disaggregated import disaggregated_options, serve_disaggregated
+    from tui.sim.serve import bind, url_of
+
+    try:
+        link = link_of_rate(args.kv_link_gbs) if args.kv_link_gbs is not None else KV_LINKS.get(args.kv_link or "")
+        layout = disaggregated_options(options, args.prefill_workers, args.decode_workers, link, args.split_one_device)
+    except (ConfigError, ValueError) as error:
+        raise CliError(str(error), EXIT_USAGE) from None
+    try:
+        front_sock = bind(args.host, args.port)
+        worker_socks = [bind(args.host, 0) for _ in layout.workers]
+    except OSError as error:
+        raise CliError(f"cannot listen on {args.host}:{args.port}: {error.strerror or error}") from None
+
+    def ready() -> None:
+        front, workers = url_of(front_sock), [(name, url_of(sock)) for (name, _), sock in zip(layout.workers, worker_socks)]
+        if args.json:
+            emit_json({"url": front, "api": options.api, "model": options.served_model_name, **layout.front.sim_info(),
+                       "workers": [{"name": name, "role": name.split("-")[0], "url": url} for name, url in workers]})
+        else:
+            for name, url in workers:
+                say(f"{WORKER_PREFIX}{name} listening on {url}")
+            say(f"{READY_PREFIX}{front}")
+        config = layout.front.config
+        note(f"phasetop sim: disaggregated, {len(layout.prefill)} prefill + {len(layout.decode)} decode workers"
+             f"{' sharing one ' + config.device.name if layout.split_one_device else ', each a ' + config.device.name}, "
+             f"{config.layout.name}; KV over {layout.link.name} ({layout.link.gbs:g} GB/s); {config.num_gpu_blocks} KV blocks "
+             f"a worker; Ctrl-C stops")
+
+    loop.run(serve_disaggregated(layout, front_sock, worker_socks, ready, lambda transfer: note(transfer.line()),
+                                 stop_on_stdin_close=args.stop_on_stdin_close))
     return EXIT_OK

@@ -33,6 +33,11 @@ class ServerSplit:
     decode_spans_first_token: bool = False
     """True when `decode_s` covers every output token (Ollama's eval_duration); False when it runs from the
     first token to the last (vLLM's generation_time_ms, llama.cpp's predicted_ms): n − 1 gaps for n tokens."""
+    kv_transfer_s: float | None = None
+    """The KV cache's move from a prefill worker to a decode worker, inside `prefill_s` (a disaggregated server's
+    `kv_transfer_time_ms`); None where the server moved none or does not say."""
+    kv_transfer_bytes: int | None = None
+    """The bytes that move carried (`kv_transfer_bytes`)."""
 
     @property
     def prefill_tok_s(self) -> float | None:

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import NamedTuple
 
+from tui.core.disaggregation import time_sliced_s
 from tui.sim.physics import Engine, EngineConfig, Sequence, StepPlan, TokenOut
 
 LAG_SAMPLES_MAX = 200_000
@@ -26,7 +27,7 @@ TIMER_SLACK_S = 0.0015
 loop sleeps until this long before a deadline and a short blocking sleep covers the rest."""
 
 
-async def _sleep_until(loop: asyncio.AbstractEventLoop, deadline: float) -> None:
+async def sleep_until(loop: asyncio.AbstractEventLoop, deadline: float) -> None:
     """Sleep to an absolute loop-clock deadline, to within the OS timer's slack (~0.1 ms), not 1 ms."""
     early = deadline - loop.time() - TIMER_SLACK_S
     if early > 0:
@@ -134,6 +135,12 @@ class EngineDriver:
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._ids = itertools.count()
+        self.on_pull: Callable[[Sequence], None] | None = None
+        """Called with each sequence whose blocks were reserved for a KV transfer: start its pull, then `receive` it."""
+        self.device_peers: tuple[EngineDriver, ...] = ()
+        """Other engines on the same device (`sim --split-one-device`): while they are busy, steps here take longer."""
+        self.step_end = 0.0
+        """When the step under way ends (loop clock): it is busy until then, though its outcome was applied at its start."""
         self.lag_s: list[float] = []
         """Emission lag samples (written − due, seconds), filled by the writers via `record_written`."""
 
@@ -156,11 +163,20 @@ class EngineDriver:
         sequence = Sequence(
             f"{next(self._ids)}", tuple(prompt_ids), max_tokens, arrival=loop.time(), finish_reason=finish_reason
         )
-        self.engine.add(sequence)
         stream = Stream(sequence)
-        self._streams[sequence] = stream
-        self._wake.set()
+        self.attach(stream)
         return stream
+
+    def attach(self, stream: Stream) -> None:
+        """Queue a stream made elsewhere (a disaggregated front's, whose sequence arrived there first)."""
+        self.engine.add(stream.sequence)
+        self._streams[stream.sequence] = stream
+        self._wake.set()
+
+    def receive(self, sequence: Sequence) -> None:
+        """A sequence's pulled KV arrived: it can run."""
+        self.engine.receive(sequence)
+        self._wake.set()
 
     def abort(self, stream: Stream) -> None:
         """The client went away (or the request ended): free its KV blocks now."""
@@ -195,12 +211,18 @@ class EngineDriver:
             if now - next_start > RESYNC_S:
                 next_start = now
             plan = self.engine.schedule(next_start)
-            if not plan.items:  # nothing fits yet (cannot happen with a validated config); wait for a change
+            if self.on_pull is not None:
+                for sequence in plan.pulls:
+                    self.on_pull(sequence)
+            if not plan.items:  # nothing fits yet (validated: only while a pulled KV is on its way); wait for a change
                 self._wake.clear()
                 await self._wake.wait()
                 next_start = loop.time()
                 continue
-            end = next_start + plan.duration_s * self.time_scale
+            # Time-sliced with the peers busy as the step starts, each getting its share of the device (their load
+            # may change mid-step: a step's time is fixed at its start, so its tokens can be framed before it ends).
+            busy = 1 + sum(1 for peer in self.device_peers if peer.engine.has_work or peer.step_end > next_start)
+            end = self.step_end = next_start + time_sliced_s(plan.duration_s, busy) * self.time_scale
             # The step's outcome is known before its deadline: work it out and frame its chunks while waiting,
             # so that after the deadline only the sends are left (256 of them are most of a step's time).
             tokens = self.engine.complete(plan, end)
@@ -214,7 +236,7 @@ class EngineDriver:
                 staged.append(stream)
                 if token.finished:
                     del streams[token.sequence]
-            await _sleep_until(loop, end)
+            await sleep_until(loop, end)
             for stream in staged:
                 stream.release()
             if self.on_step is not None:

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from urllib.parse import urlsplit
 
-from tui.sim.options import READY_PREFIX
+from tui.sim.options import READY_PREFIX, WORKER_PREFIX
 
 START_TIMEOUT_S = 30.0
 
@@ -39,6 +39,8 @@ class SimulatorProcess:
         self._env = env
         self.process: subprocess.Popen | None = None
         self.url = ""
+        self.workers: dict[str, str] = {}
+        """A disaggregated simulator's workers ("prefill-0", "decode-0", …) → URL; empty for one server."""
         self._stderr = None
         self._last_stdout = ""
         self._stopping = False
@@ -74,7 +76,7 @@ class SimulatorProcess:
     def _launch(self, command: list[str], timeout_s: float) -> None:
         stderr_file = tempfile.TemporaryFile(mode="w+b")
         process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr_file, env=self._env)
-        self.process, self._stderr, self._last_stdout = process, stderr_file, ""
+        self.process, self._stderr, self._last_stdout, self.workers = process, stderr_file, "", {}
         lines: queue.Queue[bytes] = queue.Queue()
         threading.Thread(target=self._pump, args=(process, lines), daemon=True, name="sim-stdout").start()
         deadline = time.monotonic() + timeout_s
@@ -83,6 +85,9 @@ class SimulatorProcess:
                 line = lines.get(timeout=max(0.0, min(0.1, deadline - time.monotonic())))
             except queue.Empty:
                 line = None
+            if line is not None and line.startswith(WORKER_PREFIX.encode()):
+                name, _, url = line[len(WORKER_PREFIX):].decode().strip().partition(" listening on ")
+                self.workers[name] = url
             if line is not None and line.startswith(READY_PREFIX.encode()):
                 self.url = line[len(READY_PREFIX):].decode().strip()
                 return
@@ -118,6 +123,13 @@ class SimulatorProcess:
     @property
     def pid(self) -> int | None:
         return self.process.pid if self.process is not None else None
+
+    def log_text(self) -> str:
+        """What the child has written on stderr so far: its notes (a disaggregated one's KV transfers among them)."""
+        if self._stderr is None or self._stderr.closed:
+            return ""
+        fd = self._stderr.fileno()  # pread: the child shares this file's offset, and a seek would move its writes
+        return os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace")
 
     def exit_line(self) -> str:
         """How the child ended and the last line it wrote: "killed by SIGKILL; last said: …"."""

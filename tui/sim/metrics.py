@@ -27,7 +27,7 @@ ITERATION_TOKEN_BUCKETS = (1.0, *(2.0**i for i in range(3, 15)))
 """1, 8, 16, …, 16384: vLLM's `ITERATION_TOKENS_BUCKETS`."""
 ENGINE = "0"
 PROMPT_SOURCES = ("local_compute", "local_cache_hit", "external_kv_transfer")
-"""vLLM's `source` label values; the simulator has no KV connector, so external transfers stay 0."""
+"""vLLM's `source` label values; external transfers count on a disaggregated simulator's decode workers."""
 
 
 def token_buckets(max_model_len: int) -> tuple[float, ...]:
@@ -67,9 +67,13 @@ def observe_many(histogram, amount: float, count: int) -> None:
 class SimMetrics(Collector):
     """The registry behind `/metrics`, and the hook the engine driver calls after each step."""
 
-    def __init__(self, driver: EngineDriver, model_name: str, sim_info: dict[str, str], enable_mfu_metrics: bool = False) -> None:
+    def __init__(self, driver: EngineDriver, model_name: str, sim_info: dict[str, str], enable_mfu_metrics: bool = False,
+                 engine: str = ENGINE, role: str | None = None) -> None:
         self.driver = driver
         self.model_name = model_name
+        self.engine = engine
+        self.role = role
+        """A disaggregated worker's `role` label ("prefill", "decode") on every series; None: no such label."""
         self.sim_info = sim_info
         self.enable_mfu_metrics = enable_mfu_metrics
         self.start_time = psutil.Process().create_time()
@@ -79,10 +83,10 @@ class SimMetrics(Collector):
         self.aborted = 0
         self.finished: dict[str, int] = {"stop": 0, "length": 0, "abort": 0}
         self.registry = CollectorRegistry()
-        labels = ["model_name", "engine"]
+        labels, values = self._labels()
 
         def histogram(name: str, doc: str, buckets) -> Histogram:
-            return Histogram(name, doc, labels, registry=self.registry, buckets=buckets).labels(model_name, ENGINE)
+            return Histogram(name, doc, labels, registry=self.registry, buckets=buckets).labels(*values)
 
         self.ttft = histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", TTFT_BUCKETS)
         self.itl = histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", ITL_BUCKETS)
@@ -151,8 +155,7 @@ class SimMetrics(Collector):
     def collect(self):
         """Counters and gauges straight from the engine, plus the info metrics."""
         engine = self.driver.engine
-        values = [self.model_name, ENGINE]
-        labels = ["model_name", "engine"]
+        labels, values = self._labels()
 
         def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
             family = GaugeMetricFamily(name, doc, labels=labels)
@@ -165,9 +168,10 @@ class SimMetrics(Collector):
             return family
 
         yield gauge("vllm:num_requests_running", "Number of requests in model execution batches.", len(engine.running))
-        yield gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", len(engine.waiting))
-        # Every waiting request waits for capacity (seats, token budget, KV blocks): vLLM defers only for
-        # LoRA slots, KV transfers and grammars, none of which the simulator has.
+        deferred = len(engine.receiving)
+        yield gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", len(engine.waiting) + deferred)
+        # A waiting request waits for capacity (seats, token budget, KV blocks) or, on a decode worker, for its KV
+        # to arrive (deferred); vLLM also defers for LoRA slots and grammars, which the simulator has not.
         by_reason = GaugeMetricFamily(
             "vllm:num_requests_waiting_by_reason",
             "Number of waiting requests by reason. Reason labels: 'capacity' = waiting for scheduling capacity; "
@@ -176,7 +180,7 @@ class SimMetrics(Collector):
             labels=[*labels, "reason"],
         )
         by_reason.add_metric([*values, "capacity"], len(engine.waiting))
-        by_reason.add_metric([*values, "deferred"], 0)
+        by_reason.add_metric([*values, "deferred"], deferred)
         yield by_reason
         yield gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", engine.kv_cache_usage)
         counts = engine.counters
@@ -187,7 +191,8 @@ class SimMetrics(Collector):
         yield counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", counts.prefix_cache_hits)
         by_source = CounterMetricFamily("vllm:prompt_tokens_by_source", "Number of prompt tokens by source.",
                                         labels=[*labels, "source"])
-        for source, number in zip(PROMPT_SOURCES, (counts.prompt_tokens_computed, counts.prompt_tokens_cached, 0)):
+        local_hits = counts.prompt_tokens_cached - counts.prompt_tokens_external
+        for source, number in zip(PROMPT_SOURCES, (counts.prompt_tokens_computed, local_hits, counts.prompt_tokens_external)):
             by_source.add_metric([*values, source], number, created=self.created)
         yield by_source
         yield counter("vllm:prompt_tokens_cached", "Number of cached prompt tokens (local + external).", counts.prompt_tokens_cached)
@@ -203,10 +208,19 @@ class SimMetrics(Collector):
         cache = GaugeMetricFamily("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", labels=list(self._cache_labels()))
         cache.add_metric(list(self._cache_labels().values()), 1)
         yield cache
-        info = GaugeMetricFamily("phasetop_sim_info", "The phasetop simulator's device, model and flags.", labels=list(self.sim_info))
-        info.add_metric(list(self.sim_info.values()), 1)
+        info_labels = {**self.sim_info, **dict(zip(labels[2:], values[2:]))}
+        info = GaugeMetricFamily("phasetop_sim_info", "The phasetop simulator's device, model and flags.", labels=list(info_labels))
+        info.add_metric(list(info_labels.values()), 1)
         yield info
         yield GaugeMetricFamily("process_start_time_seconds", "Start time of the process since unix epoch in seconds.", value=self.start_time)
+
+    def _labels(self) -> tuple[list[str], list[str]]:
+        """Every series' label names and values: model and engine, and a worker's role."""
+        names, values = ["model_name", "engine"], [self.model_name, self.engine]
+        if self.role is not None:
+            names.append("role")
+            values.append(self.role)
+        return names, values
 
     def _cache_labels(self) -> dict[str, str]:
         """`str()` of every field of vLLM 0.32's `CacheConfig`, as its `metrics_info()` gives them, plus `engine`.
@@ -253,5 +267,6 @@ class SimMetrics(Collector):
             "kv_cache_memory_bytes": str(int(tokens * config.kv_bytes_per_token)),
             "kv_offloading_size": "None",
             "kv_offloading_backend": "native",
-            "engine": ENGINE,
+            "engine": self.engine,
+            **({"role": self.role} if self.role is not None else {}),
         }

@@ -105,13 +105,17 @@ def per_request_metrics(sequence: Sequence) -> dict:
     tokens = sequence.output_tokens
     decode_s = last - first
     inference_s = last - scheduled
-    return {
+    metrics = {
         "time_to_first_token_ms": (first - scheduled) * 1000,
         "generation_time_ms": decode_s * 1000,
         "queue_time_ms": (scheduled - sequence.arrival) * 1000,
         "mean_itl_ms": decode_s / (tokens - 1) * 1000 if tokens > 1 else None,
         "tokens_per_second": tokens / inference_s if inference_s > 0 else None,
     }
+    if sequence.kv_transfer_s is not None:  # a disaggregated front's: the pull sits inside time_to_first_token_ms
+        metrics["kv_transfer_time_ms"] = sequence.kv_transfer_s * 1000
+        metrics["kv_transfer_bytes"] = sequence.kv_transfer_bytes
+    return metrics
 
 
 def _event(payload: dict) -> bytes:

@@ -11,6 +11,9 @@ VLLM_VERSION = "0.33.0"
 OLLAMA_VERSION = "0.33.0"
 READY_PREFIX = "phasetop-sim listening on "
 """`phasetop sim` prints this and its URL on stdout once it listens; the launcher waits for the line."""
+WORKER_PREFIX = "phasetop-sim worker "
+"""`phasetop sim --disaggregated` prints one line per worker before the ready line: this, its name
+("prefill-0", "decode-0"), " listening on " and its URL."""
 
 QUANTIZATION_BITS = {"none": 16, "fp8": 8, "int8": 8, "int4": 4}
 """`--quantization` → weight bit width (the KV cache stays 16-bit, as vLLM's default cache dtype)."""
@@ -53,6 +56,12 @@ class SimOptions:
     eos_probability: float = 0.0
     """Chance per generated token that the model emits EOS (seeded per prompt); 0 keeps every answer to
     max_tokens, as the demo expects. A random-weight model on real vLLM stops like this now and then."""
+    role: str | None = None
+    """A disaggregated simulator's worker role ("prefill", "decode"), a label on its series; None for one server."""
+    engine_label: str = "0"
+    """The `engine` label of its series: a worker's index in its pool, so the front's merged series stay apart."""
+    disaggregation: tuple[tuple[str, str], ...] = ()
+    """A disaggregated simulator's layout (workers, link, split), in `sim_info`; empty for one server."""
 
     def sim_info(self) -> dict[str, str]:
         """The flags that shape timings, as strings: tells one simulator run from a restart with others."""
@@ -70,4 +79,6 @@ class SimOptions:
             "time_scale": str(self.time_scale),
             "eos_probability": str(self.eos_probability),
             "api": self.api,
+            **({"role": self.role} if self.role else {}),
+            **dict(self.disaggregation),
         }

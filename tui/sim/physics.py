@@ -154,6 +154,12 @@ class Sequence:
     finish_reason: str = "length"
     """What the answer reports when max_tokens is reached: "length", or "stop" for a natural end."""
     hashes: tuple[int, ...] = ()
+    external_tokens: int = 0
+    """Prompt tokens whose KV a prefill worker computed and this (decode) worker pulls; 0 for a local prefill."""
+    kv_transfer_bytes: int | None = None
+    kv_transfer_s: float | None = None
+    """The pull's bytes, and its seconds on the caller's clock as the other stamps (time scale applied); None
+    without one."""
 
     @property
     def prompt_tokens(self) -> int:
@@ -180,6 +186,8 @@ class StepPlan:
     items: tuple[Scheduled, ...]
     duration_s: float
     preempted: tuple[Sequence, ...] = ()
+    pulls: tuple[Sequence, ...] = ()
+    """Sequences whose blocks this step reserved for a KV transfer: the driver starts their pulls."""
 
     @property
     def num_tokens(self) -> int:
@@ -211,7 +219,9 @@ class Counters:
     prompt_tokens_computed: int = 0
     """Prompt tokens prefilled here (not from the prefix cache), counted with the first token as vLLM does."""
     prompt_tokens_cached: int = 0
-    """Prompt tokens the prefix cache supplied, counted with the first token."""
+    """Prompt tokens the prefix cache or a KV transfer supplied, counted with the first token."""
+    prompt_tokens_external: int = 0
+    """Of those, the ones a KV transfer supplied (vLLM's `source="external_kv_transfer"`)."""
     preemptions: int = 0
 
 
@@ -224,6 +234,8 @@ class Engine:
         self.pool = BlockPool(config.num_gpu_blocks, caching=config.enable_prefix_caching)
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
+        self.receiving: list[Sequence] = []
+        """Blocks reserved, KV on its way from a prefill worker (vLLM's WAITING_FOR_REMOTE_KVS)."""
         self.counters = Counters()
 
     @property
@@ -245,7 +257,17 @@ class Engine:
             self.running.remove(sequence)
         elif sequence in self.waiting:
             self.waiting.remove(sequence)
+        elif sequence in self.receiving:
+            self.receiving.remove(sequence)
         self._free(sequence)
+
+    def receive(self, sequence: Sequence) -> None:
+        """Its KV arrived: it waits at the head of the queue with its prompt computed but the last token."""
+        if sequence.finished:
+            return  # aborted while the KV was on its way
+        self.receiving.remove(sequence)
+        sequence.computed = sequence.external_tokens
+        self.waiting.appendleft(sequence)
 
     def schedule(self, now: float) -> StepPlan:
         """Pick this step's work: one token per running decode, then prefill chunks, within the budget."""
@@ -254,6 +276,7 @@ class Engine:
         running = self.running
         items: list[Scheduled] = []
         preempted: list[Sequence] = []
+        pulls: list[Sequence] = []
         index = 0
         while index < len(running) and budget > 0:  # runs once per sequence per step: kept lean
             sequence = running[index]
@@ -276,9 +299,9 @@ class Engine:
             budget -= new
             index += 1
         if not preempted:
-            budget = self._admit(now, budget, items)
+            budget = self._admit(now, budget, items, pulls)
         duration = step_time_s(self.config, [(item[1], item[2]) for item in items]) if items else 0.0
-        return StepPlan(now, tuple(items), duration, tuple(preempted))
+        return StepPlan(now, tuple(items), duration, tuple(preempted), tuple(pulls))
 
     def complete(self, plan: StepPlan, end: float) -> list[TokenOut]:
         """Apply a step at its end: advance the KV, sample tokens, finish and free what is done."""
@@ -300,6 +323,7 @@ class Engine:
                 sequence.first_token_at = end
                 counters.prompt_tokens += sequence.prompt_tokens
                 counters.prompt_tokens_cached += sequence.cached_tokens or 0
+                counters.prompt_tokens_external += sequence.external_tokens
                 counters.prompt_tokens_computed += sequence.prompt_tokens - (sequence.cached_tokens or 0)
             sequence.last_token_at = end
             done = sequence.output_tokens >= sequence.max_tokens
@@ -314,20 +338,34 @@ class Engine:
     def kv_cache_usage(self) -> float:
         return self.pool.usage
 
-    def _admit(self, now: float, budget: int, items: list[Scheduled]) -> int:
-        """Move waiting sequences into the batch while seats, budget and blocks allow (FCFS)."""
+    def _admit(self, now: float, budget: int, items: list[Scheduled], pulls: list[Sequence]) -> int:
+        """Move waiting sequences into the batch while seats, budget and blocks allow (FCFS).
+
+        One whose KV comes from a prefill worker first gets blocks for its whole prompt (it waits, and all
+        behind it, until the pool holds them), then waits in `receiving` for the pull; `receive` puts it back
+        at the head with those blocks, and it joins the batch to compute its last prompt token.
+        """
         while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
             sequence = self.waiting[0]
+            if sequence.external_tokens and not sequence.blocks:
+                if not self._reserve(sequence, sequence.prompt_tokens):
+                    break
+                self.waiting.popleft()
+                self.receiving.append(sequence)
+                pulls.append(sequence)
+                continue
             hit_blocks: list[int] = []
-            if sequence.computed == 0 and not sequence.blocks:
+            received = bool(sequence.blocks)  # only a pulled KV waits here holding blocks
+            if sequence.computed == 0 and not received:
                 hit_blocks = self._lookup_prefix(sequence)
-            computed = len(hit_blocks) * BLOCK_SIZE
+            computed = sequence.computed if received else len(hit_blocks) * BLOCK_SIZE
             remaining = sequence.total_tokens - computed
             if not self.config.enable_chunked_prefill and remaining > budget:
                 break
             new = min(remaining, budget)
-            self.pool.touch(hit_blocks)
-            sequence.blocks = list(hit_blocks)
+            if not received:
+                self.pool.touch(hit_blocks)
+                sequence.blocks = list(hit_blocks)
             if not self._reserve(sequence, computed + new):
                 self.pool.free(sequence.blocks)
                 sequence.blocks = []
@@ -336,7 +374,7 @@ class Engine:
             if sequence.cached_tokens is None:
                 sequence.cached_tokens = computed
                 self.counters.prefix_cache_queries += sequence.prompt_tokens
-                self.counters.prefix_cache_hits += computed
+                self.counters.prefix_cache_hits += computed - sequence.external_tokens
             if sequence.scheduled_at is None:
                 sequence.scheduled_at = now
             sequence.computed = computed
@@ -366,6 +404,7 @@ class Engine:
         """Preemption by recompute: drop the KV, requeue at the front, keep the tokens already sent."""
         self._free(sequence)
         sequence.computed = 0
+        sequence.external_tokens = 0  # its pulled KV is gone: it prefills here, as vLLM recomputes
         sequence.registered_blocks = 0
         sequence.preemptions += 1
         self.counters.preemptions += 1

@@ -7,9 +7,10 @@ import gc
 import socket
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import uvicorn
+from starlette.types import ASGIApp
 
 from tui.sim.options import SimOptions
 from tui.sim.server import build_app
@@ -46,25 +47,44 @@ async def serve(
     stop_on_stdin_close: bool = False,
 ) -> None:
     """Run until SIGINT/SIGTERM (or stdin closing, when asked); call `on_ready(url)` once listening."""
-    config = uvicorn.Config(
-        build_app(options), http="httptools", log_level="warning", access_log=False, lifespan="on",
-        timeout_graceful_shutdown=2,
-    )  # httptools (a C parser and framing) rather than h11 (pure Python): the token path is per-chunk Python
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    while not server.started and not task.done():
+    await serve_apps([(build_app(options), sock)], lambda: on_ready(url_of(sock)), stop_on_stdin_close)
+
+
+async def serve_apps(
+    apps: Sequence[tuple[ASGIApp, socket.socket]],
+    on_ready: Callable[[], None],
+    stop_on_stdin_close: bool = False,
+) -> None:
+    """Serve each app on its socket in this loop until a signal (or stdin closing); `on_ready()` once all listen.
+
+    A disaggregated simulator serves its front and every worker so: one server told to stop stops them all.
+    """
+    servers = [
+        uvicorn.Server(uvicorn.Config(
+            app, http="httptools", log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=2,
+        ))  # httptools (a C parser and framing) rather than h11 (pure Python): the token path is per-chunk Python
+        for app, _ in apps
+    ]
+    tasks = [asyncio.create_task(server.serve(sockets=[sock])) for server, (_, sock) in zip(servers, apps, strict=True)]
+    while not all(server.started for server in servers) and not any(task.done() for task in tasks):
         await asyncio.sleep(0.01)
-    if server.started:
+    if all(server.started for server in servers):
         # Everything loaded so far lives as long as the process: keep it out of the collector's full
         # passes (25 ms each, measured). And collect the young generation every 20,000 allocations, not
         # 700: each streamed token allocates a few short-lived objects, and at 30k tokens/s the default
         # ran hundreds of collections a second (about 4 % of the core).
         gc.freeze()
         gc.set_threshold(20_000, *gc.get_threshold()[1:])
-        on_ready(url_of(sock))
+        on_ready()
         if stop_on_stdin_close:
-            _watch_stdin(server)
-    await task
+            _watch_stdin(servers[0])
+    while not all(task.done() for task in tasks):
+        if any(server.should_exit for server in servers) or any(task.done() for task in tasks):
+            for server in servers:
+                server.should_exit = True
+        await asyncio.wait(tasks, timeout=0.1)
+    for task in tasks:
+        task.result()
 
 
 def _watch_stdin(server: uvicorn.Server) -> None:

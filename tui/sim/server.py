@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+from collections.abc import Sequence
 
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
@@ -82,9 +83,18 @@ class SimApp(Starlette):
         await super().__call__(scope, receive, send)
 
 
-def build_app(options: SimOptions) -> Starlette:
-    """The app for one simulator; the engine loop starts and stops with the app's lifespan."""
-    common = [Route("/health", health, methods=["GET"]), Route("/sim/emission", emission, methods=["GET"])]
+def new_state(options: SimOptions) -> SimState:
+    """One simulator's engine driver and metrics (not started)."""
+    driver = EngineDriver(options.config, options.time_scale)
+    sim_metrics = SimMetrics(driver, options.served_model_name, options.sim_info(), options.enable_mfu_metrics,
+                             options.engine_label, options.role)
+    driver.on_step = sim_metrics.on_step
+    return SimState(options, driver, sim_metrics)
+
+
+def build_app(options: SimOptions, state: SimState | None = None, extra_routes: Sequence[Route] = ()) -> Starlette:
+    """The app for one simulator (or for `state`, made elsewhere); its engine loop starts and stops with the app's lifespan."""
+    common = [Route("/health", health, methods=["GET"]), Route("/sim/emission", emission, methods=["GET"]), *extra_routes]
     if options.api == "ollama":
         routes = [*common, *ollama.ROUTES]
     else:
@@ -93,15 +103,13 @@ def build_app(options: SimOptions) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette):
-        driver = EngineDriver(options.config, options.time_scale)
-        sim_metrics = SimMetrics(driver, options.served_model_name, options.sim_info(), options.enable_mfu_metrics)
-        driver.on_step = sim_metrics.on_step
-        app.state.sim = SimState(options, driver, sim_metrics)
-        driver.start()
+        sim = state or new_state(options)
+        app.state.sim = sim
+        sim.driver.start()
         try:
             yield
         finally:
-            await driver.stop()
+            await sim.driver.stop()
 
     app = SimApp(routes=routes, lifespan=lifespan, exception_handlers={ApiError: _api_error})
     if options.api_key:

@@ -205,7 +205,9 @@ def _llamacpp_split(timings: object, tally: Tally) -> ServerSplit:
 
 def _vllm_split(metrics: dict, tally: Tally) -> ServerSplit:
     """vLLM's per-request metrics: scheduled → first token is prefill (its first step included), first → last
-    token is decode; the wait to be scheduled is `queue_time_ms`, apart."""
+    token is decode; the wait to be scheduled is `queue_time_ms`, apart. Behind a disaggregated front, the KV's
+    move to the decode worker is inside the prefill: `kv_transfer_time_ms` and `kv_transfer_bytes`."""
+    transfer_bytes = _count(metrics.get("kv_transfer_bytes"), "metrics.kv_transfer_bytes")
     return ServerSplit(
         prefill_s=_ms(metrics.get("time_to_first_token_ms")),
         decode_s=_ms(metrics.get("generation_time_ms")),
@@ -214,6 +216,8 @@ def _vllm_split(metrics: dict, tally: Tally) -> ServerSplit:
         cached_tokens=tally.cached_tokens,
         queue_s=_ms(metrics.get("queue_time_ms")),
         prefill_includes_first_step=True,
+        kv_transfer_s=_ms(metrics.get("kv_transfer_time_ms")),
+        kv_transfer_bytes=transfer_bytes,
     )
 
 
