@@ -20,6 +20,15 @@ demo: $(STAMP)
 screenshots: $(STAMP)
 	$(BIN)/python scripts/screenshots.py
 
+# The UI in a browser on the embedded simulator (one per tab): prints the URL, opens it where there is a display.
+.PHONY: demo-web screenshot-web
+demo-web: $(STAMP)
+	$(BIN)/phasetop web --open
+
+# The README's browser screenshot, taken by tests/web's headless chromium (.ci/run installs it).
+screenshot-web: $(STAMP)
+	SCREENSHOT_WEB=screenshots/web.png $(BIN)/python -m pytest -q tests/web/test_web_browser.py
+
 test: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q

@@ -15,13 +15,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.command is not None:
         return run_command(args)
-    from tui.cli.common import settings_from
+    from tui.cli.common import ui_settings
     from tui.config import default_config_file
 
     fleet = {"prometheus.url": args.prometheus or None, "prometheus.role_label": args.role_label}
     try:
-        settings = settings_from(args, bandwidth_gbs=args.bandwidth_gbs, theme=args.theme,
-                                 **{"poll.metrics_window_s": args.metrics_window_s}, **fleet)
+        settings = ui_settings(args, **fleet)
     except CliError as error:  # a bad setting is one line before the screen opens, as in the CLI
         note(f"phasetop: {error}")
         return error.exit_code

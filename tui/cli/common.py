@@ -61,6 +61,12 @@ def settings_from(args: argparse.Namespace, **extra: object) -> Settings:
         raise CliError(f"bad settings: {_one_line(error)}", EXIT_USAGE) from None
 
 
+def ui_settings(args: argparse.Namespace, **extra: object) -> Settings:
+    """The UI's settings with its flags on top (`add_ui_options`: the bare `phasetop`'s and `phasetop web`'s)."""
+    return settings_from(args, bandwidth_gbs=args.bandwidth_gbs, theme=args.theme,
+                         **{"poll.metrics_window_s": args.metrics_window_s}, **extra)
+
+
 @contextmanager
 def stop_on_first_interrupt(stop: Callable[[], None]) -> Iterator[None]:
     """Inside a running event loop: the first Ctrl-C calls `stop` (finish what is under way, keep what

@@ -1,0 +1,161 @@
+"""`phasetop web` in a real browser: Debian's chromium, headless, driven by playwright with the system executable.
+
+chromium is required (CI installs it: .ci/run); a missing one fails this test, it never skips. The browser may
+reach 127.0.0.1 only: its resolver maps every other name nowhere, and the page's requests are checked.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import psutil
+from PIL import Image
+from playwright.sync_api import sync_playwright
+
+from tests.app.test_restart import free_port
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+API_KEY = "sk-web-test-4f1c9a"
+"""Set in the server's environment: it must reach neither a command line nor the page."""
+LONG = re.compile(r"long 2000 ([\d,]+(?:\.\d)?) ms")
+SHORT = re.compile(r"short 200 ([\d,]+(?:\.\d)?) ms")
+VIEWPORT = {"width": 1440, "height": 900}
+
+
+# textual.js keeps its xterm.js Terminal to itself; this catches it as it is assigned (`this.terminal = …`), so
+# the test reads what the page draws (its canvas has no DOM text) from the terminal's own buffer.
+CATCH_TERMINAL = """
+Object.defineProperty(Object.prototype, "terminal", {
+  configurable: true,
+  get() { return undefined; },
+  set(value) {
+    Object.defineProperty(this, "terminal", {value, writable: true, configurable: true, enumerable: true});
+    if (value && value.buffer && value.buffer.active) window.phasetopTerminal = value;
+  },
+});
+"""
+SCREEN_TEXT = """() => {
+  const terminal = window.phasetopTerminal;
+  if (!terminal) return "";
+  const buffer = terminal.buffer.active, lines = [];
+  for (let y = 0; y < buffer.length; y++) lines.push(buffer.getLine(y).translateToString(true));
+  return lines.join("\\n");
+}"""
+
+
+def start_web(tmp_path: Path, *args: str) -> tuple[subprocess.Popen, str]:
+    """`phasetop web` on a free port in its own dir (no .env, no user config); returns it and the URL it printed."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PHASETOP_")}
+    env.update(XDG_CONFIG_HOME=str(tmp_path / "xdg"), PHASETOP_RUNS_DIR=str(tmp_path / "runs"), PHASETOP_API_KEY=API_KEY)
+    server = subprocess.Popen([sys.executable, "-m", "tui", "web", "--port", str(free_port()), *args], cwd=tmp_path,
+                              env=env, stdout=subprocess.PIPE, stderr=(tmp_path / "web.log").open("wb"), text=True)
+    ready, _, _ = select.select([server.stdout], [], [], 60)
+    line = server.stdout.readline().strip() if ready else ""
+    if not line.startswith("http://127.0.0.1:"):
+        server.kill()
+        raise AssertionError(f"phasetop web printed no URL: {line!r}; its log:\n{(tmp_path / 'web.log').read_text()}")
+    return server, line
+
+
+def wait_for_text(page, condition, what: str, timeout_s: float) -> str:
+    """Poll the page's terminal text until `condition(text)` holds; a deadline, never a fixed sleep."""
+    deadline = time.monotonic() + timeout_s
+    text = ""
+    while time.monotonic() < deadline:
+        text = page.evaluate(SCREEN_TEXT)
+        if condition(text):
+            return text
+        time.sleep(0.2)
+    raise AssertionError(f"no {what} within {timeout_s:.0f} s; the page shows:\n{text}")
+
+
+def ended(label: str) -> re.Pattern:
+    """The figures under the timeline once the selected lane's answer has ended (its decode rate; "–" while it streams)."""
+    return re.compile(rf"{label}: TTFT .* decode [\d,.]+ tok/s")
+
+
+def ms(match: re.Match) -> float:
+    return float(match[1].replace(",", ""))
+
+
+def check_not_blank(png: bytes) -> None:
+    """Many colours, and much of the page not the theme's black: the app's panes, text and marks were drawn."""
+    image = Image.open(io.BytesIO(png)).convert("RGB")
+    assert image.size == (VIEWPORT["width"], VIEWPORT["height"])
+    colours = image.getcolors(maxcolors=1 << 24)
+    drawn = sum(count for count, rgb in colours if rgb != (0, 0, 0)) / (image.width * image.height)
+    assert len(colours) > 50, f"{len(colours)} colours: a blank or barely drawn page"
+    assert 0.03 < drawn < 0.9, f"{drawn:.0%} of the page is not the projector theme's black"
+
+
+def test_the_ui_in_a_browser_tab_runs_prompts_and_stops_with_the_tab(tmp_path):
+    assert CHROMIUM, "chromium is not installed (CI installs it: .ci/run)"
+    server, url = start_web(tmp_path, "--theme", "phasetop-projector")
+    others: list[str] = []
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=[
+                "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"])
+            try:
+                page = browser.new_page(viewport=VIEWPORT)
+                page.route("**/*", lambda route: route.continue_() if urlsplit(route.request.url).hostname == "127.0.0.1"
+                           else (others.append(route.request.url), route.abort()))
+                page.add_init_script(CATCH_TERMINAL)
+                page.goto(url)
+                assert API_KEY not in page.content()
+                wait_for_text(page, lambda text: " · up · " in text, "header saying the simulator is up", 90)
+
+                ui = server_children(server)
+                assert any(is_simulator(p) for p in ui), f"no simulator under the tab's UI: {[p.cmdline() for p in ui]}"
+                assert not any(API_KEY in " ".join(p.cmdline()) for p in ui), "the API key is on a command line"
+
+                page.locator(".xterm-helper-textarea").focus()  # the keys go to the terminal, as a click would
+                page.keyboard.press("2")
+                wait_for_text(page, ended("long 2000").search, "the long answer's end", 90)
+                page.keyboard.press("1")  # after the long one: the aligned view, each lane from its own send
+                text = wait_for_text(page, lambda t: LONG.search(t) and SHORT.search(t), "both prompts' TTFT", 90)
+                assert API_KEY not in text
+                long_ms, short_ms = ms(LONG.search(text)), ms(SHORT.search(text))
+                assert long_ms > short_ms, f"long TTFT {long_ms} ms not above short {short_ms} ms:\n{text}"
+
+                wait_for_text(page, ended("short 200").search, "the short answer's end", 60)  # the shot: both ended
+                png = page.screenshot(path=tmp_path / "web.png")
+                check_not_blank(png)
+                if os.environ.get("SCREENSHOT_WEB"):  # make screenshot-web: the README's copy
+                    shutil.copyfile(tmp_path / "web.png", os.environ["SCREENSHOT_WEB"])
+
+                page.close()
+                gone, alive = psutil.wait_procs(ui, timeout=30)
+                assert not alive, f"still running after the tab closed: {[p.cmdline() for p in alive]}"
+                assert server.poll() is None, "the server stopped with the tab"
+            finally:
+                browser.close()
+        assert others == [], f"the page asked another host: {others}"
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(15) == 0
+    finally:
+        for process in server_children(server):
+            process.kill()
+        server.kill()
+
+
+def server_children(server: subprocess.Popen) -> list[psutil.Process]:
+    try:
+        return psutil.Process(server.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def is_simulator(process: psutil.Process) -> bool:
+    command = process.cmdline()
+    return command[1:4] == ["-m", "tui", "sim"]
