@@ -18,26 +18,11 @@ from tui.core.fleet import Fleet
 from tui.core.metric_names import parse_exposition
 from tui.core.promql import max_query, quantile_query
 from tui.core.promstats import histogram_quantile, quantile_edge
-from tui.sim.fleet_lab import GPUS, FleetLab, LabError
+from tui.sim.fleet_lab import GPUS, FleetLab
 from tui.sources.http import make_client
 from tui.sources.prometheus import label_values, query, query_range, read_fleet
 
 DEADLINE_S = 20.0
-
-
-@pytest.fixture(scope="module")
-def lab():
-    try:
-        started = FleetLab.start()
-    except LabError as error:
-        pytest.fail(f"the fleet lab did not start: {error}", pytrace=False)
-    yield started
-    started.stop()
-    # Nothing it started is left: Prometheus exited, every simulator too, the exporters' ports are closed.
-    assert started._prometheus.poll() is not None and not any(sim.running for sim in started.sims)
-    for exporter in started.exporters:
-        with pytest.raises(httpx.ConnectError):
-            httpx.get(f"{exporter.url}/metrics", timeout=2)
 
 
 def _model(url: str) -> str:

@@ -14,9 +14,10 @@ from tui.core.fleet import SATURATED_KV_USAGE, Fleet, FleetRow, Latency, Pool
 from tui.core.promql import Matcher, parse_matcher
 from tui.core.untrusted import one_line
 
-CELLS = ("instance", "engine", "model", "host", "role", "status", "run/wait", "KV", "TTFT p99", "ITL p99", "gen tok/s",
-         "DRAM GB/s", "decode")
-"""The columns `row_cells` fills, in the order the fleet screen shows them."""
+CELLS = ("instance", "role", "status", "run/wait", "KV", "TTFT p99", "ITL p99", "gen tok/s", "DRAM GB/s", "decode", "engine",
+         "model", "host")
+"""The columns `row_cells` fills, in the order the fleet screen shows them: the figures first, so an 80-column
+terminal shows them beside the instance's name before any scrolling."""
 CELL_SORTS = {"instance": "instance", "engine": "engine", "model": "model", "host": "host", "role": "role",
               "status": "status", "run/wait": "running", "KV": "kv", "TTFT p99": "ttft", "ITL p99": "itl",
               "gen tok/s": "gen", "DRAM GB/s": "dram", "decode": "decode"}
