@@ -20,6 +20,12 @@ demo: $(STAMP)
 screenshots: $(STAMP)
 	$(BIN)/python scripts/screenshots.py
 
+# The fleet screen on the fleet lab: a real Prometheus (Debian's prometheus package) scraping three loaded
+# simulators and two DCGM stand-ins; the lab stops when the UI exits.
+.PHONY: demo-fleet
+demo-fleet: $(STAMP)
+	BIN=$(BIN) scripts/demo_fleet.sh
+
 # The UI in a browser on the embedded simulator (one per tab): prints the URL, opens it where there is a display.
 .PHONY: demo-web screenshot-web
 demo-web: $(STAMP)
