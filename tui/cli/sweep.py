@@ -19,11 +19,14 @@ from tui.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, emit_json
 from tui.cli.runs_common import add_runs_options, save_run_from_cli
 from tui.config import Settings
 from tui.core.experiment_columns import COLUMNS
-from tui.core.experiments import DEFAULT_VALUES, EXPERIMENTS, Plan, make_plan
+from tui.core.disaggregation import DEFAULT_KV_LINK, KV_LINKS, find_link
+from tui.core.experiment_disaggregation import setups
+from tui.core.experiments import DEFAULT_VALUES, EXPERIMENTS, OWN_SIMULATORS, Plan, make_plan
 from tui.core.runs import new_run
 from tui.sources import loop
 from tui.sources.detect import ServerInfo, describe_configured
 from tui.sources.errors import SourceError
+from tui.sources.disaggregation import run_disaggregation
 from tui.sources.experiments import ExperimentFailed, ExperimentResult, Progress, run_experiment
 from tui.sources.http import client_for
 from tui.sources.identity import server_identity
@@ -40,6 +43,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "against a unique prompt. concurrency: aggregate tok/s and ITL against N streams at once. "
         "interference: a long prompt lands among 8 running streams (values: its length). "
         "context: ITL against token position in one long generation (values: positions). "
+        "disaggregation: the interference workload on phasetop's own simulator, started in four setups on the same "
+        "hardware (one device with chunked prefill off, one device with chunks of 512, 1P1D over --kv-link, 1P1D split "
+        "on one device): it takes no --url (values: the long prompt's length). "
         "Where the server states its max_model_len, every request fits it with 1/32 of it (at least 32 tokens) kept "
         "free, since a fitted prompt may come out a few tokens long; what was scaled to fit is one line on stderr "
         "and the JSON's `scaled` list.",
@@ -54,6 +60,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-tokens", type=int, metavar="K",
                         help="tokens each request generates (not for context); one that cannot fit max_model_len is a usage error")
     parser.add_argument("--repeat", type=int, metavar="R", help="times each value is measured; medians are reported")
+    parser.add_argument("--kv-link", metavar="NAME|GB/s",
+                        help=f"disaggregation only: the link 1P1D moves the KV over, {', '.join(KV_LINKS)} or a rate in GB/s "
+                        f"(default {DEFAULT_KV_LINK})")
     add_json_option(parser)
     add_runs_options(parser)
     parser.set_defaults(handler=run)
@@ -61,16 +70,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
-    check_url(settings.url)
     values = _values(args.values)
     _plan(args, values, None)  # bad flags fail before any request
+    if args.vary in OWN_SIMULATORS:
+        return _run_own(args, settings, values)
+    if args.kv_link is not None:
+        raise CliError("--kv-link applies to --vary disaggregation only", EXIT_USAGE)
+    check_url(settings.url)
     started = datetime.now(UTC)
     server, identity, result, failure, interrupted = loop.run(_sweep(settings, args, values))
     document = {"server": server.to_json(), **result.to_json()}
     if args.json:
         emit_json(document)
     else:
-        say(_table(server, result))
+        version = f" {server.version}" if server.version else ""
+        say(_table(f"{server.kind}{version} at {server.url}, model {server.model}", result))
     if result.rows:  # a sweep cut short keeps the rows it finished, as the UI's does
         run_record = new_run("sweep", _params(result.plan, server), identity, [t.to_json() for t in result.requests],
                              document, started, datetime.now(UTC))
@@ -138,18 +152,62 @@ def _print_progress(progress: Progress) -> None:
     note(f"sweep {progress.vary} [{progress.fraction:4.0%}] {progress.message}")
 
 
+def _run_own(args: argparse.Namespace, settings: Settings, values: list[int] | None) -> int:
+    """An experiment that starts phasetop's simulator in each of its setups (disaggregation): no server to name."""
+    if args.url is not None:
+        raise CliError(f"sweep --vary {args.vary} starts phasetop's own simulator in each of its setups: it takes no --url",
+                       EXIT_USAGE)
+    try:
+        link = find_link(args.kv_link or DEFAULT_KV_LINK)
+    except ValueError as error:
+        raise CliError(str(error), EXIT_USAGE) from None
+    plan = _plan(args, values, None)
+    started = datetime.now(UTC)
+    stopping = False
+
+    def stop() -> None:
+        nonlocal stopping
+        stopping = True
+        note("sweep: stopping after the setup under way (Ctrl-C again to abandon it)")
+
+    async def sweep() -> tuple[ExperimentResult, str | None]:
+        try:
+            with stop_on_first_interrupt(stop):
+                return await run_disaggregation(plan, link, _print_progress, lambda: stopping,
+                                                exact_length=settings.exact_length), None
+        except ExperimentFailed as error:
+            return error.partial, str(error)
+
+    result, failure = loop.run(sweep())
+    heading = f"phasetop's simulator, {settings.sim.gpu}, model {settings.sim.model}, KV over {link.name} ({link.gbs:g} GB/s)"
+    server = {"kind": "openai", "simulator": "phasetop sim", "gpu": settings.sim.gpu, "model": settings.sim.model,
+              "kv_link": link.name, "kv_link_gbs": link.gbs,
+              "setups": [{"key": s.key, "label": s.label, "sim_args": list(s.sim_args)} for s in setups(link)]}
+    document = {"server": server, **result.to_json()}
+    if args.json:
+        emit_json(document)
+    else:
+        say(_table(heading, result))
+    if result.rows:
+        run_record = new_run("sweep", {**plan.to_json(), "kv_link": link.name}, server,
+                             [t.to_json() for t in result.requests], document, started, datetime.now(UTC))
+        save_run_from_cli(args, settings, run_record)
+    if failure:
+        raise CliError(failure, EXIT_INTERRUPTED if stopping else EXIT_FAILED)
+    return EXIT_OK
+
+
 def _params(plan: Plan, server: ServerInfo) -> dict:
     """The workload that shaped the run (whitelisted: never the key or settings wholesale)."""
     return {**plan.to_json(), "api": server.kind, "model": server.model}
 
 
-def _table(server: ServerInfo, result: ExperimentResult) -> str:
-    version = f" {server.version}" if server.version else ""
+def _table(heading: str, result: ExperimentResult) -> str:
     columns = COLUMNS[result.plan.vary]
     headers = [f"{c.label} {c.unit}".strip() if c.unit else c.label for c in columns]
     cells = [[c.show(row) for c in columns] for row in result.rows]
     widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
-    lines = [f"{server.kind}{version} at {server.url}, model {server.model}", ""]
+    lines = [heading, ""]
     lines.append("  ".join(h.rjust(w) for h, w in zip(headers, widths, strict=True)))
     lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
     lines += ["", result.finding]

@@ -19,7 +19,7 @@ from tui.cli.runs_common import add_runs_options, save_run_from_cli
 from tui.config import Settings
 from tui.core.bench import bench_figures
 from tui.core.delivery import flag_bursts
-from tui.core.experiments import EXPERIMENTS, make_plan
+from tui.core.experiments import EXPERIMENTS, OWN_SIMULATORS, make_plan
 from tui.core.runs import new_run
 from tui.core.serve_command import CommandError, ServeCommand, Setting, grid, parse_vary
 from tui.core.tune import OBJECTIVES, Objective, best
@@ -49,9 +49,9 @@ class TuneWorkload:
         if kind == "bench" and not rest:
             return cls("bench")
         vary, _, values = rest.partition(":")
-        if kind != "sweep" or vary not in EXPERIMENTS:
+        if kind != "sweep" or vary not in EXPERIMENTS or vary in OWN_SIMULATORS:
             raise argparse.ArgumentTypeError(f"{text!r}: give bench, or sweep:WHAT[:N,N,…] with WHAT one of "
-                                             f"{', '.join(EXPERIMENTS)}")
+                                             f"{', '.join(e for e in EXPERIMENTS if e not in OWN_SIMULATORS)}")
         try:
             numbers = tuple(int(v.replace("_", "")) for v in values.split(",")) if values else None
         except ValueError:
@@ -106,7 +106,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "--slo-ttft-ms or --slo-tpot-ms")
     parser.add_argument("--workload", type=TuneWorkload.parse, default=TuneWorkload("bench"), metavar="bench|sweep:WHAT[:N,N,…]",
                         help="what runs on each setting: bench (the load below; default), or one of `phasetop sweep`'s "
-                        f"experiments ({' | '.join(EXPERIMENTS)}) with its values, e.g. sweep:interference:4000 or "
+                        f"experiments ({' | '.join(e for e in EXPERIMENTS if e not in OWN_SIMULATORS)}) with its values, e.g. sweep:interference:4000 or "
                         "sweep:prompt-tokens:200,2000; the figures are over all the experiment's requests, its finding "
                         "is under its row")
     parser.add_argument("--num-prompts", type=int, default=32, metavar="N", help="requests per setting (default 32)")

@@ -20,6 +20,8 @@ class Column:
         value = row.get(self.key)
         if value is None:
             return "-"
+        if isinstance(value, str):
+            return value
         return number(value * self.scale) if isinstance(value, float) else f"{value:,}"
 
 
@@ -39,8 +41,12 @@ COLUMNS = {
                      Column("itl_after_s", "ITL after", _MS, "ms"), Column("prefill_ttft_s", "its TTFT", _MS, "ms")),
     "context": (Column("position", "position"), Column("itl_mean_s", "ITL mean", _MS, "ms"),
                 Column("itl_p50_s", "ITL p50", _MS, "ms"), Column("n", "gaps")),
+    "disaggregation": (Column("setup", "setup"), Column("prompt_tokens", "long prompt tokens"),
+                       Column("itl_worst_s", "worst gap", _MS, "ms"), Column("itl_p99_s", "ITL p99", _MS, "ms"),
+                       Column("itl_p50_s", "ITL p50", _MS, "ms"), Column("ttft_s", "its TTFT", _MS, "ms"),
+                       Column("transfer_share", "transfer", 100.0, "%"), Column("aggregate_tok_s", "aggregate", unit="tok/s")),
 }
-"""The table each experiment shows, first column the value swept."""
+"""The table each experiment shows, first column the value swept (disaggregation's: its setup, then the value)."""
 
 
 def describe_row(vary: str, row: dict) -> str:

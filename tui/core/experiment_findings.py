@@ -80,12 +80,42 @@ def _context_finding(rows: list[dict]) -> str:
             f"({_ms(a['itl_mean_s'])} → {_ms(b['itl_mean_s'])} ms)")
 
 
+def _disaggregation_finding(rows: list[dict]) -> str:
+    """The setup that kept the streams' worst gap lowest and what it cost the long prompt, against one device with
+    chunked prefill off; the other two setups' gap and TTFT beside it; split on one device judged."""
+    rows = [r for r in rows if r["itl_worst_s"] is not None and r["ttft_s"] is not None]
+    longest = max((r["prompt_tokens"] for r in rows), default=None)
+    by_key = {r["setup_key"]: r for r in rows if r["prompt_tokens"] == longest}
+    base = by_key.get("one-device")
+    if base is None or len(by_key) < 2:
+        return "not enough setups measured to compare"
+    best = min(by_key.values(), key=lambda r: r["itl_worst_s"])
+    if best is base:
+        return f"{base['setup']} kept the streams' worst gap lowest ({_ms(base['itl_worst_s'])} ms)"
+    delta_ms = (best["ttft_s"] - base["ttft_s"]) * 1000
+    line = (f"{best['setup']} wins: streams' worst gap {_times(best['itl_worst_s'] / base['itl_worst_s'])} "
+            f"({_ms(base['itl_worst_s'])} → {_ms(best['itl_worst_s'])} ms), long-prompt TTFT "
+            f"{_signed_ms(delta_ms)} ms")
+    if best["kv_transfer_s"] is not None:
+        line += f" ({_ms(best['kv_transfer_s'])} ms of it transfer)"
+    for key in ("chunked", "1p1d", "split"):
+        row = by_key.get(key)
+        if row is None or row is best:
+            continue
+        line += (f"; {row['setup'].removeprefix('one device, ')}: gap {_times(row['itl_worst_s'] / base['itl_worst_s'])}, "
+                 f"TTFT {_times(row['ttft_s'] / base['ttft_s'])}")
+        if key == "split" and row["ttft_s"] > base["ttft_s"]:
+            line += " — not worth it"
+    return line
+
+
 FINDINGS = {
     "prompt-tokens": _prompt_finding,
     "prefix": _prefix_finding,
     "concurrency": _concurrency_finding,
     "interference": _interference_finding,
     "context": _context_finding,
+    "disaggregation": _disaggregation_finding,
 }
 
 
@@ -104,6 +134,10 @@ def _ms(seconds: float) -> str:
 
 def _times(ratio: float) -> str:
     return f"×{ratio:.1f}" if ratio >= 1 else f"×{ratio:.2f}"
+
+
+def _signed_ms(value_ms: float) -> str:
+    return f"{value_ms:+.0f}".replace("-", "−") if abs(value_ms) >= 10 else f"{value_ms:+.1f}".replace("-", "−")
 
 
 def _percent(value: float) -> str:

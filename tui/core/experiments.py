@@ -14,8 +14,11 @@ from itertools import pairwise
 from tui.core.records import RequestTiming
 from tui.core.stats import summarize
 
-EXPERIMENTS = ("prompt-tokens", "prefix", "concurrency", "interference", "context")
+EXPERIMENTS = ("prompt-tokens", "prefix", "concurrency", "interference", "context", "disaggregation")
 """What `--vary` names, in the order the domain text tells them."""
+OWN_SIMULATORS = ("disaggregation",)
+"""Experiments that start phasetop's simulator in each of their server setups rather than run against one server
+(`tui.sources.disaggregation`)."""
 
 MAX_VALUES = 32
 MAX_REPEAT = 50
@@ -67,10 +70,12 @@ DEFAULT_VALUES = {
     "concurrency": (1, 2, 4, 8, 16, 32),
     "interference": (4000,),
     "context": (1000, 2000, 4000, 8000),
+    "disaggregation": (4000,),
 }
-DEFAULT_MAX_TOKENS = {"prompt-tokens": 64, "prefix": 8, "concurrency": 256, "interference": 256}
-DEFAULT_REPEAT = {"prompt-tokens": 3, "prefix": 3, "concurrency": 1, "interference": 1, "context": 1}
-MIN_MAX_TOKENS = {"prompt-tokens": 2, "prefix": 1, "concurrency": 2, "interference": 2 * INTERFERENCE_LEAD_TOKENS}
+DEFAULT_MAX_TOKENS = {"prompt-tokens": 64, "prefix": 8, "concurrency": 256, "interference": 256, "disaggregation": 256}
+DEFAULT_REPEAT = {"prompt-tokens": 3, "prefix": 3, "concurrency": 1, "interference": 1, "context": 1, "disaggregation": 1}
+MIN_MAX_TOKENS = {"prompt-tokens": 2, "prefix": 1, "concurrency": 2, "interference": 2 * INTERFERENCE_LEAD_TOKENS,
+                  "disaggregation": 2 * INTERFERENCE_LEAD_TOKENS}
 
 
 def make_plan(
@@ -111,7 +116,7 @@ def make_plan(
     if max_model_len is not None:
         fits = f"to fit max_model_len {max_model_len:,} ({fit_margin(max_model_len):,} tokens kept free)"
         budget = max_model_len - fit_margin(max_model_len)
-        if vary in ("concurrency", "interference"):
+        if vary in ("concurrency", "interference", "disaggregation"):
             tokens = _fit_stream_tokens(vary, tokens, max_tokens is not None, budget, fits, scaled)
         chosen = _fit_values(vary, chosen, tokens, values is not None, budget, fits, scaled)
     if vary == "context":
@@ -125,7 +130,7 @@ def fit_margin(max_model_len: int) -> int:
 
 
 VALUE_LABELS = {"prompt-tokens": "prompt tokens", "prefix": "prefix tokens", "interference": "long prompt tokens",
-                "context": "positions"}
+                "context": "positions", "disaggregation": "long prompt tokens"}
 """What a value is, for the notes; concurrency's values are streams, which no context length limits."""
 
 
@@ -151,7 +156,7 @@ def _fit_values(vary: str, values: tuple[int, ...], max_tokens: int | None, give
         largest = budget - max_tokens
     elif vary == "prefix":
         largest = budget - PREFIX_TAIL_TOKENS - max_tokens
-    else:  # interference: the long prompt asks for one token; context: position p takes p − prompt + 1 tokens
+    else:  # interference, disaggregation: the long prompt asks for one token; context: p takes p − prompt + 1 tokens
         largest = budget - 1
     over = [v for v in values if v > largest]
     if not over:

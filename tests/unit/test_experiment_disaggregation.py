@@ -1,0 +1,70 @@
+import pytest
+
+from tui.core.disaggregation import KV_LINKS, link_of_rate
+from tui.core.experiment_columns import describe_row
+from tui.core.experiment_disaggregation import disaggregation_row, setups
+from tui.core.experiment_findings import finding
+from tui.core.records import RequestTiming, ServerSplit
+
+
+def stream(stall_s: float, at_s: float = 0.3) -> RequestTiming:
+    """A stream sent at 0 with a token every 5 ms and one gap of `stall_s` starting at `at_s`."""
+    offsets, t = [], 0.01
+    while t < 1.0:
+        offsets.append(round(t, 6))
+        t += stall_s if abs(t - at_s) < 0.0025 else 0.005
+    return RequestTiming(ok=True, t_sent_unix=1000.0, token_offsets_s=tuple(offsets), output_tokens=len(offsets))
+
+
+def long_prompt(ttft_s: float, transfer_s: float | None = None) -> RequestTiming:
+    split = ServerSplit(kv_transfer_s=transfer_s, kv_transfer_bytes=524_156_928 if transfer_s else None)
+    return RequestTiming(ok=True, t_sent_unix=1000.25, token_offsets_s=(ttft_s,), output_tokens=1, server_split=split)
+
+
+ROWS = {  # worst gap during the long prefill, its TTFT, its transfer
+    "one-device": (0.143, 0.150, None),
+    "chunked": (0.021, 0.160, None),
+    "1p1d": (0.0055, 0.162, 0.011),
+    "split": (0.010, 0.290, 0.0008),
+}
+
+
+def rows(order=("one-device", "chunked", "1p1d", "split")) -> list[dict]:
+    by_key = {s.key: s for s in setups(KV_LINKS["ndr"])}
+    return [disaggregation_row(by_key[key], 4000, [([stream(ROWS[key][0]) for _ in range(8)],
+                                                    long_prompt(ROWS[key][1], ROWS[key][2]))]) for key in order]
+
+
+def test_the_four_setups_and_their_simulator_flags():
+    assert [(s.key, s.label, s.sim_args) for s in setups(KV_LINKS["ndr"])] == [
+        ("one-device", "one device, chunked prefill off", ("--no-enable-chunked-prefill",)),
+        ("chunked", "one device, chunks of 512", ("--max-num-batched-tokens", "512")),
+        ("1p1d", "1P1D over InfiniBand NDR", ("--disaggregated", "--kv-link", "ndr")),
+        ("split", "1P1D split on one device", ("--disaggregated", "--split-one-device")),
+    ]
+    assert setups(link_of_rate(25))[2].sim_args == ("--disaggregated", "--kv-link-gbs", "25")
+
+
+def test_a_row_holds_the_worst_gap_against_the_median_the_ttft_and_its_transfer_share():
+    one, _, pd, _ = rows()
+    assert one["itl_worst_s"] == pytest.approx(0.143) and one["itl_p50_s"] == pytest.approx(0.005)
+    assert one["worst_vs_p50"] == pytest.approx(28.6)
+    assert one["kv_transfer_s"] is None and one["transfer_share"] is None
+    assert pd["transfer_share"] == pytest.approx(0.011 / 0.162)
+    assert pd["aggregate_tok_s"] > 0 and pd["streams"] == 8
+    assert describe_row("disaggregation", pd).startswith("setup 1P1D over InfiniBand NDR, long prompt tokens 4,000, "
+                                                          "worst gap 5.50 ms")
+
+
+def test_the_finding_names_the_winner_and_judges_the_split():
+    line = finding("disaggregation", rows())
+    assert line == ("1P1D over InfiniBand NDR wins: streams' worst gap ×0.04 (143 → 5.50 ms), long-prompt TTFT +12 ms "
+                    "(11.0 ms of it transfer); chunks of 512: gap ×0.15, TTFT ×1.1; 1P1D split on one device: gap ×0.07, "
+                    "TTFT ×1.9 — not worth it")
+
+
+def test_the_finding_without_the_baseline_or_when_one_device_wins():
+    assert finding("disaggregation", rows(("1p1d", "split"))) == "not enough setups measured to compare"
+    baseline_best = rows(("one-device",))[0] | {"itl_worst_s": 0.001}
+    assert finding("disaggregation", [baseline_best, rows(("1p1d",))[0]]).startswith(
+        "one device, chunked prefill off kept the streams' worst gap lowest")
