@@ -39,7 +39,7 @@ def served(monkeypatch):
 
 
 @pytest.mark.parametrize(("port", "reason"), [
-    ("abc", "'abc' is not a port number (1–65535)"),
+    ("abc", "'abc' is not a port (1–65535)"),
     ("0", "port 0 is out of range 1–65535"),
     ("70000", "port 70000 is out of range 1–65535"),
     ("-1", "port -1 is out of range 1–65535"),

@@ -67,6 +67,16 @@ def start_web(tmp_path: Path, *args: str) -> tuple[subprocess.Popen, str]:
     return server, line
 
 
+def open_tab(browser, url: str, others: list[str]):
+    """A new page at `url` whose terminal the test can read; any request to another host is refused and noted."""
+    page = browser.new_page(viewport=VIEWPORT)
+    page.route("**/*", lambda route: route.continue_() if urlsplit(route.request.url).hostname == "127.0.0.1"
+               else (others.append(route.request.url), route.abort()))
+    page.add_init_script(CATCH_TERMINAL)
+    page.goto(url)
+    return page
+
+
 def wait_for_text(page, condition, what: str, timeout_s: float) -> str:
     """Poll the page's terminal text until `condition(text)` holds; a deadline, never a fixed sleep."""
     deadline = time.monotonic() + timeout_s
@@ -98,7 +108,7 @@ def check_not_blank(png: bytes) -> None:
     assert 0.03 < drawn < 0.9, f"{drawn:.0%} of the page is not the projector theme's black"
 
 
-def test_the_ui_in_a_browser_tab_runs_prompts_and_stops_with_the_tab(tmp_path):
+def test_the_ui_in_a_browser_tab_runs_prompts_and_stops_with_the_tab_or_the_server(tmp_path):
     assert CHROMIUM, "chromium is not installed (CI installs it: .ci/run)"
     server, url = start_web(tmp_path, "--theme", "phasetop-projector")
     others: list[str] = []
@@ -107,11 +117,7 @@ def test_the_ui_in_a_browser_tab_runs_prompts_and_stops_with_the_tab(tmp_path):
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=[
                 "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"])
             try:
-                page = browser.new_page(viewport=VIEWPORT)
-                page.route("**/*", lambda route: route.continue_() if urlsplit(route.request.url).hostname == "127.0.0.1"
-                           else (others.append(route.request.url), route.abort()))
-                page.add_init_script(CATCH_TERMINAL)
-                page.goto(url)
+                page = open_tab(browser, url, others)
                 assert API_KEY not in page.content()
                 wait_for_text(page, lambda text: " · up · " in text, "header saying the simulator is up", 90)
 
@@ -138,11 +144,18 @@ def test_the_ui_in_a_browser_tab_runs_prompts_and_stops_with_the_tab(tmp_path):
                 gone, alive = psutil.wait_procs(ui, timeout=30)
                 assert not alive, f"still running after the tab closed: {[p.cmdline() for p in alive]}"
                 assert server.poll() is None, "the server stopped with the tab"
+
+                second = open_tab(browser, url, others)  # a new tab: a new UI and simulator; then SIGTERM with it open
+                wait_for_text(second, lambda text: " · up · " in text, "the second tab's header", 90)
+                again = server_children(server)
+                assert any(is_simulator(p) for p in again) and not set(again) & set(ui)
+                server.send_signal(signal.SIGTERM)
+                assert server.wait(15) == 0, "the server did not stop on SIGTERM with a tab open"
+                gone, alive = psutil.wait_procs(again, timeout=15)
+                assert not alive, f"still running after the server stopped: {[p.cmdline() for p in alive]}"
             finally:
                 browser.close()
         assert others == [], f"the page asked another host: {others}"
-        server.send_signal(signal.SIGTERM)
-        assert server.wait(15) == 0
     finally:
         for process in server_children(server):
             process.kill()

@@ -11,6 +11,7 @@ import shlex
 import socket
 import sys
 import webbrowser
+from collections.abc import Callable
 from pathlib import Path
 
 from tui.cli.common import ui_settings
@@ -30,8 +31,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "From another machine: ssh -L 8080:127.0.0.1:8080 HOST, then open http://127.0.0.1:8080.")
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to listen on (default 127.0.0.1; any other is reachable by anyone on its network)")
-    parser.add_argument("--port", type=port_number, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
-    parser.add_argument("--font-size", type=font_size_px, default=DEFAULT_FONT_SIZE_PX, metavar="PX",
+    parser.add_argument("--port", type=whole_number(1, 65535, "port"), default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
+    parser.add_argument("--font-size", type=whole_number(6, 96, "font size"), default=DEFAULT_FONT_SIZE_PX, metavar="PX",
                         help=f"the page's font size in pixels (default {DEFAULT_FONT_SIZE_PX}; a page's ?fontsize=N wins)")
     parser.add_argument("--open", action="store_true", dest="open_browser",
                         help="open the page in this machine's browser too, where there is a display for one")
@@ -40,24 +41,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run, ui_options=tuple(ui._group_actions))
 
 
-def port_number(text: str) -> int:
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (1–65535)") from None
-    if not 1 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"port {port} is out of range 1–65535")
-    return port
-
-
-def font_size_px(text: str) -> int:
-    try:
-        size = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of pixels") from None
-    if not 6 <= size <= 96:
-        raise argparse.ArgumentTypeError(f"{size} px is out of range 6–96")
-    return size
+def whole_number(low: int, high: int, what: str) -> Callable[[str], int]:
+    """argparse's type for a whole number from `low` to `high`; `what` names it in the one-line error."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {what} ({low}–{high})") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{what} {value} is out of range {low}–{high}")
+        return value
+    return parse
 
 
 def run(args: argparse.Namespace) -> int:

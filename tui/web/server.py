@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +29,8 @@ class WebServer(Server):
         self.font_size = font_size
         """The terminal's font size in pixels, unless the page's URL says `?fontsize=N`."""
         self._on_ready = on_ready
+        self._sessions: set[asyncio.Task] = set()
+        """The tabs' websocket handlers, each with its UI process."""
 
     def initialize_logging(self) -> None:
         # textual-serve's handler prints every frame's locals with a traceback: the UI's environment, where its
@@ -36,6 +39,23 @@ class WebServer(Server):
 
     async def on_startup(self, app: web.Application) -> None:
         self._on_ready()
+
+    async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
+        session = asyncio.current_task()
+        self._sessions.add(session)
+        try:
+            return await super().handle_websocket(request)
+        finally:
+            self._sessions.discard(session)
+
+    async def on_shutdown(self, app: web.Application) -> None:
+        """Ctrl-C or SIGTERM: each open tab's UI is told to quit (and stops its simulator) before this exits.
+
+        aiohttp would wait 60 s for the tabs' websockets to end by themselves, then cancel them; cancelled now,
+        each handler asks its UI to quit and waits for it, as when a tab closes."""
+        for session in self._sessions:
+            session.cancel()
+        await asyncio.gather(*self._sessions, return_exceptions=True)
 
     @aiohttp_jinja2.template("index.html")
     async def handle_index(self, request: web.Request) -> dict[str, Any]:
