@@ -15,6 +15,7 @@ import asyncio
 import functools
 import itertools
 import socket
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -98,19 +99,23 @@ class KvTransfer:
     tokens: int
     nbytes: int
     seconds: float
-    """On the loop clock (time scale applied), as measured."""
-    simulated_s: float
-    """`seconds` over the time scale: what the link's physics says, bytes / rate + latency."""
+    """Its time on the simulated clock the engines' stamps share (time scale applied): bytes / rate + latency, exact,
+    as a step's end is; what the wire reports."""
+    measured_s: float
+    """How long it took by the wall clock (perf_counter), however late the loop woke."""
+    time_scale: float
     link: KvLink
 
     def to_json(self) -> dict:
         return {"request_id": self.request_id, "source": self.source, "target": self.target, "tokens": self.tokens,
-                "bytes": self.nbytes, "seconds": self.seconds, "simulated_s": self.simulated_s, "link": self.link.name,
-                "link_gbs": self.link.gbs}
+                "bytes": self.nbytes, "seconds": self.seconds, "measured_s": self.measured_s, "time_scale": self.time_scale,
+                "link": self.link.name, "link_gbs": self.link.gbs}
 
     def line(self) -> str:
+        """The log's line: the measured time at time scale 1, and the link's own figure beside it."""
         return (f"phasetop sim: kv transfer {self.request_id} {self.source} → {self.target}: {self.tokens:,} tokens, "
-                f"{self.nbytes:,} bytes in {self.simulated_s * 1000:.3f} ms over {self.link.name} ({self.link.gbs:g} GB/s)")
+                f"{self.nbytes:,} bytes in {self.measured_s / self.time_scale * 1000:.3f} ms over {self.link.name} "
+                f"({self.link.gbs:g} GB/s: {self.seconds / self.time_scale * 1000:.3f} ms)")
 
 
 class KvPort:
@@ -121,13 +126,17 @@ class KvPort:
         self.time_scale = time_scale
         self._free = asyncio.Lock()
 
-    async def pull(self, nbytes: int) -> float:
-        """Move `nbytes` once the link is free; the seconds that took on the loop clock."""
+    async def pull(self, nbytes: int) -> tuple[float, float]:
+        """Move `nbytes` once the link is free: its seconds on the loop clock, and as measured by the wall clock.
+
+        Measured by perf_counter: uvloop's loop clock counts milliseconds and stands still within a callback.
+        """
         async with self._free:
             loop = asyncio.get_running_loop()
-            start = loop.time()
-            await sleep_until(loop, start + self.link.transfer_s(nbytes) * self.time_scale)
-            return loop.time() - start
+            seconds = self.link.transfer_s(nbytes) * self.time_scale
+            began = time.perf_counter()
+            await sleep_until(loop, loop.time() + seconds)
+            return seconds, time.perf_counter() - began
 
 
 class FrontDriver:
@@ -206,11 +215,11 @@ class FrontDriver:
 
     async def _pull(self, index: int, decode: SimState, sequence: EngineSequence) -> None:
         port = self._ports[index]
-        seconds = await port.pull(sequence.kv_transfer_bytes or 0)
+        seconds, measured_s = await port.pull(sequence.kv_transfer_bytes or 0)
         sequence.kv_transfer_s = seconds
         transfer = KvTransfer(sequence.request_id, self._source_of.get(sequence, "prefill"), f"decode-{index}",
-                              sequence.external_tokens, sequence.kv_transfer_bytes or 0, seconds, seconds / port.time_scale,
-                              port.link)
+                              sequence.external_tokens, sequence.kv_transfer_bytes or 0, seconds, measured_s,
+                              port.time_scale, port.link)
         self.transfers.append(transfer)
         self._on_transfer(transfer)
         decode.driver.receive(sequence)
