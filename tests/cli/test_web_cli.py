@@ -92,7 +92,7 @@ def test_with_no_url_each_tab_gets_its_own_simulator(capsys, served):
     code, out, err = run(capsys, "web", "--port", str(port), "--font-size", "24")
     assert code == 0
     assert out == f"http://127.0.0.1:{port}/?fontsize=24\n"
-    assert "each tab runs its own phasetop and simulator" in err
+    assert "each tab runs its own phasetop, on its own simulator when nothing answers at http://127.0.0.1:8000;" in err
     assert served[0].command == "exec " + shlex.join([sys.executable, "-m", "tui"])
     assert served[0].font_size == 24
 

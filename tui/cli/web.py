@@ -28,7 +28,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "web", help="serve the UI to browsers (one UI, and simulator, per tab)",
         description="Serve phasetop's UI to a browser with textual-serve: each tab runs its own phasetop (with no "
         "--url, on its own simulator), stopped when the tab closes. It listens on loopback; the page has no login. "
-        "From another machine: ssh -L 8080:127.0.0.1:8080 HOST, then open http://127.0.0.1:8080.")
+        "From another machine: ssh -L 8080:127.0.0.1:8080 HOST, then open http://127.0.0.1:8080. With --serve, each "
+        "tab starts the server command too: for one on a fixed port, keep to one tab, or start it once and give --url.")
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to listen on (default 127.0.0.1; any other is reachable by anyone on its network)")
     parser.add_argument("--port", type=whole_number(1, 65535, "port"), default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
@@ -55,7 +56,7 @@ def whole_number(low: int, high: int, what: str) -> Callable[[str], int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    ui_settings(args)  # a bad setting is one line here, not one per tab
+    settings = ui_settings(args)  # a bad setting is one line here, not one per tab
     check_free(args.host, args.port)
     from tui.web.server import WebServer  # aiohttp and textual-serve load only here
 
@@ -67,8 +68,8 @@ def run(args: argparse.Namespace) -> int:
 
     def ready() -> None:
         print(url, flush=True)
-        note(f"phasetop web: open {url} (each tab runs its own phasetop{'' if args.url else ' and simulator'}; "
-             "Ctrl-C stops)")
+        where = "" if args.url or args.serve else f", on its own simulator when nothing answers at {settings.url}"
+        note(f"phasetop web: open {url} (each tab runs its own phasetop{where}; Ctrl-C stops)")
         if args.open_browser:
             open_browser(url)
 
