@@ -6,6 +6,7 @@ import asyncio
 import os
 import socket
 import sys
+import threading
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -18,9 +19,11 @@ from tui.app.launch import simulated_server, simulator_args
 from tui.app.screens.compare import CompareScreen
 from tui.app.screens.experiment import ExperimentScreen
 from tui.app.screens.flags import FlagEditorScreen
+from tui.app.screens.fleet import FleetScreen
 from tui.app.screens.main import MainScreen
 from tui.config import Settings
 from tui.core.serve_command import ServeCommand, Setting
+from tui.sim.fleet_lab import FleetLab, send_load
 from tui.sim.launcher import SimulatorProcess
 from tui.sources.served_command import ServedCommand, start_served
 
@@ -165,6 +168,29 @@ async def tuning_loop() -> None:
         served.stop()
 
 
+async def fleet() -> None:
+    """The fleet screen on the fleet lab (a real Prometheus on three simulators and two DCGM stand-ins) under its
+    demo load, once a whole rate window has passed, so the rates and quantiles are the load's own."""
+    with FleetLab.start() as lab:
+        stop = threading.Event()
+        load = send_load(lab, stop)
+        loaded_at = time.time()
+        settings = Settings(_env_file=None, prometheus={"url": lab.prometheus_url, "role_label": "role"})
+        screen = FleetScreen(settings, lab.prometheus_url)
+        screen.save_runs = False
+        app = PhasetopApp(settings, lab.prometheus_url, save_runs=False, first=screen)
+        try:
+            async with app.run_test(size=(160, 45)) as pilot:
+                window_s = settings.prometheus.window_s
+                await until(pilot, lambda: screen.fleet is not None and screen.fleet.t_unix > loaded_at + window_s + 5, window_s + 60)
+                await pilot.pause(0.3)
+                app.save_screenshot("fleet.svg", path=str(OUT))
+        finally:
+            stop.set()
+            for thread in load:
+                thread.join(5)
+
+
 def closed_port_url() -> str:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -180,8 +206,10 @@ async def main() -> None:
         await experiment(sim.url)
     await before_after()
     await tuning_loop()
+    await fleet()
     print(f"saved: {', '.join(sorted(p.name for p in OUT.glob('*.svg')))}")
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    # `python scripts/screenshots.py fleet`: that shot alone (it needs Prometheus, and takes a rate window's time).
+    asyncio.run(fleet() if sys.argv[1:] == ["fleet"] else main())

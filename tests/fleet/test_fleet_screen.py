@@ -114,6 +114,8 @@ async def test_rows_with_figures_and_the_saturated_named(loaded, size):
         itl = fleet.merged["itl"]
         if itl.edges.get("p99") == "first":
             assert "ITL p99 ≤10 ms" in pools
+        # DCGM's GPUs under them: the fixed DRAM active as GB/s of the device's peak.
+        assert "127.0.0.2 GPU 0 NVIDIA H100 SXM: DRAM active 60% = 2,010 of 3,350 GB/s, SM 40%, tensor 20%" in pools
         title = text_of(screen, "#fleet-title")
         assert "3 instances" in title and "sort: instance A→Z" in title
         assert not screen.query_one("#fleet-error").has_class("-shown")

@@ -11,6 +11,7 @@ import shlex
 from collections.abc import Iterable
 
 from tui.core.fleet import SATURATED_KV_USAGE, Fleet, FleetRow, Latency, Pool
+from tui.core.fleet_gpus import FleetGpu
 from tui.core.promql import Matcher, parse_matcher
 from tui.core.untrusted import one_line
 
@@ -84,6 +85,18 @@ def saturated_text(fleet: Fleet) -> str | None:
 
 def slowest_text(fleet: Fleet) -> str | None:
     return f"slowest (ITL p99): {one_line(fleet.slowest, 60)}" if fleet.slowest else None
+
+
+def gpu_line(g: FleetGpu) -> str:
+    """One GPU as DCGM reports it: where, which, DRAM active as GB/s of its peak, SM and tensor activity, memory used."""
+    name = one_line(g.device or g.model_name or "unknown GPU", 40)
+    dram = num(g.dram_active * 100 if g.dram_active is not None else None, ".0f", "%")
+    if g.dram_gbs is not None:
+        dram += f" = {g.dram_gbs:,.0f} of {g.peak_gbs:,.0f} GB/s"
+    used = num(g.fb_used_mib / 1024 if g.fb_used_mib is not None else None, ",.1f", " GiB")
+    return (f"{one_line(g.host or '?', 30)} GPU {one_line(g.gpu, 8)} {name}: DRAM active {dram}, "
+            f"SM {num(g.sm_active * 100 if g.sm_active is not None else None, '.0f', '%')}, "
+            f"tensor {num(g.tensor_active * 100 if g.tensor_active is not None else None, '.0f', '%')}, {used} used")
 
 
 def down_lines(rows: Iterable[FleetRow]) -> list[str]:

@@ -30,8 +30,8 @@ from tui.app.screens.main_keys import MAIN_BINDINGS
 from tui.app.widgets.text import set_text
 from tui.config import Settings
 from tui.core.fleet import Fleet, FleetRow, sort_rows
-from tui.core.fleet_text import (CELL_SORTS, CELLS, down_lines, kv_transfer_line, merged_text, parse_filter, pool_line,
-                                 row_cells, saturated_text, slowest_text)
+from tui.core.fleet_text import (CELL_SORTS, CELLS, down_lines, gpu_line, kv_transfer_line, merged_text, parse_filter,
+                                 pool_line, row_cells, saturated_text, slowest_text)
 from tui.core.promql import Matcher
 from tui.core.untrusted import one_line, without_credentials
 from tui.sources import reach
@@ -297,6 +297,8 @@ class FleetScreen(Screen[None]):
         lines += [line for line in (kv_transfer_line(fleet),) if line]
         lines.append(f"{merged_text(fleet)} (quantiles of the summed bucket rates, every instance together)")
         lines += down_lines(rows)
+        if fleet.gpus:
+            lines += ["", "GPUs (DCGM):", *(f"  {gpu_line(g)}" for g in sorted(fleet.gpus, key=lambda g: (g.host or "", g.gpu)))]
         set_text(self.query_one("#fleet-pools", Static), "\n".join(lines))
 
     def _cells(self, fleet: Fleet, row: FleetRow) -> dict[str, Text]:
