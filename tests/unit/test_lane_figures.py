@@ -78,3 +78,14 @@ def test_the_diagnosis_names_its_request_and_waits_for_it_to_end():
         "long 2000: decode 205 tok/s is 98% of the bandwidth ceiling → bandwidth-bound: quantize"
     assert diagnosis_text("long 2000", [finding], in_flight=True) == "long 2000: in flight"
     assert diagnosis_text("long 2000", [], in_flight=False) == ""
+
+
+def test_a_kv_transfer_is_named_as_its_share_of_ttft_with_its_bytes():
+    from tui.core.lane_figures import transfer_text
+
+    moved = timing(0.100, server_split=ServerSplit(kv_transfer_s=0.011, kv_transfer_bytes=512_000_000))
+    text = transfer_text(moved)
+    assert text == ("KV transfer 11.0 ms of TTFT 100.0 ms (11%), 512 MB from the prefill worker to the decode worker "
+                    "(the server's clock)")
+    assert text in figures_line([moved], None)
+    assert transfer_text(timing(0.100)) is None and "KV transfer" not in figures_line([timing(0.100)], None)

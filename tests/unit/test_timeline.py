@@ -172,3 +172,30 @@ def test_the_rows_scroll_up_to_a_selected_lane_older_than_those_that_fit():
     top = layout(lanes(timings, labels, keep=32, selected=0), WALL_CLOCK, rows=10, width=100)
     assert top.rows[0].lane.label == "stream 1" and (top.hidden, top.newer) == (0, 22)
     assert top.x_min == 0.0, "the axis starts at the first send drawn"
+
+
+def test_a_disaggregated_request_is_prefill_then_kv_transfer_then_decode():
+    from tui.core.records import ServerSplit
+
+    moved = RequestTiming(True, 100.0, offsets(0.100), server_split=ServerSplit(kv_transfer_s=0.030))
+    plain = RequestTiming(True, 100.0, offsets(0.100))
+    [lane, colocated] = lanes([moved, plain])
+    assert lane.transfer_s == 0.030 and colocated.transfer_s is None
+    drawn = layout([lane, colocated], ALIGNED, rows=10, width=200)
+    three, two = drawn.rows
+    assert three.prefill == pytest.approx((0.0, 0.070)), "prefill ends where the KV starts to move"
+    assert three.transfer == pytest.approx((0.070, 0.100)), "the move ends at the first token"
+    assert three.ticks[0] == pytest.approx(0.100)
+    assert two.prefill == pytest.approx((0.0, 0.100)) and two.transfer is None
+
+
+def test_a_transfer_shorter_than_a_cell_is_still_one_cell_and_one_longer_than_ttft_starts_at_the_send():
+    from tui.core.records import ServerSplit
+
+    quick = RequestTiming(True, 100.0, offsets(0.100, count=400), server_split=ServerSplit(kv_transfer_s=0.0001))
+    drawn = layout(lanes([quick]), ALIGNED, rows=10, width=60)
+    [row] = drawn.rows
+    assert row.transfer[1] - row.transfer[0] == pytest.approx(drawn.cell_s)
+    odd = RequestTiming(True, 100.0, offsets(0.010), server_split=ServerSplit(kv_transfer_s=0.5))
+    [row] = layout(lanes([odd]), ALIGNED, rows=10, width=200).rows
+    assert row.transfer[0] == 0.0, "never before its send"

@@ -1,5 +1,6 @@
 """Timeline lanes: each request as a prefill span then decode ticks, in two views (aligned at each send, or
-one wall clock), with the layout arithmetic: which lanes fit, the axis each view zooms to, spans ≥ one cell."""
+one wall clock), with the layout arithmetic: which lanes fit, the axis each view zooms to, spans ≥ one cell.
+A disaggregated server's request has a third phase between them: its KV cache's move to the decode worker."""
 
 from __future__ import annotations
 
@@ -24,6 +25,9 @@ class Lane:
     """Its arrivals were flagged as clumped by delivery (they time the delivery, not the generation)."""
     selected: bool = False
     """The lane the figures under the chart speak of (arrow keys move it): its label is marked."""
+    transfer_s: float | None = None
+    """How long its KV cache took to move from the prefill worker to the decode worker (the server's split), the
+    end of its time to first token; None where nothing moved or the server does not say."""
 
 
 def lanes(timings: Sequence[RequestTiming], labels: Sequence[str] | None = None, keep: int = 8,
@@ -39,8 +43,9 @@ def lanes(timings: Sequence[RequestTiming], labels: Sequence[str] | None = None,
     for index, (timing, label) in enumerate(zip(shown, shown_labels, strict=True)):
         sent = timing.t_sent_unix - origin
         ticks = tuple(sent + offset for offset in timing.token_offsets_s)
+        transfer = timing.server_split.kv_transfer_s if timing.server_split is not None else None
         result.append(Lane(label, sent, ticks[0] if ticks else None, ticks, timing.ok, bool(timing.burst),
-                           index == selected))
+                           index == selected, transfer))
     return result
 
 
@@ -142,6 +147,9 @@ class LaneLayout:
     prefill runs (or when the span is off the axis)."""
     ticks: tuple[float, ...]
     """Decode ticks on the axis (those off it dropped)."""
+    transfer: tuple[float, float] | None = None
+    """(start, end) of the drawn KV transfer span, as `prefill`: the last `transfer_s` before the first token
+    (the decode worker's first step, a few ms, is inside its end); the prefill span stops where it starts."""
 
     @property
     def tick_label(self) -> str:
@@ -246,13 +254,24 @@ def layout(lanes_kept: Sequence[Lane], view: str, rows: int, width: int,
     cell_s = (x_max - x_min) / cells
     drawn = []
     for lane in placed:
-        prefill = None
-        if lane.first_token_s is not None and lane.first_token_s >= x_min and lane.sent_s <= x_max:
-            start, end = max(lane.sent_s, x_min), min(lane.first_token_s, x_max)
-            if end - start < cell_s:  # never thinner than one cell
-                start = min(start, x_max - cell_s)
-                end = start + cell_s
-            prefill = (start, end)
+        prefill = transfer = None
+        if lane.first_token_s is not None:
+            handed_over = lane.first_token_s
+            if lane.transfer_s:
+                handed_over = max(lane.sent_s, lane.first_token_s - lane.transfer_s)
+                transfer = _span(handed_over, lane.first_token_s, x_min, x_max, cell_s)
+            prefill = _span(lane.sent_s, handed_over, x_min, x_max, cell_s)
         ticks = tuple(t for t in lane.token_s if x_min <= t <= x_max)
-        drawn.append(LaneLayout(lane, lane_label(lane), lane.sent_s, prefill, ticks))
+        drawn.append(LaneLayout(lane, lane_label(lane), lane.sent_s, prefill, ticks, transfer))
     return TimelineLayout(view, tuple(drawn), first, x_min, x_max, cells, newer=len(kept) - first - len(shown))
+
+
+def _span(start: float, end: float, x_min: float, x_max: float, cell_s: float) -> tuple[float, float] | None:
+    """(start, end) clipped to the axis and never thinner than one cell; None when it is off the axis."""
+    if end < x_min or start > x_max:
+        return None
+    start, end = max(start, x_min), min(end, x_max)
+    if end - start < cell_s:
+        start = min(start, x_max - cell_s)
+        end = start + cell_s
+    return start, end

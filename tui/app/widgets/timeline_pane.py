@@ -29,6 +29,8 @@ AXIS_ROWS = 4
 
 
 PREFILL_MARK = "━"
+TRANSFER_MARK = "═"
+"""A disaggregated request's KV cache moving from the prefill worker to the decode worker."""
 DECODE_MARK = "•"
 SENT_MARK = "▶"
 """A lane sent and waiting for its first token."""
@@ -41,7 +43,7 @@ BURST_MARK = "▪"
 class TimelinePlot(ThemedPlot):
     """The lanes drawn with plotext: a thick bar for prefill, a dot per content chunk."""
 
-    COMPONENT_CLASSES = {"timeline-plot--prefill", "timeline-plot--decode"}
+    COMPONENT_CLASSES = {"timeline-plot--prefill", "timeline-plot--transfer", "timeline-plot--decode"}
     """The marks' colours, set in the .tcss from the theme (`ThemedPlot._rgb`)."""
 
     lanes: reactive[list[Lane]] = reactive(list, always_update=True, repaint=False)  # replot() refreshes
@@ -96,6 +98,7 @@ class TimelinePlot(ThemedPlot):
         if not self.lanes:
             plt.title("send a prompt (s) to see prefill, then decode")
         prefill, decode = self._rgb("timeline-plot--prefill"), self._rgb("timeline-plot--decode")
+        transfer = self._rgb("timeline-plot--transfer")
         # One row per lane: more lanes than rows would draw two requests on one row.
         drawn = layout(self.lanes, self.view, self.size.height - AXIS_ROWS, self.size.width,
                        self.batch_of if len(self.batch_of) == len(self.lanes) else None)
@@ -108,6 +111,8 @@ class TimelinePlot(ThemedPlot):
             y = count - index
             if row.prefill is not None:
                 plt.plot(list(row.prefill), [y, y], marker=PREFILL_MARK, color=prefill)
+            if row.transfer is not None:
+                plt.plot(list(row.transfer), [y, y], marker=TRANSFER_MARK, color=transfer)
             if row.ticks:
                 ticks = thin(row.ticks, drawn.x_min, drawn.x_max, drawn.cells)
                 plt.scatter(ticks, [y] * len(ticks), marker=BURST_MARK if row.lane.burst else DECODE_MARK, color=decode)
@@ -166,7 +171,8 @@ class TimelinePane(Vertical):
     def _title(self, drawn: TimelineLayout | None = None) -> None:
         other = WALL_CLOCK if self.view == ALIGNED else ALIGNED
         self.border_title = f"Token timeline · {self.view} (v: {other})"
-        legend = f"{PREFILL_MARK} prefill  {DECODE_MARK} decode"
+        moved = drawn is not None and any(row.transfer is not None for row in drawn.rows)
+        legend = f"{PREFILL_MARK} prefill  " + (f"{TRANSFER_MARK} KV transfer  " if moved else "") + f"{DECODE_MARK} decode"
         if drawn is not None and any(row.lane.burst for row in drawn.rows):
             legend += f"  {BURST_MARK} delivery burst"
         if drawn is not None and drawn.hidden:
