@@ -15,7 +15,7 @@ from textual.widgets import Input
 
 from tui.app.app import PhasetopApp
 from tui.app.feeds.requests import Send
-from tui.app.launch import simulated_server, simulator_args
+from tui.app.launch import simulated_server
 from tui.app.screens.compare import CompareScreen
 from tui.app.screens.experiment import ExperimentScreen
 from tui.app.screens.flags import FlagEditorScreen
@@ -24,7 +24,7 @@ from tui.app.screens.main import MainScreen
 from tui.config import Settings
 from tui.core.serve_command import ServeCommand, Setting
 from tui.sim.fleet_lab import FleetLab, send_load
-from tui.sim.launcher import SimulatorProcess
+from tui.sim.launcher import SimulatorProcess, simulator_args
 from tui.sources.served_command import ServedCommand, start_served
 
 OUT = Path(__file__).resolve().parent.parent / "screenshots"
@@ -88,6 +88,28 @@ async def experiment(url: str) -> None:
         await until(pilot, lambda: isinstance(app.screen, ExperimentScreen) and app.screen.finding, 180)
         await pilot.pause(0.3)
         app.save_screenshot("experiment.svg", path=str(OUT))
+
+
+async def disaggregation() -> None:
+    """1P1D over 100 GbE: 8 streams, the long prompt among them in three phases (prefill, its 262 MB moving, decode)
+    while the streams decode on; then `d`, the experiment on four setups, with its table and finding."""
+    with SimulatorProcess.start([*simulator_args(REAL_TIME), "--disaggregated", "--kv-link", "100gbe",
+                                 "--enable-per-request-metrics"]) as sim:
+        app = PhasetopApp(REAL_TIME, sim.url, *simulated_server(REAL_TIME), save_runs=False)
+        async with app.run_test(size=SIZE) as pilot:
+            screen: MainScreen = app.screen
+            await until(pilot, lambda: screen.lab.server_info is not None)
+            await pilot.pause(1.5)  # the UI's first seconds keep its core busy: streams read then arrive in clumps
+            await long_prompt_among_streams(pilot, screen)
+            await settled(pilot, screen, 9)
+            screen.action_select_lane(0)
+            await pilot.pause(0.5)
+            app.save_screenshot("three-phases.svg", path=str(OUT))
+            await pilot.press("d")
+            await until(pilot, lambda: isinstance(app.screen, ExperimentScreen) and app.screen.is_mounted)
+            await until(pilot, lambda: app.screen.finding, 300)
+            await pilot.pause(0.3)
+            app.save_screenshot("disaggregation.svg", path=str(OUT))
 
 
 async def long_prompt_among_streams(pilot, screen: MainScreen) -> None:
@@ -206,10 +228,12 @@ async def main() -> None:
         await experiment(sim.url)
     await before_after()
     await tuning_loop()
+    await disaggregation()
     await fleet()
     print(f"saved: {', '.join(sorted(p.name for p in OUT.glob('*.svg')))}")
 
 
 if __name__ == "__main__":
     # `python scripts/screenshots.py fleet`: that shot alone (it needs Prometheus, and takes a rate window's time).
-    asyncio.run(fleet() if sys.argv[1:] == ["fleet"] else main())
+    # `python scripts/screenshots.py disaggregation`: the 1P1D shots alone.
+    asyncio.run({"fleet": fleet, "disaggregation": disaggregation}[sys.argv[1]]() if sys.argv[1:] else main())

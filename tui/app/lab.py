@@ -21,7 +21,7 @@ from tui.app.screens.compare import CompareScreen
 from tui.app.screens.experiment import ExperimentScreen
 from tui.app.screens.runs import RunsScreen
 from tui.app.widgets.load_dial import DialState
-from tui.core.experiments import make_plan
+from tui.core.experiments import OWN_SIMULATORS, make_plan
 from tui.core.load_steps import LOAD_CONCURRENCIES, LOAD_RATES, step
 from tui.core.records import RequestTiming
 from tui.core.sessions import Session, SessionLog, compare_sessions, session_run
@@ -43,7 +43,8 @@ LOAD_MAX_TOKENS = 64
 LOAD_BACKLOG = 256
 """Arrivals waiting for a slot past this many pause the schedule: an endless load must not pile up without bound."""
 EXPERIMENT_NAMES = {"prompt-tokens": "prompt-length sweep", "prefix": "prefix cache", "concurrency": "concurrency sweep",
-                    "interference": "long-prompt interference", "context": "context growth"}
+                    "interference": "long-prompt interference", "context": "context growth",
+                    "disaggregation": "disaggregation"}
 NOT_KNOWN_YET = "the server is not known yet: wait for the header to say it is up"
 
 
@@ -202,11 +203,12 @@ class Lab:
     def sweep(self, vary: str, on_run: Callable[[dict], None] | None = None) -> None:
         """Open the experiment `vary` on the current server; `on_run` gets its run (saved or not) when it ends."""
         screen, info = self._screen, self.server_info
-        if info is None:
+        own = vary in OWN_SIMULATORS  # it starts phasetop's simulator in each of its setups: no server needed
+        if info is None and not own:
             screen.notify(NOT_KNOWN_YET, severity="warning")
             return
         try:
-            plan = make_plan(vary, max_model_len=info.max_model_len)
+            plan = make_plan(vary, max_model_len=None if own else info.max_model_len)
         except ValueError as error:
             screen.notify(str(error), title=f"{EXPERIMENT_NAMES[vary]} cannot run here", severity="error", markup=False)
             return

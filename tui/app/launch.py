@@ -20,7 +20,7 @@ from tui.core.serve_command import CommandError, ServeCommand
 from tui.core.server_ceiling import simulated_ceiling
 from tui.core.untrusted import one_line
 from tui.runs_store import default_runs_dir, remove_dead_temps
-from tui.sim.launcher import SimulatorError, SimulatorProcess
+from tui.sim.launcher import SimulatorError, SimulatorProcess, simulator_args
 from tui.sources.managed_server import ServerStartError
 from tui.sources.served_command import ServedCommand, start_served
 
@@ -36,10 +36,6 @@ def something_answers(url: str) -> bool:
     except httpx.HTTPError:
         return False
     return True
-
-
-def simulator_args(settings: Settings) -> list[str]:
-    return ["--gpu", settings.sim.gpu, "--model", settings.sim.model, "--time-scale", str(settings.sim.time_scale)]
 
 
 def simulated_server(settings: Settings) -> tuple[str, tuple[float, float, float]]:

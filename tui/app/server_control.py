@@ -22,6 +22,7 @@ from tui.app.screens.flags import FlagEditorScreen, Restart
 from tui.app.screens.server_log import ServerLogScreen
 from tui.app.widgets.gpu_pane import GpuPane
 from tui.app.widgets.prompt_pane import PRESETS
+from tui.core.experiments import OWN_SIMULATORS
 from tui.core.runs import compare_runs
 from tui.core.serve_command import ServeCommand, changed_flags
 from tui.core.untrusted import one_line
@@ -141,6 +142,8 @@ class ServerControl:
     def experiment_ran(self, run: dict) -> None:
         """An experiment ended with rows: after a restart's rerun, before → after over it; else it is the last."""
         before, self._experiment_before = self._experiment_before, None
+        if run["params"]["vary"] in OWN_SIMULATORS:
+            return  # it ran on simulators of its own, not on this server: no restart changes it
         self._experiment = run
         if before is not None:
             name = EXPERIMENT_NAMES[run["params"]["vary"]]

@@ -20,7 +20,7 @@ from tui.cli.runs_common import add_runs_options, save_run_from_cli
 from tui.config import Settings
 from tui.core.experiment_columns import COLUMNS
 from tui.core.disaggregation import DEFAULT_KV_LINK, KV_LINKS, find_link
-from tui.core.experiment_disaggregation import setups
+from tui.core.experiment_disaggregation import setups_server
 from tui.core.experiments import DEFAULT_VALUES, EXPERIMENTS, OWN_SIMULATORS, Plan, make_plan
 from tui.core.runs import new_run
 from tui.sources import loop
@@ -180,9 +180,7 @@ def _run_own(args: argparse.Namespace, settings: Settings, values: list[int] | N
 
     result, failure = loop.run(sweep())
     heading = f"phasetop's simulator, {settings.sim.gpu}, model {settings.sim.model}, KV over {link.name} ({link.gbs:g} GB/s)"
-    server = {"kind": "openai", "simulator": "phasetop sim", "gpu": settings.sim.gpu, "model": settings.sim.model,
-              "kv_link": link.name, "kv_link_gbs": link.gbs,
-              "setups": [{"key": s.key, "label": s.label, "sim_args": list(s.sim_args)} for s in setups(link)]}
+    server = setups_server(link, settings.sim.gpu, settings.sim.model)
     document = {"server": server, **result.to_json()}
     if args.json:
         emit_json(document)

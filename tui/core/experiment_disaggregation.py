@@ -39,6 +39,14 @@ def setups(link: KvLink) -> tuple[Setup, ...]:
     )
 
 
+def setups_server(link: KvLink, gpu: str, model: str) -> dict:
+    """The run's `server` for this experiment: phasetop's simulator on `gpu` with `model`, in each setup over `link`
+    (there is no one server to identify)."""
+    return {"kind": "openai", "simulator": "phasetop sim", "gpu": gpu, "model": model, "kv_link": link.name,
+            "kv_link_gbs": link.gbs,
+            "setups": [{"key": s.key, "label": s.label, "sim_args": list(s.sim_args)} for s in setups(link)]}
+
+
 def disaggregation_row(setup: Setup, prompt_tokens: int,
                        rounds: Sequence[tuple[Sequence[RequestTiming], RequestTiming]]) -> dict:
     """The running streams' worst gap while the long prompt was in flight (its median round's) against their ITL over

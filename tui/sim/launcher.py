@@ -20,12 +20,21 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from tui.sim.options import READY_PREFIX, WORKER_PREFIX
 
+if TYPE_CHECKING:
+    from tui.config import Settings
+
 START_TIMEOUT_S = 30.0
 
+
+
+def simulator_args(settings: Settings) -> list[str]:
+    """The flags that make a simulator the one `settings` configure: its device, model and time scale."""
+    return ["--gpu", settings.sim.gpu, "--model", settings.sim.model, "--time-scale", str(settings.sim.time_scale)]
 
 class SimulatorError(RuntimeError):
     """The simulator did not start; the message holds its last stderr line."""

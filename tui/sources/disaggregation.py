@@ -13,6 +13,7 @@ port, started and stopped off the event loop (a start takes a second or two), so
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Sequence
 
 from tui.core.disaggregation import KvLink
@@ -78,7 +79,7 @@ async def run_disaggregation(
 async def _run_setup(setup: Setup, plan: Plan, relay: ProgressCallback, args: list[str],
                      exact_length: bool) -> tuple[RequestTiming, ...]:
     """The interference workload on a simulator started with `args`, stopped after; every timed request, in order."""
-    sim = await asyncio.to_thread(SimulatorProcess.start, [*args, "--enable-per-request-metrics"])
+    sim = await _started([*args, "--enable-per-request-metrics"])
     try:
         async with make_client(sim.url) as client:
             server = await describe_server(client, "openai", None)
@@ -87,6 +88,18 @@ async def _run_setup(setup: Setup, plan: Plan, relay: ProgressCallback, args: li
         return result.requests
     finally:
         await asyncio.to_thread(sim.stop)
+
+
+async def _started(args: list[str]) -> SimulatorProcess:
+    """A simulator started off the event loop; one cancelled while it starts (Escape in the UI) is stopped once it
+    is up, not left running."""
+    starting = asyncio.ensure_future(asyncio.to_thread(SimulatorProcess.start, args))
+    try:
+        return await asyncio.shield(starting)
+    except asyncio.CancelledError:
+        with contextlib.suppress(SimulatorError):
+            await asyncio.to_thread((await starting).stop)
+        raise
 
 
 def _rounds(plan: Plan, timings: Sequence[RequestTiming]):

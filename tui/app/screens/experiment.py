@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -27,12 +27,16 @@ from tui.app.feeds.lab import save_quietly
 from tui.app.lab_messages import ExperimentFinished, ExperimentProgressed, RunSaved
 from tui.config import Settings
 from tui.core.experiment_columns import COLUMNS, Column
-from tui.core.experiments import Plan
+from tui.core.disaggregation import DEFAULT_KV_LINK, find_link
+from tui.core.experiment_disaggregation import setups_server
+from tui.core.experiments import OWN_SIMULATORS, Plan
 from tui.core.runs import new_run
 from tui.sources import loop
 from tui.sources.detect import ServerInfo
 from tui.sources.errors import SourceError
-from tui.sources.experiments import ExperimentFailed, run_experiment
+from tui.sim.launcher import simulator_args
+from tui.sources.disaggregation import run_disaggregation
+from tui.sources.experiments import ExperimentFailed, ExperimentResult, Progress, run_experiment
 from tui.sources.http import client_for
 from tui.sources.identity import server_identity
 
@@ -49,6 +53,9 @@ class Chart:
     """Keys of the last row drawn as bars (interference: ITL before, during, after)."""
     even_x: bool = False
     """Values that double (1, 2, 4 … 32 streams) drawn evenly spaced, as a log axis would."""
+    by_setup: str | None = None
+    """A key drawn as one bar per row, named by its setup's short key (disaggregation: each setup's worst gap; the
+    table names them in full)."""
 
 
 TITLES = {
@@ -57,12 +64,14 @@ TITLES = {
     "concurrency": "Concurrency: aggregate tok/s and p99 ITL against streams at once",
     "interference": "Interference: a long prompt lands among running streams",
     "context": "Context growth: ITL against token position",
+    "disaggregation": "Disaggregation: is it worth it? The interference workload on four setups",
 }
 CHARTS = {
     "prompt-tokens": Chart(left=("ttft_s",), right=("decode_tok_s",)),
     "prefix": Chart(left=("unique_ttft_s", "first_ttft_s", "second_ttft_s")),
     "concurrency": Chart(left=("aggregate_tok_s",), right=("itl_p99_s",), even_x=True),
     "interference": Chart(bars=("itl_before_s", "itl_during_s", "itl_after_s")),
+    "disaggregation": Chart(by_setup="itl_worst_s"),
     "context": Chart(left=("itl_p50_s",)),
 }
 RGB = tuple[int, int, int]
@@ -77,7 +86,7 @@ def legend(vary: str) -> Content:
     line sits outside the plot (under the chart), so it never covers a point.
     """
     chart, columns = CHARTS[vary], {c.key: c for c in COLUMNS[vary]}
-    if chart.bars:
+    if chart.bars or chart.by_setup:
         return Content("")
     both = bool(chart.left and chart.right)
     parts = []
@@ -108,7 +117,9 @@ class ExperimentChart(PlotextPlot):
         self.plt.clear_data()
         self.plt.clear_figure()
         chart = CHARTS[self.vary]
-        if chart.bars and self.rows:
+        if chart.by_setup and self.rows:
+            self._plot_setups(chart.by_setup)
+        elif chart.bars and self.rows:
             self._plot_bars(chart.bars)
         elif self.rows:
             self._plot_lines(chart)
@@ -118,6 +129,12 @@ class ExperimentChart(PlotextPlot):
         row, columns = self.rows[-1], {c.key: c for c in COLUMNS[self.vary]}
         shown = [columns[k] for k in keys if row.get(k) is not None]
         self.plt.bar([_label(c) for c in shown], [row[c.key] * c.scale for c in shown], color=COLOURS[0])
+
+    def _plot_setups(self, key: str) -> None:
+        column = next(c for c in COLUMNS[self.vary] if c.key == key)
+        shown = [row for row in self.rows if row.get(key) is not None]
+        self.plt.bar([str(row["setup_key"]) for row in shown], [row[key] * column.scale for row in shown], color=COLOURS[0])
+        self.plt.title(_label(column))
 
     def _plot_lines(self, chart: Chart) -> None:
         x_column = COLUMNS[self.vary][0]
@@ -144,6 +161,25 @@ class ExperimentChart(PlotextPlot):
             self.plt.ylim(0, top * 1.1, yside=side)
 
 
+async def _until_cancelled(experiment: Coroutine[None, None, ExperimentResult],
+                           cancelled: threading.Event) -> tuple[ExperimentResult | None, str | None] | None:
+    """Run `experiment` until it ends or `cancelled` is set (the screen left): (its result, None), (what it
+    measured, why it stopped), (None, why nothing ran), or None when cancelled."""
+    task = asyncio.create_task(experiment)
+    while not task.done():
+        await asyncio.wait({task}, timeout=CANCEL_POLL_S)
+        if cancelled.is_set():
+            task.cancel()
+    try:
+        return task.result(), None
+    except asyncio.CancelledError:
+        return None
+    except ExperimentFailed as failed:
+        return failed.partial, str(failed)
+    except SourceError as failed:
+        return None, str(failed)
+
+
 def _label(column: Column) -> str:
     return f"{column.label} ({column.unit})" if column.unit else column.label
 
@@ -164,7 +200,7 @@ class ExperimentScreen(Screen[None]):
     finding: reactive[str] = reactive("")
     """The one-line finding, once the experiment ended."""
 
-    def __init__(self, plan: Plan, settings: Settings, server_url: str, info: ServerInfo, save_runs: bool,
+    def __init__(self, plan: Plan, settings: Settings, server_url: str, info: ServerInfo | None, save_runs: bool,
                  ceiling_tok_s: float | None = None, on_run: Callable[[dict], None] | None = None) -> None:
         super().__init__()
         self.on_run = on_run
@@ -180,8 +216,10 @@ class ExperimentScreen(Screen[None]):
         """What the message line says once the experiment ended ("done", "stopped: …")."""
 
     def compose(self) -> ComposeResult:
-        yield Static(f"{TITLES[self.plan.vary]} · {self.info.model} at {self.server_url}", id="experiment-title",
-                     markup=False)
+        where = (f"phasetop's simulator ({self.settings.sim.gpu}, {self.settings.sim.model}), KV over "
+                 f"{find_link(DEFAULT_KV_LINK).name}" if self.plan.vary in OWN_SIMULATORS
+                 else f"{self.info.model} at {self.server_url}")
+        yield Static(f"{TITLES[self.plan.vary]} · {where}", id="experiment-title", markup=False)
         if self.plan.scaled:
             yield Static(f"scaled {'; '.join(self.plan.scaled)}", id="experiment-scaled", markup=False)
         yield ProgressBar(total=1.0, show_eta=False, id="experiment-progress")
@@ -205,32 +243,35 @@ class ExperimentScreen(Screen[None]):
 
     async def _run(self, cancelled: threading.Event) -> None:
         started = datetime.now(UTC)
-        async with client_for(self.settings, self.server_url) as client:
-            task = asyncio.create_task(run_experiment(client, self.info, self.plan,
-                                                      lambda p: self.post_message(ExperimentProgressed(p)),
-                                                      ceiling_tok_s=self.ceiling_tok_s,
-                                                      exact_length=self.settings.exact_length))
-            while not task.done():
-                await asyncio.wait({task}, timeout=CANCEL_POLL_S)
-                if cancelled.is_set():
-                    task.cancel()
-            error = None
-            try:
-                result = task.result()
-            except asyncio.CancelledError:
-                return
-            except ExperimentFailed as failed:
-                result, error = failed.partial, str(failed)
-            except SourceError as failed:
-                self.post_message(ExperimentFinished(None, str(failed)))
-                return
-            identity = await server_identity(client, self.info)
+
+        def progress(p: Progress) -> None:
+            self.post_message(ExperimentProgressed(p))
+
+        if self.plan.vary in OWN_SIMULATORS:  # phasetop's simulator in each setup: no server to ask
+            link = find_link(DEFAULT_KV_LINK)
+            ended = await _until_cancelled(run_disaggregation(self.plan, link, progress, cancelled.is_set,
+                                                              simulator_args(self.settings), self.settings.exact_length),
+                                           cancelled)
+            identity = described = setups_server(link, self.settings.sim.gpu, self.settings.sim.model)
+            params = {**self.plan.to_json(), "kv_link": link.name}
+        else:
+            async with client_for(self.settings, self.server_url) as client:
+                ended = await _until_cancelled(run_experiment(client, self.info, self.plan, progress,
+                                                              ceiling_tok_s=self.ceiling_tok_s,
+                                                              exact_length=self.settings.exact_length), cancelled)
+                identity = await server_identity(client, self.info) if ended and ended[0] else None
+            described = self.info.to_json()
+            params = {**self.plan.to_json(), "api": self.info.kind, "model": self.info.model}
+        if ended is None:
+            return
+        result, error = ended
+        if result is None:
+            self.post_message(ExperimentFinished(None, error))
+            return
         run = None
         if result.rows:
-            params = {**self.plan.to_json(), "api": self.info.kind, "model": self.info.model}
-            document = {"server": self.info.to_json(), **result.to_json()}
-            run = new_run("sweep", params, identity, [t.to_json() for t in result.requests], document,
-                          started, datetime.now(UTC))
+            run = new_run("sweep", params, identity, [t.to_json() for t in result.requests],
+                          {"server": described, **result.to_json()}, started, datetime.now(UTC))
         self.post_message(ExperimentFinished(result, error, run))
         if self.save_runs and run is not None:
             self.post_message(save_quietly(run, self.settings, f"{self.plan.vary} sweep"))

@@ -28,6 +28,9 @@ LAB_BINDINGS = [
             tooltip="A 4,000-token prompt lands among 8 running streams: their ITL spikes"),
     Binding("g", "sweep('context')", "Sweep: context growth", show=False, id="sweep.context",
             tooltip="ITL against token position in one long generation (to 8,000 tokens)"),
+    Binding("d", "sweep('disaggregation')", "Sweep: disaggregation", show=False, id="sweep.disaggregation",
+            tooltip="Is 1P1D worth it? A long prompt among 8 streams on phasetop's simulator: one device (chunked "
+            "prefill off, then chunks of 512), 1P1D over InfiniBand NDR, 1P1D split on one device"),
 ]
 """The lab's keys, appended to the main screen's own (so the footer shows those first). Only l and r
 take footer room; the rest are in the help screen and the palette, and the dial shows its own keys."""
