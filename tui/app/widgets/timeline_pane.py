@@ -111,14 +111,14 @@ class TimelinePlot(ThemedPlot):
             y = count - index
             if row.prefill is not None:
                 plt.plot(list(row.prefill), [y, y], marker=PREFILL_MARK, color=prefill)
-            if row.transfer is not None:
-                plt.plot(list(row.transfer), [y, y], marker=TRANSFER_MARK, color=transfer)
             if row.ticks:
                 ticks = thin(row.ticks, drawn.x_min, drawn.x_max, drawn.cells)
                 plt.scatter(ticks, [y] * len(ticks), marker=BURST_MARK if row.lane.burst else DECODE_MARK, color=decode)
             elif row.lane.first_token_s is None and drawn.x_min <= row.sent_s <= drawn.x_max:
                 # sent, no token yet; or failed before its first (the toast says why)
                 plt.scatter([row.sent_s], [y], marker=SENT_MARK if row.lane.ok else FAILED_MARK, color=prefill)
+            if row.transfer is not None:  # over the first decode tick: a move shorter than a cell still shows
+                plt.plot(list(row.transfer), [y, y], marker=TRANSFER_MARK, color=transfer)
         if count:
             plt.yticks(list(range(count, 0, -1)), [row.tick_label for row in shown])
             plt.ylim(0.5, count + 0.5)
