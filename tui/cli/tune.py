@@ -34,6 +34,7 @@ from tui.sources.load import LoadDial, LoadRunner, Workload
 from tui.sources.managed_server import ServerStartError
 from tui.sources.served_command import start_served
 
+
 @dataclass(frozen=True, slots=True)
 class TuneWorkload:
     """What runs on each setting: the bench load, or an experiment (`vary`) with its values (None: its defaults)."""

@@ -31,10 +31,10 @@ if TYPE_CHECKING:
 START_TIMEOUT_S = 30.0
 
 
-
 def simulator_args(settings: Settings) -> list[str]:
     """The flags that make a simulator the one `settings` configure: its device, model and time scale."""
     return ["--gpu", settings.sim.gpu, "--model", settings.sim.model, "--time-scale", str(settings.sim.time_scale)]
+
 
 class SimulatorError(RuntimeError):
     """The simulator did not start; the message holds its last stderr line."""

@@ -313,4 +313,3 @@ class FleetScreen(Screen[None]):
             marks.append(("SLOW", colours.get("warning", "yellow")))
         mark = Text(" ").join(Text(word, style=f"bold {colour}") for word, colour in marks)
         return {MARK: mark, **{name: Text(value) for name, value in row_cells(row).items()}}
-
