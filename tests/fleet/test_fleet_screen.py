@@ -26,7 +26,7 @@ from tui.config import Settings
 from tui.core.fleet import SORT_COLUMNS
 from tui.core.fleet_text import row_cells
 from tui.sim.fleet_lab import send_load
-from tui.sources.prometheus import prometheus_client, read_fleet
+from tui.sources.prometheus import prometheus_client, query, read_fleet
 
 SIZES = [(80, 24), (160, 45)]
 DEADLINE_S = 30.0
@@ -189,18 +189,29 @@ async def test_enter_opens_the_instance_and_escape_returns(loaded):
         await until(pilot, lambda: isinstance(app.screen, InstanceScreen), "the main screen")
         instance = app.screen
         assert instance.server_url == sim.url
-        # Its own /v1/models and /metrics, read from the server itself.
+        # Its model from the server itself; its metrics through Prometheus: stamped with Prometheus's scrape of it.
         await until(pilot, lambda: instance.state.served is not None and instance.metrics is not None, "the instance's metrics")
         assert instance.state.served.model == "meta-llama/Llama-3.1-8B-Instruct"
-        assert instance.metrics.running is not None
+        row = next(r for r in screen.fleet.instances if r.key == key)
+        async with prometheus_client(Settings(_env_file=None), loaded.prometheus_url) as client:
+            target = f'{{job="{row.job}",instance="{row.instance}"}}'
+            scrapes = [value for _, value in await query(client, f"timestamp(up{target})")]
+            generated = await query(client, f"vllm:generation_tokens_total{target}")
+        await until(pilot, lambda: instance.metrics.t_unix >= scrapes[0] - 5, "a recent scrape")
+        stamp_ms = instance.metrics.t_unix * 1000
+        assert abs(stamp_ms - round(stamp_ms)) < 1e-3, "a scrape's stamp (whole ms), not this host's clock"
+        assert instance.metrics.running is not None and instance.metrics.generation_tokens_total is not None
+        own = sum(value for _, value in generated)
+        assert abs(instance.metrics.generation_tokens_total - own) <= 0.2 * own + 64, "the series Prometheus holds"
         await pilot.press("escape")
         await until(pilot, lambda: app.screen is screen, "the fleet again")
         assert len(table_rows(screen)) == 3
 
 
 async def test_a_row_without_a_reachable_url_says_so(loaded):
-    """A row Prometheus has no scrape URL for, and one whose URL nothing answers at: one line each, no screen.
-    Its text is the targets' own: markup in a model name shows as typed."""
+    """A row Prometheus has no scrape URL for: one line, no screen; one whose URL nothing answers at: one line, and
+    its screen opens (its metrics come through Prometheus; sends wait for it). Its text is the targets' own: markup
+    in a model name shows as typed."""
     app, screen = fleet_app("http://127.0.0.1:1", live=False)
     async with app.run_test(size=(80, 24)) as pilot:
         async with prometheus_client(Settings(_env_file=None), loaded.prometheus_url) as client:
@@ -217,10 +228,13 @@ async def test_a_row_without_a_reachable_url_says_so(loaded):
             await pilot.press("enter")
             await until(pilot, lambda: len(app._notifications) > len(said), "a line")
             said.append(list(app._notifications)[-1].message)
-            await app.workers.wait_for_complete()
-        assert isinstance(app.screen, FleetScreen)
+        await until(pilot, lambda: isinstance(app.screen, InstanceScreen), "the unreachable one, opened")
         assert said[0] == f"{first.key}: Prometheus lists no scrape URL for it, so there is nothing to open"
-        assert said[1] == f"{second.key}: nothing answers at http://127.0.0.1:1 from here"
+        assert said[1] == (f"{second.key}: nothing answers at http://127.0.0.1:1 from here: its metrics come through "
+                           "Prometheus, sends wait until it answers")
+        assert isinstance(app.screen, InstanceScreen) and app.screen.server_url == "http://127.0.0.1:1"
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is screen, "the fleet again")
 
 
 async def test_prometheus_gone_is_one_line_and_the_rows_stay_stale(loaded):

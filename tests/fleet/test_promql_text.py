@@ -94,3 +94,21 @@ def test_plan_asks_only_for_the_names_instances_would_use():
     assert itl == {"vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"}
     assert not any(w.name.startswith("sglang:") for w in wants)
     assert wants[Want("dcgm", "dram_active", "DCGM_FI_PROF_DRAM_ACTIVE")] == "DCGM_FI_PROF_DRAM_ACTIVE"
+
+
+def test_an_instances_series_read_back_as_its_exposition_text():
+    from tui.core.metric_names import parse_exposition, read_scrape
+    from tui.core.promql import exposition
+
+    series = [({"__name__": "vllm:num_requests_running", "model_name": 'a"b\nc', "job": "vllm", "instance": "h:1"}, 3.0),
+              ({"__name__": "vllm:time_to_first_token_seconds_bucket", "le": "0.1"}, 4.0),
+              ({"__name__": "vllm:time_to_first_token_seconds_bucket", "le": "+Inf"}, 5.0),
+              ({"__name__": "vllm:time_to_first_token_seconds_count"}, 5.0),
+              ({"__name__": "vllm:generation_tokens_total"}, float("nan")),
+              ({"job": "no name"}, 1.0)]
+    text = exposition(series)
+    parsed = parse_exposition(text)
+    assert parsed["vllm:num_requests_running"] == [({"model_name": 'a"b\nc', "job": "vllm", "instance": "h:1"}, 3.0)]
+    assert len(text.splitlines()) == 5, "a sample with no name is left out"
+    reading = read_scrape(text, 10.0, 10.0)
+    assert reading.gauges["running"] == 3.0 and reading.histograms["ttft_s"].count == 5.0

@@ -128,3 +128,18 @@ def duration(seconds: float) -> str:
     """Seconds as a PromQL duration (`90s`, `1m`): whole seconds, at least one."""
     whole = max(1, round(seconds))
     return f"{whole // 60}m" if whole % 60 == 0 else f"{whole}s"
+
+
+def exposition(samples: Sequence[tuple[dict[str, str], float]]) -> str:
+    """Prometheus's answer for one target's series, back as the text its /metrics served (untyped lines), so the
+    main screen reads an instance through Prometheus as it reads a scrape: `name{label="v"} value` per series.
+    Label values are escaped as in a query (the two formats escape alike); a sample with no name is left out."""
+    lines = []
+    for labels, value in samples:
+        name = labels.get("__name__")
+        if not name:
+            continue
+        inside = ",".join(f'{k}="{escape(v)}"' for k, v in labels.items() if k != "__name__" and _LABEL_NAME.fullmatch(k))
+        number = "NaN" if value != value else "+Inf" if value == float("inf") else "-Inf" if value == float("-inf") else repr(value)
+        lines.append(f"{name}{{{inside}}} {number}" if inside else f"{name} {number}")
+    return "\n".join(lines) + "\n"

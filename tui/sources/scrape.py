@@ -41,6 +41,7 @@ class MetricsScraper:
         """Rates and quantiles span at least this long (several scrapes); None: since the previous scrape."""
         self._history: deque[ServerReading] = deque()
         self._models_config: dict[str, str] | None = None
+        self._last: MetricsSnapshot | None = None
 
     @property
     def last_reading(self) -> ServerReading | None:
@@ -56,12 +57,13 @@ class MetricsScraper:
 
         Raises ServerUnavailable, ServerTimeout, MetricsNotExposed, ServerRejected or ProtocolError.
         """
-        text = await self._get_metrics_text()
-        stamps = (time.monotonic(), time.time())
+        text, stamps = await self._read_text()
+        previous = self._history[-1] if self._history else None
+        if previous is not None and self._last is not None and stamps[1] == previous.t_unix:
+            return self._last  # the same scrape again (read through Prometheus before its next one): nothing new
         if self._models_config is None:
             self._models_config = await self._read_models_config()
         reading = self._parse(text, stamps)
-        previous = self._history[-1] if self._history else None
         restart = None
         if previous is not None and (reasons := restart_reasons(previous, reading)):
             self._models_config = await self._read_models_config()
@@ -71,7 +73,8 @@ class MetricsScraper:
         # After a restart previous only places the new process's start; build_snapshot takes no baseline from it.
         baseline = previous if restart else self._baseline(reading)
         self._history.append(reading)
-        return build_snapshot(baseline, reading, restart)
+        self._last = build_snapshot(baseline, reading, restart)
+        return self._last
 
     async def snapshots(self, interval_s: float, count: int | None = None) -> AsyncIterator[MetricsSnapshot]:
         """One snapshot every interval_s (count of them, or forever); the first has no window unless one was read before."""
@@ -102,6 +105,10 @@ class MetricsScraper:
         while len(self._history) > 1 and reading.t_mono - self._history[1].t_mono >= self.window_s:
             self._history.popleft()
         return self._history[0]
+
+    async def _read_text(self) -> tuple[str, tuple[float, float]]:
+        """The exposition text and when it was read (monotonic, unix): here, now."""
+        return await self._get_metrics_text(), (time.monotonic(), time.time())
 
     async def _get_metrics_text(self) -> str:
         try:

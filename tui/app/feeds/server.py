@@ -64,11 +64,9 @@ async def find_server(client: httpx.AsyncClient, settings: Settings, url: str, p
         return
 
 
-async def poll_metrics(client: httpx.AsyncClient, settings: Settings, url: str, post: Post) -> None:
-    """Scrape /metrics every interval; a server that goes away is retried with backoff."""
+async def poll_metrics(scraper: MetricsScraper, settings: Settings, url: str, post: Post) -> None:
+    """Read the metrics through `scraper` every interval; a server that goes away is retried with backoff."""
     interval = settings.poll.metrics_interval_s
-    # A rolling window of scrapes: one request's quantiles stay on the pane for window_s, not one scrape.
-    scraper = MetricsScraper(client, window_s=settings.poll.metrics_window_s)
     attempt = 0
     while True:
         try:

@@ -35,6 +35,9 @@ from tui.core.fleet_text import (CELL_SORTS, CELLS, down_lines, gpu_line, kv_tra
 from tui.core.promql import Matcher
 from tui.core.untrusted import one_line, without_credentials
 from tui.sources import reach
+from tui.sources.instance_scrape import InstanceScraper
+from tui.sources.prometheus import prometheus_client
+from tui.sources.scrape import MetricsScraper
 
 SORT_CYCLE = ("instance", "role", "status", "running", "waiting", "kv", "ttft", "itl", "gen", "prompt", "dram", "decode",
               "engine", "model", "host")
@@ -59,9 +62,22 @@ class FleetTable(DataTable):
 
 
 class InstanceScreen(MainScreen):
-    """The main screen on one instance of the fleet; Escape goes back to the fleet."""
+    """The main screen on one instance of the fleet: sends go to the server itself, its metrics are read through
+    Prometheus (the target `job`, `instance`: what the fleet's row shows, on Prometheus's scrapes); Escape goes
+    back to the fleet."""
 
     BINDINGS = [Binding("escape", "app.pop_screen", "Fleet", tooltip="Back to the fleet", id="instance.back"), *MAIN_BINDINGS]
+
+    def __init__(self, settings: Settings, server_url: str, prometheus_url: str, job: str, instance: str) -> None:
+        super().__init__(settings, server_url)
+        self._prometheus = prometheus_client(settings, prometheus_url)
+        self._target = (job, instance)
+
+    def metrics_scraper(self) -> MetricsScraper:
+        return InstanceScraper(self._prometheus, *self._target, self.client, window_s=self.settings.poll.metrics_window_s)
+
+    async def on_unmount(self) -> None:  # Textual calls MainScreen's too (handlers run along the MRO)
+        await self._prometheus.aclose()
 
 
 class FleetScreen(Screen[None]):
@@ -147,7 +163,8 @@ class FleetScreen(Screen[None]):
 
     @work(exclusive=True, group="open", exit_on_error=False)
     async def open_instance(self, row: FleetRow) -> None:
-        """The main screen on the row's server, once its URL accepts a connection from here; else one line why not."""
+        """The main screen on the row's server (its metrics through Prometheus, sends to the server itself); one
+        that does not answer from here opens too, saying so: its metrics still come, its sends wait for it."""
         name = one_line(row.key, 60)
         if not row.url:
             self.notify(f"{name}: Prometheus lists no scrape URL for it, so there is nothing to open", severity="warning", markup=False)
@@ -155,9 +172,9 @@ class FleetScreen(Screen[None]):
         url = without_credentials(row.url)
         if not await reach.accepts(row.url):
             down = " (Prometheus has it down)" if row.status == "down" else ""
-            self.notify(f"{name}: nothing answers at {one_line(url, 80)} from here{down}", severity="warning", markup=False)
-            return
-        screen = InstanceScreen(self.settings, row.url)
+            self.notify(f"{name}: nothing answers at {one_line(url, 80)} from here{down}: its metrics come through "
+                        "Prometheus, sends wait until it answers", severity="warning", markup=False)
+        screen = InstanceScreen(self.settings, row.url, self.prometheus_url, row.job, row.instance)
         screen.save_runs = self.save_runs
         await self.app.push_screen(screen)
 

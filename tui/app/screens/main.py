@@ -44,6 +44,7 @@ from tui.core.telemetry import GpuSample, HostSample, MetricsSnapshot
 from tui.sim.launcher import SimulatorProcess
 from tui.sources.host import local_port
 from tui.sources.http import client_for
+from tui.sources.scrape import MetricsScraper
 from tui.sources.served_command import ServedCommand
 
 PUBLISH_INTERVAL_S = 1 / 8
@@ -149,11 +150,16 @@ class MainScreen(Screen):
         post = self.post_message
         self.run_worker(find_server(self.client, self.settings, self.server_url, post), group="server", exclusive=True,
                         exit_on_error=False)
-        self.run_worker(poll_metrics(self.client, self.settings, self.server_url, post), group="metrics", exclusive=True,
-                        exit_on_error=False)
+        self.run_worker(poll_metrics(self.metrics_scraper(), self.settings, self.server_url, post), group="metrics",
+                        exclusive=True, exit_on_error=False)
         self.run_worker(partial(poll_gpu, self.settings, local_port(self.server_url), self.client_load, post),
                         group="gpu", exclusive=True, thread=True, exit_on_error=False)
         self.control.follow()
+
+    def metrics_scraper(self) -> MetricsScraper:
+        """Where the metrics pane reads from: the server's own /metrics, over a rolling window of scrapes (one
+        request's quantiles stay on the pane for the window, not one scrape)."""
+        return MetricsScraper(self.client, window_s=self.settings.poll.metrics_window_s)
 
     async def on_unmount(self) -> None:
         self.lab.closing()
