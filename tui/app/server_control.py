@@ -145,7 +145,7 @@ class ServerControl:
         if run["params"]["vary"] in OWN_SIMULATORS:
             return  # it ran on simulators of its own, not on this server: no restart changes it
         self._experiment = run
-        if before is not None:
+        if before is not None and before["params"]["vary"] == run["params"]["vary"]:  # not one the rerun was left for
             name = EXPERIMENT_NAMES[run["params"]["vary"]]
             self._screen.app.push_screen(CompareScreen(compare_runs(before, run),
                                                        f"{name} before the restart against after it"))
