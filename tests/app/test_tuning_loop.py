@@ -5,6 +5,7 @@ refuses leaves its own error line in a toast."""
 from __future__ import annotations
 
 import shlex
+from contextlib import asynccontextmanager
 import sys
 
 import pytest
@@ -37,6 +38,16 @@ def served():
     assert not listening("127.0.0.1", port), "the served command is stopped"
 
 
+@asynccontextmanager
+async def measuring(served, seen):
+    """The UI on the served simulator, its server identified and its first seconds waited out (`SETTLE_S`)."""
+    app = PhasetopApp(settings(), served.url, save_runs=False, served=served)
+    async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
+        await wait_for(pilot, lambda: app.screen.lab.server_info is not None)
+        await pilot.pause(SETTLE_S)
+        yield app, pilot
+
+
 async def edit_flags(pilot, app, command: ServeCommand, rerun: str | None = None) -> None:
     """f, the command typed in, `rerun` picked (else what the editor picks first), Enter."""
     await pilot.press("f")
@@ -51,11 +62,8 @@ async def edit_flags(pilot, app, command: ServeCommand, rerun: str | None = None
 
 async def test_a_flag_change_restarts_the_server_reruns_the_sends_and_compares(served):
     seen = []
-    app = PhasetopApp(settings(), served.url, save_runs=False, served=served)
-    async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
+    async with measuring(served, seen) as (app, pilot):
         screen = app.screen
-        await wait_for(pilot, lambda: screen.lab.server_info is not None)
-        await pilot.pause(SETTLE_S)
         # 8 short streams, then the long prompt among them: its prefill stalls them while it runs.
         screen.send_requests(Send(screen.state.send(8), "8 streams", None, 200, 8, 48))
         await wait_for(pilot, lambda: len(screen.timings) == 8 and all(len(t.token_offsets_s) >= 4 for t in screen.timings))
@@ -74,11 +82,8 @@ async def test_a_flag_change_restarts_the_server_reruns_the_sends_and_compares(s
 
 async def test_the_probe_runs_on_both_sides_of_the_restart_and_only_it_is_compared(served):
     seen = []
-    app = PhasetopApp(settings(), served.url, save_runs=False, served=served)
-    async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
+    async with measuring(served, seen) as (app, pilot):
         screen = app.screen
-        await wait_for(pilot, lambda: screen.lab.server_info is not None)
-        await pilot.pause(SETTLE_S)
         screen.send_requests(Send(screen.state.send(1), "typed", "hello", None, 1, 16))  # before the probe: not in it
         await wait_for(pilot, lambda: len(completed(seen)) == 1, 60)
         await edit_flags(pilot, app, served.command.with_setting(Setting("max-num-batched-tokens", "256")), "probe")
