@@ -91,9 +91,9 @@ async def drive(total_tokens: int, every: int) -> dict:
                 screen.post_message(RequestStarted(i, f"bench {i - first + 1}", t_sent, 200))
             batches = TokenBatches(screen.post_message, range(max(first, last - SHOWN_LANES + 1), last + 1), last)
             for start in range(0, OUT_TOKENS, BATCH_TOKENS):
-                for i, record in records.items():
-                    for offset in record.token_offsets_s[start:start + BATCH_TOKENS]:
-                        batches.add(i, offset, WORD)
+                for i, record in records.items():  # as a meter's frame brings them: a lane's chunks at once
+                    offsets = record.token_offsets_s[start:start + BATCH_TOKENS]
+                    batches.add(i, offsets, WORD * len(offsets))
                 batches.post()
                 if (start // BATCH_TOKENS) % PAUSE_EVERY == PAUSE_EVERY - 1:
                     await pilot.pause()  # the screen handles what is queued, publishes once, and renders

@@ -210,6 +210,9 @@ class Settings(BaseSettings):
     short; False lets the model stop (`--allow-eos`). Ollama offers no such option."""
     runs_dir: str | None = None
     """Where saved runs go; the user data dir's `runs` when unset."""
+    meters: int | None = Field(default=None, ge=1, le=64)
+    """Processes that read and time the token streams (`tui.meter`); unset: as many as the streams need and the
+    free cores allow. The UI always measures in processes apart from the one that renders; the CLI, at 1, in itself."""
     theme: ThemeName = "textual-dark"
     """The UI's colours; "phasetop-projector" is bright text on black for a projector. A theme picked in the
     UI (the command palette's "Theme") is written back here, into the config file the settings came from."""

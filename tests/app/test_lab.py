@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import time
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
@@ -136,9 +135,6 @@ async def test_restart_with_another_batch_budget_opens_a_session_and_compares(tm
     try:
         async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
             screen = app.screen
-            # This process renders the app headless while it streams: its own CPU is not what is under test here,
-            # and a request it marked busy would (rightly) leave the session's figures empty.
-            screen.client_load.busy_pct = math.inf
             await wait_for(pilot, lambda: seen_of(seen, SessionIdentified), what="first session identified")
             await pilot.press("b")  # no session before this one yet: b does nothing
             await pilot.pause(0.1)

@@ -18,7 +18,7 @@ def test_token_batches_post_every_request_at_once_and_one_on_its_own():
     posted = []
     batches = TokenBatches(posted.append)
     for request_id, offset in [(1, 0.1), (2, 0.2), (1, 0.15), (3, 0.3)]:
-        batches.add(request_id, offset, f"<{request_id}>")
+        batches.add(request_id, (offset,), f"<{request_id}>")
     batches.post(2)
     assert [(m.request_id, m.offsets_s, m.text) for b in posted for m in b.lanes] == [(2, (0.2,), "<2>")]
     batches.post()
@@ -35,7 +35,7 @@ def test_token_batches_sum_up_lanes_the_timeline_cannot_show():
     batches = TokenBatches(posted.append, detailed=range(27, 33), texted=32)
     for offset in (0.1, 0.2, 0.3):
         for request_id in range(1, 33):
-            batches.add(request_id, offset + request_id / 1000, "x")
+            batches.add(request_id, (offset + request_id / 1000,), "x")
     batches.post()
     [batch] = posted
     lanes = {lane.request_id: lane for lane in batch.lanes}
@@ -82,7 +82,7 @@ async def test_a_batch_of_summed_up_lanes_keeps_the_shown_lanes_exact():
         batches = TokenBatches(posted.append, detailed=range(27, 33), texted=32)
         for step in range(1, 11):
             for i in ids:
-                batches.add(i, 0.01 * step + i / 1e4, "t")
+                batches.add(i, (0.01 * step + i / 1e4,), "t")
             if step % 3 == 0:
                 batches.post()
         batches.post()
@@ -121,8 +121,9 @@ async def test_eight_streams_replot_far_less_often_than_batches_arrive(sim_url):
         assert [t.token_positions[-1] for t in screen.timings] == [tokens - 1] * 8
 
 
-async def test_a_busy_client_is_shown_and_its_figures_are_marked():
+async def test_a_busy_meter_is_shown_and_the_figures_it_marked_are_kept_out():
     from tui.app.messages import ClientSampled
+    from tui.core.client_load import mark_busy
     from tui.core.delivery import DELIVERY_NOT_GENERATION
 
     app = PhasetopApp(settings(), "http://127.0.0.1:9", None, None, live=False)
@@ -131,18 +132,17 @@ async def test_a_busy_client_is_shown_and_its_figures_are_marked():
         screen = app.screen
         busy = screen.query_one("#client-busy")
         assert not busy.display
-        screen.client_load.sample(96.0, T0 + 1)  # as the GPU/host poll does, before it posts
-        screen.post_message(ClientSampled(96.0, T0 + 1))
+        screen.post_message(ClientSampled(96.0))  # the meters' CPU, as the GPU/host poll reads it
         screen.post_message(RequestStarted(1, "short 200", T0, 200))
         timing = RequestTiming(ok=True, t_sent_unix=T0, token_offsets_s=tuple(0.01 + 0.005 * k for k in range(20)),
                                prompt_tokens=200, output_tokens=20)
-        screen.post_message(RequestCompleted(1, screen.client_load.mark(timing)))
+        # The meter marks what it timed while near a core (tui.sources.loop_watch).
+        screen.post_message(RequestCompleted(1, mark_busy([timing], [(T0, T0 + 1, 96.0)])[0]))
         await pilot.pause()
         assert busy.display and str(busy.content) == "client busy: 96 % CPU, figures marked"
         assert screen.timings[-1].burst.startswith("the client was busy (96 % of a core)")
         assert DELIVERY_NOT_GENERATION in str(screen.query_one("#timeline-figures").content)
         assert screen.diagnosis == ""  # its figures are kept out of the findings
-        screen.client_load.sample(30.0, T0 + 2)
-        screen.post_message(ClientSampled(30.0, T0 + 2))
+        screen.post_message(ClientSampled(30.0))
         await pilot.pause()
         assert not busy.display

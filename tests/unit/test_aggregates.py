@@ -9,7 +9,7 @@ import pytest
 
 from tui.core.aggregates import EXACT_VALUES, RELATIVE_ACCURACY, Distribution, EndlessRecord, Reservoir
 from tui.core.bench import bench_figures
-from tui.core.client_load import ClientLoad, busy_line
+from tui.core.client_load import busy_line
 from tui.core.records import RequestTiming, summarize_requests
 from tui.core.runs import new_run, run_header
 from tui.core.sessions import KEEP_SESSION_REQUESTS, Session, session_run
@@ -110,15 +110,5 @@ def test_a_run_says_when_its_requests_are_a_sample_and_says_nothing_otherwise():
     assert sampled["requests_sample"] == {"kept": 2, "of": 9}
 
 
-def test_requests_timed_while_the_client_was_busy_are_marked():
-    load = ClientLoad(busy_pct=85)
-    early = RequestTiming(ok=True, t_sent_unix=T0, token_offsets_s=(0.01, 0.02))
-    load.sample(40.0, T0 + 1)
-    assert not load.busy and load.mark(early) is early
-    load.sample(97.0, T0 + 2)
-    assert load.busy and "97 % of a core" in load.mark(early).burst
-    late = RequestTiming(ok=True, t_sent_unix=T0 + 3, token_offsets_s=(0.01,))
-    assert load.mark(late) is late  # sent after the busy interval ended
-    clumped = RequestTiming(ok=True, t_sent_unix=T0, burst="clumps")
-    assert load.mark(clumped).burst == "clumps"
+def test_the_busy_line_names_the_meters_cpu():
     assert busy_line(97.4) == "client busy: 97 % CPU, figures marked"

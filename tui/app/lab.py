@@ -213,7 +213,7 @@ class Lab:
             screen.notify(str(error), title=f"{EXPERIMENT_NAMES[vary]} cannot run here", severity="error", markup=False)
             return
         screen.app.push_screen(ExperimentScreen(plan, screen.settings, screen.server_url, info, self._saving,
-                                                screen.state.decode_ceiling_tok_s, on_run))
+                                                screen.meters.meter_for, screen.state.decode_ceiling_tok_s, on_run))
 
     def toggle_load(self) -> None:
         screen = self._screen
@@ -234,7 +234,7 @@ class Lab:
         screen.load_running = True
         screen.dial = DialState(running=True, rate=rate, concurrency=concurrency)
         workload = Workload(LOAD_PROMPT_TOKENS, LOAD_MAX_TOKENS, backlog=LOAD_BACKLOG, exact_length=screen.settings.exact_length)
-        driver = LoadDriver(screen.settings, screen.server_url, screen.client_load, screen.post_message, screen.save_runs)
+        driver = LoadDriver(screen.settings, screen.server_url, screen.meters.meter_for, screen.post_message, screen.save_runs)
         screen.run_worker(partial(driver.run, info, self._load_dial, workload, self._load_stop),
                           group="load", exclusive=True, thread=True, exit_on_error=False)
 

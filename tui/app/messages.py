@@ -52,13 +52,21 @@ class RequestCompleted(Fact):
 
 
 class ClientSampled(LatestFact):
-    """phasetop's own process CPU (this UI, and the threads reading the streams). Latest wins."""
+    """The meter processes' CPU (they read and stamp the streams; this UI only draws). Latest wins."""
 
-    def __init__(self, cpu_pct: float, t_unix: float) -> None:
+    def __init__(self, cpu_pct: float | None) -> None:
         super().__init__()
         self.cpu_pct = cpu_pct
-        """Percent of one core over the last interval (100 = one core busy; the GIL makes that the ceiling)."""
-        self.t_unix = t_unix
+        """Percent of one core over their latest interval (100 = one core busy); None while they read nothing."""
+
+
+class MeterDied(Fact):
+    """A meter process died; its streams in flight ended as failed requests (what they read kept), and the next
+    send starts a new one."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__()
+        self.reason = reason
 
 
 class MetricsScraped(LatestFact):

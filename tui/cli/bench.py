@@ -14,11 +14,13 @@ from tui.cli.common import (
     EXIT_INTERRUPTED,
     Guard,
     add_json_option,
+    add_meter_option,
     add_server_options,
     base_url,
     check_url,
     check_writable,
     guard_for,
+    meters,
     note_short_answers,
     settings_from,
     stop_on_first_interrupt,
@@ -27,7 +29,6 @@ from tui.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, emit_json
 from tui.cli.runs_common import add_runs_options, save_run_from_cli
 from tui.config import Settings
 from tui.core.bench import bench_figures
-from tui.core.client_load import BusyInterval, mark_busy
 from tui.core.delivery import burst_line, flag_bursts
 from tui.core.records import mark_cold
 from tui.core.runs import new_run
@@ -39,7 +40,6 @@ from tui.sources.errors import SourceError
 from tui.sources.http import client_for
 from tui.sources.identity import server_identity
 from tui.sources.load import LoadDial, LoadProgress, LoadResult, LoadRunner, Workload
-from tui.sources.own_cpu import watch_own_cpu
 
 DEFAULT_PROMPT_TOKENS = 1024
 DEFAULT_MAX_TOKENS = 128
@@ -79,6 +79,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", type=int, help="seed of the arrival schedule (default: a random one, reported)")
     parser.add_argument("--chat", action="store_true", help="use the chat endpoint instead of plain completion")
     parser.add_argument("--save", metavar="FILE", help="also write the JSON document to FILE (atomically)")
+    add_meter_option(parser)
     add_json_option(parser)
     add_runs_options(parser)
     parser.set_defaults(handler=run)
@@ -88,11 +89,10 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     _check(args, settings)
     started = datetime.now(UTC)
-    busy: list[BusyInterval] = []
-    server, identity, guard, result = loop.run(_bench(settings, args, busy))
+    server, identity, guard, result = loop.run(_bench(settings, args))
     finished = datetime.now(UTC)
-    # A client near a core stamps its own reading: those requests are marked like clumped ones.
-    requests = mark_busy(flag_bursts(mark_cold(result.requests, server_fresh=guard.fresh), guard.ceiling_tok_s), busy)
+    # The meter marked what it timed while it was late or near a core; clumped arrivals are marked here.
+    requests = flag_bursts(mark_cold(result.requests, server_fresh=guard.fresh), guard.ceiling_tok_s)
     figures = bench_figures(requests, result.duration_s, _seconds(args.slo_ttft_ms), _seconds(args.slo_tpot_ms))
     # vLLM's figures stay as vLLM counts them, so they compare; the requests behind them are marked.
     delivery = burst_line(requests, consequence="included in the figures above, marked in requests[].burst")
@@ -147,10 +147,8 @@ def _check(args: argparse.Namespace, settings: Settings) -> None:
             raise CliError(f"{flag} must be above 0", EXIT_USAGE)
 
 
-async def _bench(settings: Settings, args: argparse.Namespace,
-                 busy: list[BusyInterval]) -> tuple[ServerInfo, dict, Guard, LoadResult]:
-    """Detect the server, note its identity, run the load with a progress line on stderr; `busy` gets the
-    intervals in which phasetop itself was near a core."""
+async def _bench(settings: Settings, args: argparse.Namespace) -> tuple[ServerInfo, dict, Guard, LoadResult]:
+    """Detect the server, note its identity, run the load with a progress line on stderr."""
     in_flight = min(args.max_concurrency or MAX_IN_FLIGHT, args.num_prompts)
     async with client_for(settings, base_url(settings.url), in_flight) as client:
         try:
@@ -159,15 +157,14 @@ async def _bench(settings: Settings, args: argparse.Namespace,
             guard = await guard_for(client, server, settings)
             workload = Workload(args.prompt_tokens, args.max_tokens, args.num_prompts, args.burstiness, args.chat,
                                 settings.exact_length, args.seed)
-            runner = LoadRunner(client, server, workload, LoadDial(args.request_rate, in_flight))
-            progress = asyncio.create_task(_show_progress(runner))
-            watch = asyncio.create_task(watch_own_cpu(busy))
-            try:
-                with stop_on_first_interrupt(lambda: _interrupt(runner)):
-                    result = await runner.run()
-            finally:
-                progress.cancel()
-                watch.cancel()
+            with meters(settings, "bench", in_flight) as meter_for:
+                runner = LoadRunner(client, server, workload, LoadDial(args.request_rate, in_flight), meter_for(client))
+                progress = asyncio.create_task(_show_progress(runner))
+                try:
+                    with stop_on_first_interrupt(lambda: _interrupt(runner)):
+                        result = await runner.run()
+                finally:
+                    progress.cancel()
         except SourceError as error:
             raise CliError(str(error)) from None
     _progress_done(runner.progress())

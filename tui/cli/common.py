@@ -16,8 +16,11 @@ from pydantic import ValidationError
 
 from tui.cli.output import EXIT_USAGE, CliError, note
 from tui.config import Settings, load_settings, url_problem
+from tui.meter.pool import MeterPool, default_meters
 from tui.sources.ceiling import server_decode_ceiling
+from tui.sources.http import ServerClient
 from tui.sources.identity import server_is_fresh
+from tui.sources.meter import LocalMeter, Meter
 
 
 EXIT_INTERRUPTED = 130
@@ -44,7 +47,7 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-FLAG_NAMES = {"url": "--url", "api": "--api", "model": "--model", "timeout_s": "--timeout", "bandwidth_gbs": "--bandwidth-gbs",
+FLAG_NAMES = {"url": "--url", "meters": "--meters", "api": "--api", "model": "--model", "timeout_s": "--timeout", "bandwidth_gbs": "--bandwidth-gbs",
               "sim.gpu": "--gpu", "sim.model": "--model", "sim.time_scale": "--time-scale",
               "poll.metrics_window_s": "--window", "theme": "--theme", "prometheus.url": "--prometheus", "prometheus.role_label": "--role-label"}
 """The flag each setting comes from on the command line, so an error names what was typed."""
@@ -52,7 +55,7 @@ FLAG_NAMES = {"url": "--url", "api": "--api", "model": "--model", "timeout_s": "
 
 def settings_from(args: argparse.Namespace, **extra: object) -> Settings:
     """Settings with this command's flags on top; a bad value or config file is a usage error."""
-    flags = {name: getattr(args, name, None) for name in ("url", "api", "model", "timeout_s", "exact_length")}
+    flags = {name: getattr(args, name, None) for name in ("url", "api", "model", "timeout_s", "exact_length", "meters")}
     if flags["url"] is not None:
         check_url(flags["url"])  # as --url, before the other sources are read
     try:
@@ -126,6 +129,48 @@ def check_writable(path: Path, flag: str) -> None:
         raise CliError(f"{flag} {path}: no such directory {directory}", EXIT_USAGE)
     if not os.access(directory, os.W_OK):
         raise CliError(f"{flag} {path}: cannot write in {directory}", EXIT_USAGE)
+
+
+def whole_number(low: int, high: int, what: str) -> Callable[[str], int]:
+    """argparse's type for a whole number from `low` to `high`; `what` names it in the one-line error."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {what} ({low}–{high})") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{what} {value} is out of range {low}–{high}")
+        return value
+    return parse
+
+
+MAX_METERS = 64
+
+
+METERS_HELP = ("processes that read and time the token streams, sharing them (default: settings' meters, else as many as "
+               "the streams need, at most the cores free)")
+
+
+def add_meter_option(parser) -> None:
+    """--meters N: the processes that read and time the token streams."""
+    parser.add_argument("--meters", type=whole_number(1, MAX_METERS, "meter count"), metavar="N",
+                        help=f"{METERS_HELP}; 1 is this process itself, more start that many meter processes")
+
+
+@contextmanager
+def meters(settings: Settings, command: str, concurrency: int) -> Iterator[Callable[[ServerClient], Meter]]:
+    """What times this command's requests: this process (one meter), or `settings.meters` processes sharing them."""
+    count = settings.meters or default_meters(concurrency, renders=False)
+    if count == 1:
+        yield LocalMeter
+        return
+    note(f"{command}: {count} meter processes read the streams")
+    pool = MeterPool(count)
+    try:
+        pool.start()
+        yield pool.meter_for
+    finally:
+        pool.close()
 
 
 def port_number(text: str) -> int:

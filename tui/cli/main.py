@@ -11,7 +11,7 @@ import sys
 from typing import NoReturn
 
 from tui import __version__
-from tui.cli.common import add_server_options
+from tui.cli.common import MAX_METERS, METERS_HELP, add_server_options, whole_number
 from tui.cli.output import EXIT_USAGE, CliError, note
 
 SUBCOMMANDS = ("ceiling", "probe", "sim", "metrics", "gpu", "serve_llamacpp", "serve_vllm", "runs", "compare", "sweep", "bench", "tune", "fleet", "sim_dcgm", "web")
@@ -98,6 +98,8 @@ def add_ui_options(ui: argparse._ArgumentGroup) -> None:
     ui.add_argument("--renice", action="store_true",
                     help="with --serve: vLLM's engine and worker threads at nice 19 once it is up (and after each "
                     "restart), so on a small CPU host they do not starve phasetop's client")
+    ui.add_argument("--meters", type=whole_number(1, MAX_METERS, "meter count"), metavar="N",
+                    help=f"{METERS_HELP}; the UI's are always processes apart from the one that draws")
     ui.add_argument("--theme", help="the UI's colours: phasetop-projector (bright on black, for a projector) or a "
                     "Textual theme (default: settings, else textual-dark); one picked in the UI is remembered")
 

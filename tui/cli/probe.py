@@ -8,10 +8,12 @@ from datetime import UTC, datetime
 from tui.cli.common import (
     Guard,
     add_json_option,
+    add_meter_option,
     add_server_options,
     base_url,
     check_url,
     guard_for,
+    meters,
     note_short_answers,
     settings_from,
 )
@@ -31,7 +33,7 @@ from tui.sources.http import client_for
 from tui.sources.identity import server_identity
 from tui.sources.prompts import estimate_tokens, prompt_of
 from tui.sources.scrape import MetricsScraper
-from tui.sources.stream import StreamRequest, measure, warm_up
+from tui.sources.stream import StreamRequest
 
 DEFAULT_PROMPT_TOKENS = 200
 DEFAULT_MAX_TOKENS = 64
@@ -54,6 +56,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS, metavar="K", help=f"tokens to generate (default {DEFAULT_MAX_TOKENS})")
     parser.add_argument("--repeat", type=int, default=1, metavar="R", help="requests to send, one after another (default 1)")
     parser.add_argument("--chat", action="store_true", help="use the chat endpoint instead of plain completion")
+    add_meter_option(parser)
     add_json_option(parser)
     add_runs_options(parser)
     parser.set_defaults(handler=run)
@@ -106,23 +109,25 @@ async def _probe(settings: Settings, args: argparse.Namespace) -> tuple[ServerIn
     timings: list[RequestTiming] = []
     async with client_for(settings, base) as metrics_client:
         counters = CacheCounters(metrics_client) if server.kind != "ollama" else None
-        for index in range(args.repeat):
-            # A fresh client per request: its connection is opened (and timed) by the warm-up, not inside TTFT.
-            async with client_for(settings, base) as client:
-                try:
-                    connect_s = await warm_up(client, WARM_UP_PATHS[server.kind])
-                    request = await _request(client, server, args, settings.exact_length)
-                except SourceError as error:
-                    return server, guard, timings, f"request {index + 1} of {args.repeat}: {error}"
-                _note_inexact_length(request, args, index)
+        with meters(settings, "probe", 1) as meter_for:
+            for index in range(args.repeat):
+                # A fresh client per request: its connection is opened (and timed) by the warm-up, not inside TTFT.
+                async with client_for(settings, base) as client:
+                    meter = meter_for(client)
+                    try:
+                        connect_s = await meter.warm_up(WARM_UP_PATHS[server.kind])
+                        request = await _request(client, server, args, settings.exact_length)
+                    except SourceError as error:
+                        return server, guard, timings, f"request {index + 1} of {args.repeat}: {error}"
+                    _note_inexact_length(request, args, index)
+                    if counters:
+                        await counters.before_request()
+                    timing = await meter.measure(request, connect_s)
                 if counters:
-                    await counters.before_request()
-                timing = await measure(client, request, connect_s)
-            if counters:
-                timing = with_cached_from_metrics(timing, await counters.cached_by_last_request())
-            timings.append(timing)
-            if not timing.ok:
-                return server, guard, timings, f"request {index + 1} of {args.repeat} failed: {timing.error}"
+                    timing = with_cached_from_metrics(timing, await counters.cached_by_last_request())
+                timings.append(timing)
+                if not timing.ok:
+                    return server, guard, timings, f"request {index + 1} of {args.repeat} failed: {timing.error}"
     return server, guard, timings, None
 
 

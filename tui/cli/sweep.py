@@ -8,10 +8,12 @@ from datetime import UTC, datetime
 from tui.cli.common import (
     EXIT_INTERRUPTED,
     add_json_option,
+    add_meter_option,
     add_server_options,
     base_url,
     check_url,
     guard_for,
+    meters,
     settings_from,
     stop_on_first_interrupt,
 )
@@ -63,6 +65,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--kv-link", metavar="NAME|GB/s",
                         help=f"disaggregation only: the link 1P1D moves the KV over, {', '.join(KV_LINKS)} or a rate in GB/s "
                         f"(default {DEFAULT_KV_LINK})")
+    add_meter_option(parser)
     add_json_option(parser)
     add_runs_options(parser)
     parser.set_defaults(handler=run)
@@ -137,9 +140,9 @@ async def _sweep(settings: Settings, args: argparse.Namespace,
             note("sweep: stopping after the row under way (Ctrl-C again to abandon it)")
 
         try:
-            with stop_on_first_interrupt(stop):
+            with stop_on_first_interrupt(stop), meters(settings, "sweep", plan.streams) as meter_for:
                 result = await run_experiment(client, server, plan, _print_progress, lambda: stopping, guard.ceiling_tok_s,
-                                              settings.exact_length)
+                                              settings.exact_length, meter_for(client))
         except ExperimentFailed as error:
             result, failure = error.partial, str(error)
         except SourceError as error:
@@ -172,9 +175,9 @@ def _run_own(args: argparse.Namespace, settings: Settings, values: list[int] | N
 
     async def sweep() -> tuple[ExperimentResult, str | None]:
         try:
-            with stop_on_first_interrupt(stop):
+            with stop_on_first_interrupt(stop), meters(settings, "sweep", plan.streams) as meter_for:
                 return await run_disaggregation(plan, link, _print_progress, lambda: stopping,
-                                                exact_length=settings.exact_length), None
+                                                exact_length=settings.exact_length, meter_for=meter_for), None
         except ExperimentFailed as error:
             return error.partial, str(error)
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from time import monotonic
 
-from tui.cli.common import add_json_option, settings_from
+from tui.cli.common import add_json_option, add_meter_option, meters, settings_from
 from tui.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, emit_json, note, say
 from tui.cli.runs_common import add_runs_options, save_run_from_cli
 from tui.config import Settings
@@ -122,6 +122,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--renice", action="store_true",
                         help="vLLM's engine and worker threads at nice 19 once each start is up (on a small CPU host "
                         "they busy-poll and starve the client that measures them)")
+    add_meter_option(parser)
     add_json_option(parser)
     add_runs_options(parser)
     parser.set_defaults(handler=run)
@@ -214,7 +215,8 @@ async def _bench(args: argparse.Namespace, settings: Settings, url: str) -> Meas
         server = await describe_configured(client, settings.api, settings.model)
         identity = await server_identity(client, server)
         workload = Workload(args.prompt_tokens, args.max_tokens, args.num_prompts, exact_length=settings.exact_length)
-        result = await LoadRunner(client, server, workload, LoadDial(args.request_rate, in_flight)).run()
+        with meters(settings, "tune", in_flight) as meter_for:
+            result = await LoadRunner(client, server, workload, LoadDial(args.request_rate, in_flight), meter_for(client)).run()
     requests = flag_bursts(result.requests)
     params = {"num_prompts": args.num_prompts, "max_concurrency": args.max_concurrency,
               "request_rate": "inf" if math.isinf(args.request_rate) else args.request_rate,
@@ -236,7 +238,9 @@ async def _experiment(args: argparse.Namespace, settings: Settings, url: str, st
         def progress(p: Progress) -> None:
             note(f"tune {step} {p.vary} [{p.fraction:4.0%}] {p.message}")
 
-        result = await run_experiment(client, server, plan, progress, exact_length=settings.exact_length)
+        with meters(settings, "tune", plan.streams) as meter_for:
+            result = await run_experiment(client, server, plan, progress, exact_length=settings.exact_length,
+                                          meter=meter_for(client))
         duration_s = monotonic() - started
         identity = await server_identity(client, server)
     figures = bench_figures(result.requests, duration_s, *_slo(args)) | {"finding": result.finding}

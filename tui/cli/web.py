@@ -14,7 +14,7 @@ import webbrowser
 from collections.abc import Callable
 from pathlib import Path
 
-from tui.cli.common import ui_settings
+from tui.cli.common import ui_settings, whole_number
 from tui.cli.main import add_ui_options
 from tui.cli.output import EXIT_USAGE, CliError, note
 
@@ -40,19 +40,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ui = parser.add_argument_group("each tab's UI (as for phasetop with no command)")
     add_ui_options(ui)
     parser.set_defaults(handler=run, ui_options=tuple(ui._group_actions))
-
-
-def whole_number(low: int, high: int, what: str) -> Callable[[str], int]:
-    """argparse's type for a whole number from `low` to `high`; `what` names it in the one-line error."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a {what} ({low}–{high})") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{what} {value} is out of range {low}–{high}")
-        return value
-    return parse
 
 
 def run(args: argparse.Namespace) -> int:

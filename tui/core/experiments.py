@@ -63,6 +63,15 @@ class Plan:
     def to_json(self) -> dict:
         return {"vary": self.vary, "values": list(self.values), "max_tokens": self.max_tokens, "repeat": self.repeat}
 
+    @property
+    def streams(self) -> int:
+        """The most requests it has in flight at once."""
+        if self.vary == "concurrency":
+            return max(self.values)
+        if self.vary in ("interference", "disaggregation"):
+            return INTERFERENCE_STREAMS + 1
+        return 1
+
 
 DEFAULT_VALUES = {
     "prompt-tokens": (200, 500, 1000, 2000),

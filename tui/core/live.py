@@ -37,11 +37,14 @@ class LaneTokens:
     whose exact record comes when the request ends."""
     text: str = ""
     """The batch's text (untrusted), only for the request whose answer the prompt pane shows."""
+    client_gaps: tuple[int, ...] = ()
+    """Gaps the meter found to be its own so far (a lane the timeline shows; the final record has them all)."""
 
     @classmethod
-    def detailed(cls, request_id: int, offsets_s: tuple[float, ...], text: str = "") -> LaneTokens:
+    def detailed(cls, request_id: int, offsets_s: tuple[float, ...], text: str = "",
+                 client_gaps: tuple[int, ...] = ()) -> LaneTokens:
         """A lane with every offset."""
-        return cls(request_id, len(offsets_s), offsets_s[0], offsets_s[-1], offsets_s, text)
+        return cls(request_id, len(offsets_s), offsets_s[0], offsets_s[-1], offsets_s, text, client_gaps)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +101,8 @@ class LiveSession:
         self._arrived: dict[int, list[float]] = {}
         """Offsets of requests still streaming, as batches bring them (a list each: a tuple grown per batch
         would copy every offset again each time); folded into the records when published."""
+        self._client_gaps: dict[int, list[int]] = {}
+        """The meter's own gaps among those offsets, as its frames said."""
         self._done: set[int] = set()
         """Requests that ended (completed or failed): the others are in flight."""
         self._shown: list[int] = []
@@ -176,6 +181,11 @@ class LiveSession:
         return first_id
 
     def started(self, request_id: int, label: str, t_sent_unix: float, prompt_tokens: int | None) -> None:
+        """A request sent, or (again, from its meter) the moment its body went on the wire."""
+        record = self._records.get(request_id)
+        if record is not None:
+            self._records[request_id] = replace(record, t_sent_unix=t_sent_unix)
+            return
         self.server_fresh = False  # whichever request this is, the server has now been sent one
         self._records[request_id] = RequestTiming(ok=True, t_sent_unix=t_sent_unix, prompt_tokens=prompt_tokens)
         self._labels[request_id] = label
@@ -188,6 +198,8 @@ class LiveSession:
                 continue
             if lane.offsets_s is not None:
                 self._arrived.setdefault(lane.request_id, []).extend(lane.offsets_s)
+                if lane.client_gaps:
+                    self._client_gaps.setdefault(lane.request_id, []).extend(lane.client_gaps)
                 if lane.text and lane.request_id == self._answer_id:
                     self._answer.append(lane.text)
             elif lane.request_id not in self._arrived:
@@ -196,6 +208,7 @@ class LiveSession:
 
     def completed(self, request_id: int, timing: RequestTiming) -> None:
         self._arrived.pop(request_id, None)
+        self._client_gaps.pop(request_id, None)
         self._done.add(request_id)
         if request_id == self._answer_id:
             self._answer_ended = True
@@ -207,6 +220,7 @@ class LiveSession:
         self._records.clear()
         self._labels.clear()
         self._arrived.clear()
+        self._client_gaps.clear()
         self._done.clear()
         self._new_send = True
 
@@ -220,10 +234,12 @@ class LiveSession:
         for stale in [i for i in self._records if i not in ids]:
             del self._records[stale], self._labels[stale]
             self._arrived.pop(stale, None)
+            self._client_gaps.pop(stale, None)
             self._done.discard(stale)
         for i, offsets in self._arrived.items():
             if len(offsets) != len(self._records[i].token_offsets_s):
-                self._records[i] = replace(self._records[i], token_offsets_s=tuple(offsets))
+                self._records[i] = replace(self._records[i], token_offsets_s=tuple(offsets),
+                                           client_gaps=tuple(self._client_gaps.get(i, ())))
         self._timings = [self._records[i] for i in ids]
         self._shown = ids
         self.selected_back = after_send(self.selected_back, self._new_send, keep_count(batches(self._timings), KEEP_LANES))

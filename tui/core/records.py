@@ -96,6 +96,9 @@ class RequestTiming:
     """Why its timing is delivery, not generation (chunks came in clumps: `tui.core.delivery`); None when trusted."""
     text: str = field(default="", repr=False)
     """The generated text, untrusted: show as plain text only."""
+    client_gaps: tuple[int, ...] = ()
+    """The gaps (i: chunk i to i + 1) the client caused, its meter reading late (`tui.core.gaps`): they time the
+    meter, not the server, so `itl_s` leaves them out."""
 
     @property
     def ttft_s(self) -> float | None:
@@ -107,7 +110,12 @@ class RequestTiming:
 
     @property
     def itl_s(self) -> tuple[float, ...]:
-        return tuple(b - a for a, b in pairwise(self.token_offsets_s))
+        """The gaps between content chunks, those the client caused left out."""
+        gaps = tuple(b - a for a, b in pairwise(self.token_offsets_s))
+        if not self.client_gaps:
+            return gaps
+        theirs = set(self.client_gaps)
+        return tuple(gap for i, gap in enumerate(gaps) if i not in theirs)
 
     @property
     def decode_span_s(self) -> float | None:
@@ -167,6 +175,7 @@ class RequestTiming:
             "prefill_tok_s": self.prefill_tok_s,
             "prefill_source": self.prefill_source,
             "itl_s": list(self.itl_s),
+            "client_gaps": list(self.client_gaps),
             "t_sent_unix": self.t_sent_unix,
             "token_offsets_s": list(self.token_offsets_s),
             "token_positions": list(self.token_positions) if self.token_positions is not None else None,

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import queue
-import signal
 import subprocess
 import sys
 import tempfile
@@ -23,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from tui.core.exit_status import exit_status, last_line
 from tui.sim.options import READY_PREFIX, WORKER_PREFIX
 
 if TYPE_CHECKING:
@@ -101,7 +101,7 @@ class SimulatorProcess:
                 self.url = line[len(READY_PREFIX):].decode().strip()
                 return
             if process.poll() is not None or time.monotonic() > deadline or line == b"":
-                reason = _last_line(stderr_file) or ("timed out" if process.poll() is None else _status(process.returncode))
+                reason = _last_line(stderr_file) or ("timed out" if process.poll() is None else exit_status(process.returncode))
                 self._stopping = True  # the reading thread reports nothing: this failure is raised here
                 _kill(process)
                 stderr_file.close()
@@ -143,7 +143,7 @@ class SimulatorProcess:
     def exit_line(self) -> str:
         """How the child ended and the last line it wrote: "killed by SIGKILL; last said: …"."""
         process = self.process
-        status = _status(process.returncode) if process is not None and process.returncode is not None else "still running"
+        status = exit_status(process.returncode) if process is not None and process.returncode is not None else "still running"
         last = (_last_line(self._stderr) if self._stderr is not None and not self._stderr.closed else "") or self._last_stdout
         return f"{status}; last said: {last}" if last else status
 
@@ -169,15 +169,6 @@ class SimulatorProcess:
         self.stop()
 
 
-def _status(returncode: int) -> str:
-    if returncode < 0:
-        try:
-            return f"killed by {signal.Signals(-returncode).name}"
-        except ValueError:
-            return f"killed by signal {-returncode}"
-    return f"exit status {returncode}"
-
-
 def _kill(process: subprocess.Popen) -> None:
     if process.poll() is None:
         process.kill()
@@ -186,5 +177,4 @@ def _kill(process: subprocess.Popen) -> None:
 
 def _last_line(stderr_file) -> str:
     stderr_file.seek(0)
-    text = stderr_file.read().decode(errors="replace").strip()
-    return text.splitlines()[-1] if text else ""
+    return last_line(stderr_file.read().decode(errors="replace"))

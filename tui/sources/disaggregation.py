@@ -26,7 +26,8 @@ from tui.sim.launcher import SimulatorError, SimulatorProcess
 from tui.sources.detect import describe_server
 from tui.sources.errors import SourceError
 from tui.sources.experiments import ExperimentFailed, ExperimentResult, Progress, ProgressCallback, run_experiment
-from tui.sources.http import make_client
+from tui.sources.http import ServerClient, make_client
+from tui.sources.meter import LocalMeter, Meter
 
 
 async def run_disaggregation(
@@ -36,9 +37,10 @@ async def run_disaggregation(
     should_stop: Callable[[], bool] | None = None,
     sim_args: Sequence[str] = (),
     exact_length: bool = True,
+    meter_for: Callable[[ServerClient], Meter] = LocalMeter,
 ) -> ExperimentResult:
     """Run `plan` (`make_plan("disaggregation", …)`) on each of `setups(link)`, each simulator with `sim_args` too
-    (a device, a model, a time scale).
+    (a device, a model, a time scale); `meter_for` gives the meter that times each simulator's requests.
 
     Raises `ExperimentFailed` holding the rows finished when a simulator does not start, a request fails, or
     `should_stop()` turns true (checked after each setup).
@@ -61,7 +63,7 @@ async def run_disaggregation(
 
         emit(f"{setup.label}: starting the simulator", index / len(chosen))
         try:
-            timings = await _run_setup(setup, plan, relay, [*setup.sim_args, *sim_args], exact_length)
+            timings = await _run_setup(setup, plan, relay, [*setup.sim_args, *sim_args], exact_length, meter_for)
         except ExperimentFailed as failure:
             requests.extend(failure.partial.requests)
             raise ExperimentFailed(f"{setup.label}: {failure}", result()) from None
@@ -76,15 +78,15 @@ async def run_disaggregation(
     return result()
 
 
-async def _run_setup(setup: Setup, plan: Plan, relay: ProgressCallback, args: list[str],
-                     exact_length: bool) -> tuple[RequestTiming, ...]:
+async def _run_setup(setup: Setup, plan: Plan, relay: ProgressCallback, args: list[str], exact_length: bool,
+                     meter_for: Callable[[ServerClient], Meter]) -> tuple[RequestTiming, ...]:
     """The interference workload on a simulator started with `args`, stopped after; every timed request, in order."""
     sim = await _started([*args, "--enable-per-request-metrics"])
     try:
         async with make_client(sim.url) as client:
             server = await describe_server(client, "openai", None)
             inner = make_plan("interference", plan.values, plan.max_tokens, plan.repeat, server.max_model_len)
-            result = await run_experiment(client, server, inner, relay, exact_length=exact_length)
+            result = await run_experiment(client, server, inner, relay, exact_length=exact_length, meter=meter_for(client))
         return result.requests
     finally:
         await asyncio.to_thread(sim.stop)

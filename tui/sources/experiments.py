@@ -5,7 +5,7 @@
         result = await run_experiment(client, server, plan, on_progress)
     result.finding    # "TTFT ×9.6 from 200 to 2,000 tokens (6.9 → 66 ms); decode −2.1 %"
 
-Every request is timed by `stream.measure` / `stream.stream`, prompts come from
+Every request is timed by a meter (`tui.sources.meter`: in this process by default), prompts come from
 `prompts.prompt_of`; rows and findings are built by `tui.core.experiments`. Progress goes to a
 plain callback, called on the event loop, so a UI worker can post it as a message and the CLI can
 print it; nothing here knows about Textual.
@@ -14,6 +14,7 @@ print it; nothing here knows about Textual.
 from __future__ import annotations
 
 import asyncio
+from contextlib import aclosing
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
@@ -39,7 +40,8 @@ from tui.core.records import RequestTiming
 from tui.sources.detect import WARM_UP_PATHS, ServerInfo
 from tui.sources.errors import SourceError
 from tui.sources.prompts import Prompt, estimate_tokens, filler_text, make_nonce, prompt_of
-from tui.sources.stream import ChunkArrived, StreamRequest, measure, stream, warm_up
+from tui.sources.meter import ChunksArrived, LocalMeter, Meter
+from tui.sources.stream import RequestFinished, StreamRequest
 
 WARM_PROMPT_TOKENS = 20
 CONTEXT_PROGRESS_TOKENS = 500
@@ -94,6 +96,7 @@ async def run_experiment(
     should_stop: Callable[[], bool] | None = None,
     ceiling_tok_s: float | None = None,
     exact_length: bool = True,
+    meter: Meter | None = None,
 ) -> ExperimentResult:
     """Run `plan` against the server behind `client` (see `tui.core.experiments.make_plan`).
 
@@ -102,9 +105,10 @@ async def run_experiment(
     a request fails, and `SourceError` when the server cannot be reached at all. When `should_stop()`
     turns true (a first Ctrl-C), the experiment ends after the row under way with `ExperimentFailed`
     ("interrupted") holding every row finished. Requests timed in bursts (faster than the server, or than
-    `ceiling_tok_s`, or clumped: `tui.core.delivery`) are kept, flagged, and left out of the rows.
+    `ceiling_tok_s`, or clumped: `tui.core.delivery`) are kept, flagged, and left out of the rows. `meter` times
+    them (default: a `LocalMeter` over `client`).
     """
-    run = _Run(client, server, plan, on_progress, should_stop, ceiling_tok_s, exact_length)
+    run = _Run(client, meter or LocalMeter(client), server, plan, on_progress, should_stop, ceiling_tok_s, exact_length)
     try:
         await run.warm()
         rows = await DRIVERS[plan.vary](run)
@@ -120,10 +124,11 @@ class _CutShort(Exception):
 class _Run:
     """One experiment in progress: the client, the timings so far, the rows so far, and progress."""
 
-    def __init__(self, client: httpx.AsyncClient, server: ServerInfo, plan: Plan, on_progress: ProgressCallback | None,
-                 should_stop: Callable[[], bool] | None = None, ceiling_tok_s: float | None = None,
-                 exact_length: bool = True) -> None:
+    def __init__(self, client: httpx.AsyncClient, meter: Meter, server: ServerInfo, plan: Plan,
+                 on_progress: ProgressCallback | None, should_stop: Callable[[], bool] | None = None,
+                 ceiling_tok_s: float | None = None, exact_length: bool = True) -> None:
         self.client = client
+        self.meter = meter
         self.ceiling_tok_s = ceiling_tok_s
         self.exact_length = exact_length
         self.server = server
@@ -137,8 +142,8 @@ class _Run:
 
     async def warm(self) -> None:
         """Open a connection, then send one throwaway request: the first one pays code warm-up on both sides."""
-        await warm_up(self.client, WARM_UP_PATHS[self.server.kind])
-        timing = await measure(self.client, self.request(await self.prompt(WARM_PROMPT_TOKENS), 4))
+        await self.meter.warm_up(WARM_UP_PATHS[self.server.kind])
+        timing = await self.meter.measure(self.request(await self.prompt(WARM_PROMPT_TOKENS), 4))
         if not timing.ok:
             raise _CutShort(f"warm-up request failed: {timing.error}")
 
@@ -160,7 +165,7 @@ class _Run:
         return flagged
 
     async def measure(self, prompt: Prompt, max_tokens: int, what: str) -> RequestTiming:
-        [timing] = self.record([await measure(self.client, self.request(prompt, max_tokens))], what)
+        [timing] = self.record([await self.meter.measure(self.request(prompt, max_tokens))], what)
         return timing
 
     def step(self, message: str, units: int = 1) -> None:
@@ -232,11 +237,11 @@ async def _concurrency(run: _Run) -> list[dict]:
     plan = run.plan
     run.total = len(plan.values) * plan.repeat
     for streams in plan.values:
-        await warm_up(run.client, WARM_UP_PATHS[run.server.kind], streams)
+        await run.meter.warm_up(WARM_UP_PATHS[run.server.kind], streams)
         rounds = []
         for index in range(plan.repeat):
             prompts = await asyncio.gather(*(run.prompt(BACKGROUND_PROMPT_TOKENS) for _ in range(streams)))
-            batch = await asyncio.gather(*(measure(run.client, run.request(p, plan.max_tokens)) for p in prompts))
+            batch = await asyncio.gather(*(run.meter.measure(run.request(p, plan.max_tokens)) for p in prompts))
             what = f"{streams} stream{'s' if streams != 1 else ''}, round {index + 1} of {plan.repeat}"
             batch = run.record(batch, what)
             rounds.append(batch)
@@ -248,14 +253,15 @@ async def _concurrency(run: _Run) -> list[dict]:
 async def _follow(run: _Run, request: StreamRequest, counts: list[int], index: int, lead: asyncio.Event) -> RequestTiming:
     """Stream one running request, counting its tokens; `lead` is set once every stream has its lead (or one ended)."""
     try:
-        async for event in stream(run.client, request):
-            if isinstance(event, ChunkArrived):
-                counts[index] += 1
-                if counts[index] == INTERFERENCE_LEAD_TOKENS and min(counts) >= INTERFERENCE_LEAD_TOKENS:
-                    lead.set()
-            else:
-                return event.timing
-        raise AssertionError("stream() always ends with RequestFinished")
+        async with aclosing(run.meter.stream(request)) as events:
+            async for event in events:
+                if isinstance(event, ChunksArrived):
+                    counts[index] += len(event.offsets_s)
+                    if counts[index] >= INTERFERENCE_LEAD_TOKENS and min(counts) >= INTERFERENCE_LEAD_TOKENS:
+                        lead.set()
+                elif isinstance(event, RequestFinished):
+                    return event.timing
+        raise AssertionError("a meter's stream always ends with RequestFinished")
     finally:
         lead.set()  # a stream that ended before the lead must not leave the long prompt waiting
 
@@ -264,7 +270,7 @@ async def _interference(run: _Run) -> list[dict]:
     """Streams decoding; once each has its lead, a long prompt lands among them: their gaps before, during, after its prefill."""
     plan = run.plan
     run.total = len(plan.values) * plan.repeat
-    await warm_up(run.client, WARM_UP_PATHS[run.server.kind], INTERFERENCE_STREAMS + 1)
+    await run.meter.warm_up(WARM_UP_PATHS[run.server.kind], INTERFERENCE_STREAMS + 1)
     for tokens in plan.values:
         rounds = []
         for index in range(plan.repeat):
@@ -282,7 +288,7 @@ async def _interference(run: _Run) -> list[dict]:
                 if any(task.done() for task in running):  # a stream ended before the long prompt could land
                     run.record(await asyncio.gather(*running), f"{what}: a running stream")
                     raise _CutShort(f"{what}: a running stream ended before its {INTERFERENCE_LEAD_TOKENS}th token")
-                intruder = await measure(run.client, run.request(long_prompt, 1))
+                intruder = await run.meter.measure(run.request(long_prompt, 1))
                 background = await asyncio.gather(*running)
             finally:  # cancelled (the UI stopped the experiment): stop the streams too
                 for task in running:
@@ -304,14 +310,16 @@ async def _context(run: _Run) -> list[dict]:
         what = f"generation {index + 1} of {plan.repeat}"
         prompt = await run.prompt(CONTEXT_PROMPT_TOKENS)
         timing = None
-        generated = 0
-        async for event in stream(run.client, run.request(prompt, plan.max_tokens)):
-            if isinstance(event, ChunkArrived):
-                generated += 1
-                if generated % CONTEXT_PROGRESS_TOKENS == 0:
-                    run.step(f"{what}: token {prompt.tokens + generated:,} of {plan.values[-1]:,}", CONTEXT_PROGRESS_TOKENS)
-            else:
-                timing = event.timing
+        generated = reported = 0
+        async with aclosing(run.meter.stream(run.request(prompt, plan.max_tokens))) as events:
+            async for event in events:
+                if isinstance(event, ChunksArrived):
+                    generated += len(event.offsets_s)
+                    while generated - reported >= CONTEXT_PROGRESS_TOKENS:
+                        reported += CONTEXT_PROGRESS_TOKENS
+                        run.step(f"{what}: token {prompt.tokens + reported:,} of {plan.values[-1]:,}", CONTEXT_PROGRESS_TOKENS)
+                elif isinstance(event, RequestFinished):
+                    timing = event.timing
         assert timing is not None
         [timing] = run.record([timing], what)
         generations.append(timing)

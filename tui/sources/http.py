@@ -14,7 +14,7 @@ import functools
 import ssl
 import zlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import httpx
 from pydantic import SecretStr
@@ -52,6 +52,17 @@ ACCEPT_ENCODING = "gzip, deflate"
 """The encodings `WholeAnswers` inflates itself, bounded; nothing else is asked for."""
 
 
+class StreamTarget(NamedTuple):
+    """What a token session for one server is made from: a meter process is handed this to stream to it (the
+    bearer key in `headers` travels on the meter's pipe only, never on a command line or in a file)."""
+
+    base_url: str
+    headers: dict[str, str]
+    timeout_s: float
+    max_connections: int
+    limits: BodyLimits
+
+
 class ServerClient(httpx.AsyncClient):
     """An httpx client for one server that also carries the aiohttp session its token streams use.
 
@@ -68,7 +79,8 @@ class ServerClient(httpx.AsyncClient):
             transport=WholeAnswers(ResendOnStaleConnection(max_connections), limits, timeout_s),
         )
         self.limits = limits
-        self._session_args = (base_url, headers, timeout_s, max_connections, limits)
+        self.stream_target = StreamTarget(base_url, headers, timeout_s, max_connections, limits)
+        """Its token session's makings (`tokens()`)."""
         self._tokens: TokenSession | None = None
 
     def tokens(self) -> TokenSession:
@@ -77,7 +89,7 @@ class ServerClient(httpx.AsyncClient):
             # off the UI's start-up and off every CLI command that streams nothing.
             from tui.sources.token_wire import TokenSession
 
-            self._tokens = TokenSession(*self._session_args)
+            self._tokens = TokenSession(*self.stream_target)
         return self._tokens
 
     async def aclose(self) -> None:

@@ -13,7 +13,7 @@ The runner behind `phasetop bench`, built so the UI can drive it as a load dial 
 
 With a fixed `num_prompts` and a dial left alone, the send times are `vllm bench serve`'s (see
 `tui.core.arrivals`) and requests past the concurrency wait their turn in arrival order, as behind
-vLLM's semaphore. The clock of each request starts when its body is on the wire (`stream.measure`),
+vLLM's semaphore. The clock of each request starts when its body is on the wire (the meter's, `tui.sources.meter`),
 so time spent waiting for a slot is not in its TTFT, as in vLLM.
 """
 
@@ -30,8 +30,6 @@ from dataclasses import dataclass
 from itertools import count
 from time import perf_counter
 
-import httpx
-
 from tui.core.aggregates import EndlessRecord
 from tui.core.arrivals import Pacer, unit_gap, unit_schedule
 from tui.core.bench import bench_figures
@@ -40,7 +38,9 @@ from tui.sources.detect import WARM_UP_PATHS, ServerInfo
 from tui.sources.errors import ServerUnavailable, SourceError
 from tui.sources.gate import Gate
 from tui.sources.prompts import Prompt, make_nonce, prompt_of, refit
-from tui.sources.stream import StreamRequest, measure, warm_up
+from tui.sources.http import ServerClient
+from tui.sources.meter import LocalMeter, Meter
+from tui.sources.stream import StreamRequest
 
 DIAL_POLL_S = 0.05
 """How often the runner reads the dial: plain attributes, so any thread may turn it."""
@@ -160,15 +160,18 @@ class LoadRunner:
 
     The client must allow as many connections as the concurrency can reach (`make_client`'s
     `max_connections`), or requests wait in its pool, where their time is not measured but may run out.
+    `meter` times the requests (default: a `LocalMeter` over `client`, in this process); `client` makes the prompts.
     """
 
-    def __init__(self, client: httpx.AsyncClient, server: ServerInfo, workload: Workload, dial: LoadDial) -> None:
+    def __init__(self, client: ServerClient, server: ServerInfo, workload: Workload, dial: LoadDial,
+                 meter: Meter | None = None) -> None:
         endless_burst = workload.num_prompts is None and math.isinf(dial.rate)
         if endless_burst and dial.concurrency is None and workload.backlog is None:
             raise ValueError("an endless load at infinite rate needs a concurrency or a backlog limit")
         if workload.num_prompts is not None and workload.num_prompts < 1:
             raise ValueError("num_prompts must be at least 1")
         self.client = client
+        self.meter = meter or LocalMeter(client)
         self.server = server
         self.workload = workload
         self.dial = dial
@@ -227,7 +230,7 @@ class LoadRunner:
         prompts = await self._fit_all(template) if workload.num_prompts else None
         planned = workload.num_prompts
         connections = min(self.dial.concurrency or planned or WARM_CONNECTIONS, WARM_CONNECTIONS)
-        await warm_up(self.client, WARM_UP_PATHS[self.server.kind], connections)
+        await self.meter.warm_up(WARM_UP_PATHS[self.server.kind], connections)
         schedule = unit_schedule(planned, workload.burstiness, self._rng) if planned is not None else None
         timings: dict[int, RequestTiming] = {}
         """A finite run's requests, all kept."""
@@ -251,7 +254,7 @@ class LoadRunner:
             if endless is not None:
                 sending[index] = time.time()
             try:
-                timing = await measure(self.client, request)
+                timing = await self.meter.measure(request)
             finally:
                 self._gate.release()
                 self._moved.set()
@@ -349,7 +352,7 @@ class LoadRunner:
             return
         self._checking = True
         try:
-            await warm_up(self.client, WARM_UP_PATHS[self.server.kind])
+            await self.meter.warm_up(WARM_UP_PATHS[self.server.kind])
         except ServerUnavailable as error:
             self._aborted = f"the server went away: {error}"
             self.stop()

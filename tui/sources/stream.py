@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from time import perf_counter_ns
@@ -23,6 +22,7 @@ from tui.core.untrusted import one_line
 from tui.sources.chunks import Tally, read_llamacpp, read_ollama, read_openai
 from tui.sources.errors import ProtocolError, SourceError, rejected
 from tui.sources.http import ServerClient, size_text
+from tui.sources.wall_clock import unix_at_ns
 
 ApiName = str
 """One of "openai", "ollama", "llamacpp"."""
@@ -57,13 +57,20 @@ class ChunkArrived(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
+class RequestSent:
+    """The request's body went on the wire at `t_sent_unix` (`wall_clock`), and the response head came back."""
+
+    t_sent_unix: float
+
+
+@dataclass(frozen=True, slots=True)
 class RequestFinished:
     """The request ended (well or not); `timing` holds everything that was measured."""
 
     timing: RequestTiming
 
 
-StreamEvent = ChunkArrived | RequestFinished
+StreamEvent = RequestSent | ChunkArrived | RequestFinished
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +127,8 @@ async def warm_up(client: ServerClient, path: str, connections: int = 1) -> floa
 
 
 async def stream(client: ServerClient, request: StreamRequest, connect_s: float | None = None) -> AsyncIterator[StreamEvent]:
-    """Send `request`; yield each content chunk as it arrives, then one `RequestFinished`.
+    """Send `request`; yield `RequestSent` once the response head is back, each content chunk as it arrives, then
+    one `RequestFinished`.
 
     A failure ends the stream with `RequestFinished(ok=False)` holding every offset that arrived.
     `connect_s` is the warm-up's connect time, used when this request opened no connection itself.
@@ -133,7 +141,6 @@ async def stream(client: ServerClient, request: StreamRequest, connect_s: float 
     texts: list[str] = []
     positions: list[int] = []
     start_ns = perf_counter_ns()
-    start_unix = time.time()
     error: str | None = None
     url = tokens.base_url + route.path
     answered = False
@@ -141,6 +148,7 @@ async def stream(client: ServerClient, request: StreamRequest, connect_s: float 
         async with await tokens.post(route.path, orjson.dumps(route.body), clock) as response:
             answered = True
             sent_ns = clock.sent_ns or start_ns
+            yield RequestSent(unix_at_ns(sent_ns))
             if response.status >= 400:
                 raise rejected(response.status, url, _error_message(await tokens.error_body(response, url)))
             _check_framing(response.headers.get("content-type", ""), route.sse, url)
@@ -170,7 +178,7 @@ async def stream(client: ServerClient, request: StreamRequest, connect_s: float 
         error = str(failure)
     except tokens.errors as failure:
         error = str(tokens.failure(failure, url, answered))
-    sent_unix = clock.sent_unix or start_unix
+    sent_unix = clock.sent_unix or unix_at_ns(start_ns)
     yield RequestFinished(_timing(request, tally, offsets, texts, positions, sent_unix, clock.connect_s or connect_s, error))
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
-import time
 from collections.abc import Mapping
 from time import perf_counter_ns
 from types import SimpleNamespace
@@ -29,6 +28,7 @@ from types import SimpleNamespace
 import aiohttp
 
 from tui.sources.errors import ProtocolError, ServerTimeout, ServerUnavailable, SourceError, connection_reset, redirected
+from tui.sources.wall_clock import unix_at_ns
 
 STREAM_ERRORS = (aiohttp.ClientError, TimeoutError)
 """Everything a request on a TokenSession can raise that is the server's or the network's doing."""
@@ -64,7 +64,7 @@ async def _body_going_out(session, context: SimpleNamespace, params) -> None:
     # Called just before the body's transport.write, with no yield to the loop in between.
     clock = context.trace_request_ctx
     clock.sent_ns = perf_counter_ns()
-    clock.sent_unix = time.time()
+    clock.sent_unix = unix_at_ns(clock.sent_ns)
 
 
 async def _connect_started(session, context: SimpleNamespace, params) -> None:

@@ -1,7 +1,7 @@
 """The lab's workers: read a session's server identity, save runs, drive the load dial.
 
-The load runs in a thread on an event loop of its own, so a repaint never sits between a chunk's arrival
-and its timestamp."""
+The load's schedule runs in a thread on an event loop of its own; its requests are read and stamped by the
+screen's meter processes, so a repaint never sits between a chunk's arrival and its timestamp."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from textual.worker import get_current_worker
 
 from tui.app.lab_messages import LoadProgressed, LoadStopped, RunSaved, SessionIdentified
 from tui.config import Settings
-from tui.core.client_load import ClientLoad
 from tui.core.delivery import flag_bursts
 from tui.core.records import RequestTiming
 from tui.core.runs import new_run
@@ -28,9 +27,10 @@ from tui.runs_store import default_runs_dir, save_run
 from tui.sources import loop
 from tui.sources.detect import ServerInfo, describe_configured
 from tui.sources.errors import SourceError
-from tui.sources.http import client_for
+from tui.sources.http import ServerClient, client_for
 from tui.sources.identity import server_identity
 from tui.sources.load import LoadDial, LoadRunner, Workload
+from tui.sources.meter import Meter
 
 Post = Callable[[Message], object]
 
@@ -66,14 +66,15 @@ async def identify_session(client: httpx.AsyncClient, settings: Settings, number
 
 
 class LoadDriver:
-    """The dial's load against one server: sent until `stop` is set, the dial turning meanwhile; progress and
-    the end posted; the run saved when `save` (a request timed while phasetop itself was near a core is marked,
-    and left out of the dial's medians)."""
+    """The dial's load against one server, timed by `meter_for`'s meter: sent until `stop` is set, the dial turning
+    meanwhile; progress and the end posted; the run saved when `save` (a request the meter timed while it was late
+    or near a core is marked, and left out of the dial's medians)."""
 
-    def __init__(self, settings: Settings, url: str, client_load: ClientLoad, post: Post, save: bool) -> None:
+    def __init__(self, settings: Settings, url: str, meter_for: Callable[[ServerClient], Meter], post: Post,
+                 save: bool) -> None:
         self._settings = settings
         self._url = url
-        self._client_load = client_load
+        self._meter_for = meter_for
         self._post = post
         self._save = save
 
@@ -85,8 +86,8 @@ class LoadDriver:
         started = datetime.now(UTC)
         recent: deque[RequestTiming] = deque(maxlen=LOAD_RECENT)
         async with client_for(self._settings, self._url) as client:
-            runner = LoadRunner(client, info, workload, dial)
-            task = asyncio.create_task(runner.run(on_finished=lambda _request, timing: recent.append(self._client_load.mark(timing))))
+            runner = LoadRunner(client, info, workload, dial, self._meter_for(client))
+            task = asyncio.create_task(runner.run(on_finished=lambda _request, timing: recent.append(timing)))
             try:
                 while not task.done():
                     await asyncio.wait({task}, timeout=LOAD_PROGRESS_S)

@@ -1,32 +1,31 @@
 """Sending the prompt pane's requests and streaming their tokens back as batched facts.
 
-A send runs in a thread, on an event loop of its own: the UI's loop renders, and if the reading loop
-shared it, a repaint would sit between a chunk's arrival and its timestamp. Here nothing does."""
+The streams are read and stamped by the screen's meter process (`tui.meter`), not here: this process renders,
+and a repaint must never sit between a chunk's arrival and its stamp. What the meter read comes back once a
+frame; this feed turns it into the screen's facts."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Collection
+from contextlib import aclosing
 from dataclasses import dataclass
 
-import httpx
 from textual.message import Message
-from textual.worker import get_current_worker
 
 from tui.app.messages import NotSent, RequestCompleted, RequestStarted, TokenBatch
 from tui.config import Settings
-from tui.core.client_load import ClientLoad
 from tui.core.live import LaneTokens
 from tui.core.records import mark_cold
 from tui.core.timeline import KEEP_LANES
-from tui.sources import loop
 from tui.sources.detect import WARM_UP_PATHS
 from tui.sources.errors import SourceError
-from tui.sources.http import client_for
+from tui.sources.http import ServerClient, client_for
 from tui.sources.identity import server_is_fresh
+from tui.sources.meter import ChunksArrived, Meter
 from tui.sources.prompts import prompt_of
-from tui.sources.stream import ChunkArrived, RequestFinished, StreamRequest, stream, warm_up
+from tui.sources.stream import RequestFinished, RequestSent, StreamRequest
+from tui.sources.wall_clock import now_unix
 
 Post = Callable[[Message], object]
 
@@ -53,7 +52,7 @@ class Send:
 
 
 class TokenBatches:
-    """Chunks read since the last post, per request, posted as one `TokenBatch` of per-lane aggregates.
+    """Chunks the meter read since the last post, per request, posted as one `TokenBatch` of per-lane aggregates.
 
     One post for all the streams of a send keeps the screen near 20 updates a second however many
     streams run (32 streams posting on clocks of their own would ask for 640), and the aggregates keep
@@ -68,13 +67,14 @@ class TokenBatches:
         """Requests whose every offset is posted; None: all."""
         self._texted = texted
         """The request whose text is posted; None: all."""
-        self._pending: dict[int, tuple[list[float], list[str]]] = {}
+        self._pending: dict[int, tuple[list[float], list[str], list[int]]] = {}
 
-    def add(self, request_id: int, offset_s: float, text: str) -> None:
+    def add(self, request_id: int, offsets_s: tuple[float, ...], text: str, client_gaps: tuple[int, ...] = ()) -> None:
         pending = self._pending.get(request_id)
         if pending is None:
-            pending = self._pending[request_id] = ([], [])
-        pending[0].append(offset_s)
+            pending = self._pending[request_id] = ([], [], [])
+        pending[0].extend(offsets_s)
+        pending[2].extend(client_gaps)
         if text and (self._texted is None or request_id == self._texted):
             pending[1].append(text)
 
@@ -82,10 +82,10 @@ class TokenBatches:
         """Post what is pending for one request, or for all, in one message."""
         lanes = []
         for key in [request_id] if request_id is not None else list(self._pending):
-            offsets, texts = self._pending.pop(key, ([], []))
+            offsets, texts, gaps = self._pending.pop(key, ([], [], []))
             if offsets:
                 if self._detailed is None or key in self._detailed:
-                    lanes.append(LaneTokens.detailed(key, tuple(offsets), "".join(texts)))
+                    lanes.append(LaneTokens.detailed(key, tuple(offsets), "".join(texts), tuple(gaps)))
                 else:
                     lanes.append(LaneTokens(key, len(offsets), offsets[0], offsets[-1], None, "".join(texts)))
         if lanes:
@@ -98,23 +98,21 @@ class TokenBatches:
 
 
 class RequestSender:
-    """Sends to one server with its own connections; `client_load` marks timings taken while phasetop was busy."""
+    """Sends to one server through `meter_for`'s meter (a client of its own makes the prompts)."""
 
-    def __init__(self, settings: Settings, url: str, client_load: ClientLoad, post: Post) -> None:
+    def __init__(self, settings: Settings, url: str, meter_for: Callable[[ServerClient], Meter], post: Post) -> None:
         self._settings = settings
         self._url = url
-        self._client_load = client_load
+        self._meter_for = meter_for
         self._post = post
 
-    def send(self, send: Send, api: str, model: str, fresh: bool) -> None:
-        """Run a send to its end in the (thread) worker calling this; cancelled (the app quits), the answers
-        in flight are dropped at once, not waited for. `fresh`: the server had served nothing when it came up."""
-        loop.run(self._send_all(send, api, model, fresh), get_current_worker().cancelled_event)
-
-    async def _send_all(self, send: Send, api: str, model: str, fresh: bool) -> None:
+    async def send(self, send: Send, api: str, model: str, fresh: bool) -> None:
+        """Run a send to its end (cancelled, as when the app quits, its streams stop at once). `fresh`: the server
+        had served nothing when it came up."""
         async with client_for(self._settings, self._url) as client:
+            meter = self._meter_for(client)
             try:
-                connect_s = await warm_up(client, WARM_UP_PATHS[api], send.concurrency)
+                connect_s = await meter.warm_up(WARM_UP_PATHS[api], send.concurrency)
             except SourceError as error:
                 self._post(NotSent(str(error)))
                 return
@@ -138,21 +136,26 @@ class RequestSender:
                                         exact_length=self._settings.exact_length)
                 lane = send.label if send.concurrency == 1 else f"{send.label} {n + 1}"
                 request_id = send.first_id + n
-                jobs.append(self._stream_one(client, batches, request_id, lane, request, connect_s, request_id == cold_id))
+                jobs.append(self._stream_one(meter, batches, request_id, lane, request, connect_s, request_id == cold_id,
+                                             request_id == last_id))
             poster = asyncio.create_task(batches.post_every(TOKEN_BATCH_S))
             try:
                 await asyncio.gather(*jobs)
             finally:
                 poster.cancel()
 
-    async def _stream_one(self, client: httpx.AsyncClient, batches: TokenBatches, request_id: int, label: str,
-                          request: StreamRequest, connect_s: float | None, first_to_fresh: bool) -> None:
-        """Stream one request; `first_to_fresh`: it is the first a fresh server serves, so it is marked cold."""
-        self._post(RequestStarted(request_id, label, time.time(), request.prompt_tokens))
-        async for event in stream(client, request, connect_s):
-            if isinstance(event, ChunkArrived):
-                batches.add(request_id, event.offset_s, event.text)
-            elif isinstance(event, RequestFinished):
-                batches.post(request_id)  # its last chunks before its completion
-                timing = mark_cold([event.timing], server_fresh=True)[0] if first_to_fresh else event.timing
-                self._post(RequestCompleted(request_id, self._client_load.mark(timing)))
+    async def _stream_one(self, meter: Meter, batches: TokenBatches, request_id: int, label: str, request: StreamRequest,
+                          connect_s: float | None, first_to_fresh: bool, texted: bool) -> None:
+        """Stream one request; `first_to_fresh`: it is the first a fresh server serves, so it is marked cold;
+        `texted`: its answer is the one the prompt pane shows."""
+        self._post(RequestStarted(request_id, label, now_unix(), request.prompt_tokens))
+        async with aclosing(meter.stream(request, connect_s, text=texted)) as events:
+            async for event in events:
+                if isinstance(event, ChunksArrived):
+                    batches.add(request_id, event.offsets_s, event.text, event.client_gaps)
+                elif isinstance(event, RequestSent):
+                    self._post(RequestStarted(request_id, label, event.t_sent_unix, request.prompt_tokens))
+                elif isinstance(event, RequestFinished):
+                    batches.post(request_id)  # its last chunks before its completion
+                    timing = mark_cold([event.timing], server_fresh=True)[0] if first_to_fresh else event.timing
+                    self._post(RequestCompleted(request_id, timing))

@@ -37,8 +37,9 @@ from tui.sources.errors import SourceError
 from tui.sim.launcher import simulator_args
 from tui.sources.disaggregation import run_disaggregation
 from tui.sources.experiments import ExperimentFailed, ExperimentResult, Progress, run_experiment
-from tui.sources.http import client_for
+from tui.sources.http import ServerClient, client_for
 from tui.sources.identity import server_identity
+from tui.sources.meter import Meter
 
 CANCEL_POLL_S = 0.1
 
@@ -201,8 +202,11 @@ class ExperimentScreen(Screen[None]):
     """The one-line finding, once the experiment ended."""
 
     def __init__(self, plan: Plan, settings: Settings, server_url: str, info: ServerInfo | None, save_runs: bool,
-                 ceiling_tok_s: float | None = None, on_run: Callable[[dict], None] | None = None) -> None:
+                 meter_for: Callable[[ServerClient], Meter], ceiling_tok_s: float | None = None,
+                 on_run: Callable[[dict], None] | None = None) -> None:
         super().__init__()
+        self.meter_for = meter_for
+        """What times the experiment's requests (the main screen's meter processes)."""
         self.on_run = on_run
         """Given the experiment's run once it ends with rows (the tuning loop compares it after a restart)."""
         self.ceiling_tok_s = ceiling_tok_s
@@ -250,15 +254,16 @@ class ExperimentScreen(Screen[None]):
         if self.plan.vary in OWN_SIMULATORS:  # phasetop's simulator in each setup: no server to ask
             link = find_link(DEFAULT_KV_LINK)
             ended = await _until_cancelled(run_disaggregation(self.plan, link, progress, cancelled.is_set,
-                                                              simulator_args(self.settings), self.settings.exact_length),
-                                           cancelled)
+                                                              simulator_args(self.settings), self.settings.exact_length,
+                                                              self.meter_for), cancelled)
             identity = described = setups_server(link, self.settings.sim.gpu, self.settings.sim.model)
             params = {**self.plan.to_json(), "kv_link": link.name}
         else:
             async with client_for(self.settings, self.server_url) as client:
                 ended = await _until_cancelled(run_experiment(client, self.info, self.plan, progress,
                                                               ceiling_tok_s=self.ceiling_tok_s,
-                                                              exact_length=self.settings.exact_length), cancelled)
+                                                              exact_length=self.settings.exact_length,
+                                                              meter=self.meter_for(client)), cancelled)
                 identity = await server_identity(client, self.info) if ended and ended[0] else None
             described = self.info.to_json()
             params = {**self.plan.to_json(), "api": self.info.kind, "model": self.info.model}

@@ -23,8 +23,8 @@ from tui.app.feeds.samples import poll_gpu
 from tui.app.feeds.server import find_server, poll_metrics
 from tui.app.lab import NOT_KNOWN_YET, Lab
 from tui.app.lab_messages import LoadProgressed, LoadStopped, RunSaved, SessionIdentified
-from tui.app.messages import (ClientSampled, GpuSampled, HostSampled, MetricsScraped, MetricsUnavailable, NotSent,
-                              RequestCompleted, RequestStarted, ServedProgress, ServedRestarted, ServerCameUp,
+from tui.app.messages import (ClientSampled, GpuSampled, HostSampled, MeterDied, MetricsScraped, MetricsUnavailable,
+                              NotSent, RequestCompleted, RequestStarted, ServedProgress, ServedRestarted, ServerCameUp,
                               ServerWentDown, SimulatorExited, SimulatorRestarted, TokenBatch)
 from tui.app.screens.help import HelpScreen
 from tui.app.screens.main_keys import MAIN_BINDINGS
@@ -36,11 +36,13 @@ from tui.app.widgets.prompt_pane import PRESETS, TYPED_MAX_TOKENS, PromptPane
 from tui.app.widgets.status_line import ServerState, StatusLine
 from tui.app.widgets.timeline_pane import TimelinePane
 from tui.config import Settings
-from tui.core.client_load import ClientLoad, busy_line
+from tui.core.client_load import CLIENT_BUSY_PCT, busy_line
 from tui.core.live import LiveSession, Served
 from tui.core.lane_figures import NEWEST
 from tui.core.records import RequestTiming
 from tui.core.telemetry import GpuSample, HostSample, MetricsSnapshot
+from tui.core.timeline import KEEP_LANES
+from tui.meter.pool import MeterPool, default_meters
 from tui.sim.launcher import SimulatorProcess
 from tui.sources.host import local_port
 from tui.sources.http import client_for
@@ -77,7 +79,7 @@ class MainScreen(Screen):
     selected_back: reactive[int] = reactive(NEWEST, repaint=False)
     """The lane the figures under the timeline speak of, counted back from the newest (0); a send resets it."""
     client_busy: reactive[str] = reactive("", repaint=False)
-    """"client busy: N % CPU, figures marked" while phasetop's own process is near a core; "" otherwise."""
+    """"client busy: N % CPU, figures marked" while a meter process is near a core; "" otherwise."""
     cpu_ceiling: reactive[str | None] = reactive(None, repaint=False)
     """How the ceiling of a server phasetop did not start was derived (its GPU, or the CPU row), or why
     there is none ("ceiling: unknown model …"); shown in the GPU/host pane."""
@@ -110,8 +112,9 @@ class MainScreen(Screen):
         """The requests, the server and what is said of them."""
         self.lab = Lab(self)
         self.control = ServerControl(self)
-        self.client_load = ClientLoad()
-        """phasetop's own CPU, sampled by the GPU/host poll; the request threads read it to mark their timings."""
+        self.meters = MeterPool(settings.meters or default_meters(KEEP_LANES, renders=True),
+                                on_ended=lambda reason: self.post_message(MeterDied(reason)))
+        """The processes that read and stamp this screen's streams (started with the first, or once the server is up)."""
         self._publish_pending = False
         self._published_at = 0.0
         self._publish_interval_s = PUBLISH_INTERVAL_S if live else 0.0
@@ -152,7 +155,7 @@ class MainScreen(Screen):
                         exit_on_error=False)
         self.run_worker(poll_metrics(self.metrics_scraper(), self.settings, self.server_url, post), group="metrics",
                         exclusive=True, exit_on_error=False)
-        self.run_worker(partial(poll_gpu, self.settings, local_port(self.server_url), self.client_load, post),
+        self.run_worker(partial(poll_gpu, self.settings, local_port(self.server_url), lambda: self.meters.cpu_pct, post),
                         group="gpu", exclusive=True, thread=True, exit_on_error=False)
         self.control.follow()
 
@@ -164,6 +167,7 @@ class MainScreen(Screen):
     async def on_unmount(self) -> None:
         self.lab.closing()
         self.workers.cancel_all()
+        self.meters.close()
         await self.client.aclose()
 
     def on_resize(self) -> None:
@@ -241,7 +245,7 @@ class MainScreen(Screen):
         self.send_requests(preset.send(first_id) if preset else Send(first_id, "typed", event.text, None, 1, TYPED_MAX_TOKENS))
 
     def send_requests(self, send: Send) -> Worker | None:
-        """Start `send` in a thread of its own (see `tui.app.feeds.requests`); its answer shows in the prompt pane.
+        """Start `send` through the meters (see `tui.app.feeds.requests`); its answer shows in the prompt pane.
         None: the server is not known yet."""
         served = self.state.served
         if served is None or served.model is None:
@@ -249,9 +253,9 @@ class MainScreen(Screen):
             return None
         self.query_one(PromptPane).start_answer(f"── {send.label} ──")
         self.control.sent(send)
-        sender = RequestSender(self.settings, self.server_url, self.client_load, self.post_message)
-        return self.run_worker(partial(sender.send, send, served.api, served.model, bool(self.state.server_fresh)),
-                        group="requests", thread=True, exit_on_error=False)
+        sender = RequestSender(self.settings, self.server_url, self.meters.meter_for, self.post_message)
+        return self.run_worker(sender.send(send, served.api, served.model, bool(self.state.server_fresh)),
+                               group="requests", exit_on_error=False)
 
     # ---- facts from workers --------------------------------------------------------------------
 
@@ -278,6 +282,11 @@ class MainScreen(Screen):
     def _not_sent(self, event: NotSent) -> None:
         self.notify(event.reason, title="not sent", severity="error", markup=False)
 
+    @on(MeterDied)
+    def _meter_died(self, event: MeterDied) -> None:
+        self.notify(f"{event.reason}; the next send starts a new one", title="meter restarted", severity="error",
+                    markup=False)
+
     @on(ServerCameUp)
     def _up(self, event: ServerCameUp) -> None:
         self.state.server_up(Served(event.kind, event.model, event.model_bytes), event.fresh)
@@ -286,6 +295,8 @@ class MainScreen(Screen):
         self._set_down(False)
         self._show_ceiling()
         self.lab.server_up()
+        if self.live:  # the first send then finds its meter ready
+            self.meters.start()
 
     @on(ServerWentDown)
     def _down(self, event: ServerWentDown) -> None:
@@ -326,7 +337,8 @@ class MainScreen(Screen):
 
     @on(ClientSampled)
     def _client(self, event: ClientSampled) -> None:
-        self.client_busy = busy_line(event.cpu_pct) if self.client_load.busy else ""
+        busy = event.cpu_pct is not None and event.cpu_pct >= CLIENT_BUSY_PCT
+        self.client_busy = busy_line(event.cpu_pct) if busy else ""
 
     @on(SessionIdentified)
     def _identified(self, event: SessionIdentified) -> None:
