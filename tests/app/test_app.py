@@ -3,6 +3,7 @@
 import time
 
 from textual.app import App, ComposeResult
+from textual.geometry import Region
 
 from tui.app.app import PhasetopApp
 from tui.app.messages import RequestCompleted, ServerCameUp, ServerWentDown
@@ -21,6 +22,11 @@ async def wait_for(pilot, condition, timeout_s=20.0):
     while not condition():
         assert time.monotonic() < deadline, "condition not met in time"
         await pilot.pause(0.05)
+
+
+def rendered(widget) -> str:
+    """What a widget draws, as text, a line a row."""
+    return "\n".join(strip.text for strip in widget.render_lines(Region(0, 0, *widget.size)))
 
 
 def completed(seen):

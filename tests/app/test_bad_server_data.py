@@ -8,7 +8,7 @@ import math
 
 from textual.widgets import Sparkline
 
-from tests.app.test_app import completed, settings, wait_for
+from tests.app.test_app import completed, rendered, settings, wait_for
 from tests.hostile import serving
 from tests.scripted_server import Reply, Script
 from tui.app.app import PhasetopApp
@@ -88,7 +88,7 @@ async def test_a_malformed_chunk_ends_the_lane_and_says_why():
             assert "malformed chunk: choices is a string ('oops') where a list was expected" in done.timing.error
             plot = app.screen.query_one(TimelinePlot)
             assert [lane.ok for lane in plot.lanes] == [False]
-            assert FAILED_MARK in plot.plt.build() and "▶" not in plot.plt.build()
+            assert FAILED_MARK in rendered(plot) and "▶" not in rendered(plot)
             assert any("malformed chunk" in str(n.message) for n in app._notifications)
             await pilot.press("q")
     assert app.return_code in (0, None)

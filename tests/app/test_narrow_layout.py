@@ -107,7 +107,7 @@ async def test_each_prefill_bar_is_on_its_lanes_row_at_every_plot_height(count):
     """A short plot shows the newest lanes that fit, one row each, every bar on its label's row."""
     labels = [f"lane {i}" for i in range(count)]
     fits = []
-    for height in range(14, 27):
+    for height in range(9, 27):
         app = _TimelineHost()
         async with app.run_test(size=(80, height)) as pilot:
             pane = app.query_one(TimelinePane)

@@ -14,7 +14,7 @@ from tui.app.widgets.timeline_pane import AXIS_ROWS, BURST_MARK, TimelinePane, T
 from tui.core.records import RequestTiming
 from tui.core.timeline import ALIGNED, WALL_CLOCK
 
-from tests.app.test_app import completed, settings, wait_for
+from tests.app.test_app import completed, rendered, settings, wait_for
 
 TCSS = Path(tui.app.__file__).parent / "phasetop.tcss"
 SIZES = [(80, 24), (120, 40), (200, 50)]
@@ -135,7 +135,7 @@ async def test_thirty_two_streams_are_kept_whole_and_a_burst_is_in_the_legend():
         assert drawn.rows[-1].lane.label == "stream 32" and drawn.view == WALL_CLOCK
         subtitle = str(pane.border_subtitle)
         assert f"+{drawn.hidden} older (↑)" in subtitle and f"{BURST_MARK} delivery burst" in subtitle
-        assert BURST_MARK in plot.plt.build()
+        assert BURST_MARK in rendered(plot)
         pane.timings = singles[:2]
         await pilot.pause(0.5)
         assert pane.drawn.view == ALIGNED and "older" not in str(pane.border_subtitle)

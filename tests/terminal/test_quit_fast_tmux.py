@@ -19,8 +19,8 @@ from tests import hostile
 from tests.terminal.test_tmux import HEIGHT, WIDTH, tmux, wait_for
 from tui.sim.launcher import SimulatorProcess
 
-LANE = re.compile(r"short 200[^┤\n]*┤")
-"""The short preset's lane label on the timeline's axis (its TTFT and the selection mark may sit beside it)."""
+LANE = re.compile(r"short 200 [^\n]*[▶━▁▂▃▄▅▆▇█]")
+"""The short preset's lane: its label (its TTFT and the selection mark may sit beside it), then its marks."""
 
 QUIT_BOUND_S = 5.0
 """Seconds from q to the process's exit that fail the test (measured: 0.6–0.8 s on a busy 2-core box)."""

@@ -81,7 +81,7 @@ def test_the_clients_gaps_are_named_left_out_of_itl_and_counted():
     assert worst_gap([gap]) is gap and gap.line().startswith("60.0 ms, the client's")
     counts = count_by_cause([[gap], [gap]])
     assert counts == {SERVER: 0, CLIENT: 2, UNKNOWN: 0}
-    assert counts_line(counts) == "2 gaps: 2 the client's (left out of ITL)"
+    assert counts_line(counts) == "2 gaps over 3× their stream's median: 2 the client's (left out of ITL)"
     assert counts_line(count_by_cause([[]])) == ""
 
 

@@ -2,7 +2,7 @@ import pytest
 
 from tui.core.records import RequestTiming
 from tui.core.timeline import (ALIGNED, WALL_CLOCK, Lane, axis_cells, axis_range, batches, default_view, keep_count,
-                               lane_label, lanes, layout, thin)
+                               lane_label, lanes, layout)
 
 
 def test_lanes_share_one_axis_from_the_earliest_send():
@@ -29,18 +29,6 @@ def test_request_in_prefill_has_no_first_token():
 
 def test_no_requests_no_lanes():
     assert lanes([]) == []
-
-
-def test_thin_keeps_every_cell_that_had_a_tick_and_few_points_per_cell():
-    ticks = [i * 0.001 for i in range(5000)]  # 5,000 ticks over 5 s
-    kept = thin(ticks, 0.0, 5.0, cells=100)
-    assert len(kept) <= 100 * 4 + 1 and kept[0] == ticks[0] and kept[-1] == ticks[-1]
-    assert {int(t / 0.05) for t in kept} == {int(t / 0.05) for t in ticks}  # the cells shown are the same
-
-
-def test_thin_leaves_a_short_lane_alone():
-    ticks = [0.1, 0.2, 0.3]
-    assert thin(ticks, 0.0, 1.0, cells=80) == ticks
 
 
 # ---- views and layout ---------------------------------------------------------------------------------
@@ -159,7 +147,7 @@ def test_the_selected_lane_is_marked_and_its_labels_width_counted():
     drawn = layout(kept, ALIGNED, rows=5, width=80)
     assert [row.tick_label for row in drawn.rows] == ["  a 20 ms", SELECTED_MARK + "b 20 ms", "  c 20 ms"]
     assert [row.label for row in drawn.rows] == ["a 20 ms", "b 20 ms", "c 20 ms"]
-    assert drawn.cells == 80 - len(SELECTED_MARK + "a 20 ms") - 4
+    assert drawn.cells == 80 - len(SELECTED_MARK + "a 20 ms") - 1
 
 
 def test_the_rows_scroll_up_to_a_selected_lane_older_than_those_that_fit():

@@ -210,7 +210,7 @@ def count_by_cause(gaps: Sequence[Sequence[Gap]]) -> dict[str, int]:
 
 
 def counts_line(counts: dict[str, int]) -> str:
-    """"2 gaps the server's, 3 the client's (left out of ITL)"; "" with no long gap."""
+    """"5 gaps over 3× their stream's median: 2 the server's, 3 the client's (left out of ITL)"; "" with none."""
     parts = []
     if counts.get(SERVER):
         parts.append(f"{counts[SERVER]} the server's")
@@ -221,7 +221,7 @@ def counts_line(counts: dict[str, int]) -> str:
     if not parts:
         return ""
     total = sum(counts.values())
-    return f"{total} gap{'s' if total != 1 else ''}: " + ", ".join(parts)
+    return f"{total} gap{'s' if total != 1 else ''} over {GAP_FACTOR:g}× their stream's median: " + ", ".join(parts)
 
 
 def worst_gap(gaps: Sequence[Gap]) -> Gap | None:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from tui.core.delivery import DELIVERY_NOT_GENERATION
 from tui.core.diagnosis import Finding
+from tui.core.gaps import Gap, worst_gap
 from tui.core.reconcile import reconcile
 from tui.core.records import RequestTiming
 from tui.core.stats import summarize
@@ -71,10 +72,10 @@ def transfer_text(timing: RequestTiming) -> str | None:
 
 
 def figures_line(timings: Sequence[RequestTiming], ceiling_tok_s: float | None, back: int = NEWEST,
-                 labels: Sequence[str] | None = None) -> str:
+                 labels: Sequence[str] | None = None, gaps: Sequence[Gap] = ()) -> str:
     """The figures of the selected request (`back` from the newest), named by its label: TTFT (and its parts
     where the server split it), prefill rate and its source, decode rate as a share of the ceiling, its ITL
-    p50/p99 and its tokens.
+    p50/p99 (the meter's own gaps left out, and said so), its tokens, and its worst named gap with whose it is.
 
     A request marked cold (a model load, or a fresh server's first) has its prefill rate labelled "cold
     start"; one timed in bursts shows no ITL (its gaps time the delivery) and says so on a line of its own."""
@@ -97,6 +98,11 @@ def figures_line(timings: Sequence[RequestTiming], ceiling_tok_s: float | None, 
     p99 = f"{itl.p99 * 1e3:.1f} ms" if itl.p99 is not None else "–"
     line = (f"{name}TTFT {_ms(timing.ttft_s)} ms   prefill {prefill}   decode {decode}{share}   "
             f"ITL p50 {p50} p99 {p99}   {_tokens(timing)}")
+    if timing.client_gaps:
+        line += f" ({len(timing.client_gaps)} of the meter's own gaps left out)"
+    worst = worst_gap(gaps)
+    if worst is not None:
+        line += f"\nworst gap {worst.line()}"
     parts = ttft_parts(timing)
     if parts is not None:
         line += f"\n{parts}"

@@ -1,5 +1,6 @@
 """Timeline lanes: each request as a prefill span then decode ticks, in two views (aligned at each send, or
-one wall clock), with the layout arithmetic: which lanes fit, the axis each view zooms to, spans ≥ one cell.
+one wall clock), with the layout arithmetic: which lanes fit, the axis each view zooms to, spans ≥ one cell,
+and each lane's character cells (`tui.core.lane_cells`: decode as density, every stall named with its cause).
 A disaggregated server's request has a third phase between them: its KV cache's move to the decode worker."""
 
 from __future__ import annotations
@@ -7,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from tui.core.gaps import Gap, attribute, typical_gap_s
+from tui.core.lane_cells import Cell, lane_cells, tokens_per_cell
 from tui.core.records import RequestTiming
 
 
@@ -28,47 +31,30 @@ class Lane:
     transfer_s: float | None = None
     """How long its KV cache took to move from the prefill worker to the decode worker (the server's split), the
     end of its time to first token; None where nothing moved or the server does not say."""
+    gaps: tuple[Gap, ...] = ()
+    """Its gaps long enough to name, each with its cause (`tui.core.gaps`), judged against the other lanes."""
+    typical_gap_s: float | None = None
+    """Its median gap (the client's own left out): a cell inside a gap no longer than about this is decoding through."""
 
 
 def lanes(timings: Sequence[RequestTiming], labels: Sequence[str] | None = None, keep: int = 8,
           selected: int | None = None) -> list[Lane]:
-    """The last `keep` requests as lanes on one axis whose zero is the earliest send among them; `selected`
-    (an index into the lanes returned) marks one."""
+    """The last `keep` requests as lanes on one axis whose zero is the earliest send among them, each with its named
+    gaps; `selected` (an index into the lanes returned) marks one."""
     shown = list(timings)[-keep:]
     shown_labels = list(labels)[-keep:] if labels is not None else [f"#{i + 1}" for i in range(len(shown))]
     if not shown:
         return []
     origin = min(t.t_sent_unix for t in shown)
+    named = attribute(shown, shown_labels)
     result = []
     for index, (timing, label) in enumerate(zip(shown, shown_labels, strict=True)):
         sent = timing.t_sent_unix - origin
         ticks = tuple(sent + offset for offset in timing.token_offsets_s)
         transfer = timing.server_split.kv_transfer_s if timing.server_split is not None else None
         result.append(Lane(label, sent, ticks[0] if ticks else None, ticks, timing.ok, bool(timing.burst),
-                           index == selected, transfer))
+                           index == selected, transfer, named[index], typical_gap_s(timing)))
     return result
-
-
-def thin(ticks: Sequence[float], start_s: float, end_s: float, cells: int, per_cell: int = 4) -> list[float]:
-    """At most `per_cell` ticks per character cell of a `cells`-wide axis from `start_s` to `end_s`: one
-    character shows one dot however many tokens fell in it, and plotext's cost grows with the points.
-
-    Leaves `ticks` as they are while they number no more than `per_cell` a cell; else keeps the first tick
-    of each slot (and the last tick), so every cell that had a tick still has one.
-    """
-    slots = max(1, cells) * per_cell
-    if len(ticks) <= slots or end_s <= start_s:
-        return list(ticks)
-    scale = slots / (end_s - start_s)
-    kept, last_slot = [], None
-    for tick in ticks:
-        slot = int((tick - start_s) * scale)
-        if slot != last_slot:
-            kept.append(tick)
-            last_slot = slot
-    if kept[-1] != ticks[-1]:
-        kept.append(ticks[-1])
-    return kept
 
 
 # ---- views and layout ---------------------------------------------------------------------------------
@@ -150,6 +136,8 @@ class LaneLayout:
     transfer: tuple[float, float] | None = None
     """(start, end) of the drawn KV transfer span, as `prefill`: the last `transfer_s` before the first token
     (the decode worker's first step, a few ms, is inside its end); the prefill span stops where it starts."""
+    cells: tuple[Cell, ...] = ()
+    """What each character cell of the axis shows for this lane (`tui.core.lane_cells`)."""
 
     @property
     def tick_label(self) -> str:
@@ -227,9 +215,8 @@ def label_width(shown: Sequence[Lane]) -> int:
 
 
 def axis_cells(width: int, shown: Sequence[Lane]) -> int:
-    """Cells of the x axis in a plot `width` wide: less the y labels, their gap and the frame (an
-    underestimate only widens the narrowest spans)."""
-    return max(4, width - label_width(shown) - 4)
+    """Cells of the x axis in a chart `width` wide: less the labels and the space after them."""
+    return max(4, width - label_width(shown) - 1)
 
 
 def layout(lanes_kept: Sequence[Lane], view: str, rows: int, width: int,
@@ -252,6 +239,8 @@ def layout(lanes_kept: Sequence[Lane], view: str, rows: int, width: int,
     x_min, x_max = axis_range(placed, view, shown_batches)
     cells = axis_cells(width, placed)
     cell_s = (x_max - x_min) / cells
+    per_cell = tokens_per_cell([[t for t in lane.token_s if x_min <= t <= x_max] for lane in placed if not lane.burst],
+                               x_min, cell_s, cells)
     drawn = []
     for lane in placed:
         prefill = transfer = None
@@ -262,7 +251,9 @@ def layout(lanes_kept: Sequence[Lane], view: str, rows: int, width: int,
                 transfer = _span(handed_over, lane.first_token_s, x_min, x_max, cell_s)
             prefill = _span(lane.sent_s, handed_over, x_min, x_max, cell_s)
         ticks = tuple(t for t in lane.token_s if x_min <= t <= x_max)
-        drawn.append(LaneLayout(lane, lane_label(lane), lane.sent_s, prefill, ticks, transfer))
+        marks = lane_cells(lane.token_s, prefill, transfer, lane.sent_s, lane.gaps, lane.typical_gap_s, ok=lane.ok,
+                           burst=lane.burst, x_min=x_min, x_max=x_max, cells=cells, per_cell=per_cell)
+        drawn.append(LaneLayout(lane, lane_label(lane), lane.sent_s, prefill, ticks, transfer, marks))
     return TimelineLayout(view, tuple(drawn), first, x_min, x_max, cells, newer=len(kept) - first - len(shown))
 
 

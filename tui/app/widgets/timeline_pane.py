@@ -1,50 +1,72 @@
-"""The token timeline: one lane per request, the prefill span then the decode ticks, aligned at each send or
-on one wall clock (`v` switches); the layout arithmetic is `tui.core.timeline.layout`."""
+"""The token timeline: one lane per request, the prefill span then decode as density, aligned at each send or on
+one wall clock (`v` switches); the layout arithmetic is `tui.core.timeline.layout`, each lane's cells
+`tui.core.lane_cells`. The lanes are drawn cell by cell, not through plotext: a cell must say how many tokens
+fell in it, or why none did, and a scatter plot's dots cannot."""
 
 from __future__ import annotations
 
 import time
 
+from rich.segment import Segment
+from rich.style import Style
 from textual.app import ComposeResult
-from textual.message import Message
 from textual.containers import Vertical
+from textual.message import Message
 from textual.reactive import reactive
+from textual.strip import Strip
+from textual.widget import Widget
 from textual.widgets import Static
 
 from tui.app.widgets.text import set_text
-from tui.app.widgets.themed_plot import ThemedPlot
+from tui.core.gaps import count_by_cause, counts_line
+from tui.core.lane_cells import (BURST, DECODE, EMPTY, FAILED, GAP_KINDS, PREFILL, SENT, THROUGH, TRANSFER, Cell,
+                                 axis_ticks)
 from tui.core.lane_figures import NEWEST, figures_line, selected_index
 from tui.core.records import RequestTiming
 from tui.core.timeline import (ALIGNED, KEEP_LANES, VIEWS, WALL_CLOCK, Lane, TimelineLayout, batches, default_view, keep_count,
-                               lanes, layout, thin)
+                               lanes, layout)
 
 REPLOT_INTERVAL_S = 0.25
-"""The chart redraws at most four times a second (plotext builds the whole figure each time); the figures
-under it update with every batch."""
+"""The chart redraws at most four times a second; the figures under it update with every batch."""
 TRAILING_S = 0.1
 """A replot that is not yet due waits for the next new lanes (so it lands in the frame they paint anyway),
 or this long past its due time when none come: the last lanes of a stream are always drawn."""
-AXIS_ROWS = 4
-"""Plot rows that are not lanes: the frame's top and bottom, the tick labels and "seconds"."""
-
+AXIS_ROWS = 2
+"""Chart rows that are not lanes: the axis and its labels."""
 
 PREFILL_MARK = "━"
 TRANSFER_MARK = "═"
 """A disaggregated request's KV cache moving from the prefill worker to the decode worker."""
-DECODE_MARK = "•"
+DECODE_MARKS = "▁▂▃▄▅▆▇█"
+"""Decode cells by level: how many tokens fell in the cell, the view's typical count at half height (▄)."""
+THROUGH_MARK = "·"
+"""No token in the cell, but the lane was decoding through it (the gap around it is a typical one)."""
 SENT_MARK = "▶"
 """A lane sent and waiting for its first token."""
 FAILED_MARK = "✗"
 """A lane that failed before its first token: it is over, not waiting."""
 BURST_MARK = "▪"
 """Decode arrivals flagged as clumped by delivery: they time the delivery, not the generation."""
+GAP_MARKS = {"gap-server": "╍", "gap-client": "░", "gap-unknown": "?"}
+"""A gap long enough to name, by whose it is: the server's (its step held the lane), the client's (the meter read
+late), or of unknown cause."""
+GAP_NAMES = {"gap-server": "server stall", "gap-client": "client stall", "gap-unknown": "gap, cause unknown"}
+MARKS = {PREFILL: PREFILL_MARK, TRANSFER: TRANSFER_MARK, THROUGH: THROUGH_MARK, SENT: SENT_MARK, FAILED: FAILED_MARK,
+         BURST: BURST_MARK, EMPTY: " ", **GAP_MARKS}
+STYLED = {PREFILL: "prefill", TRANSFER: "transfer", THROUGH: "through", SENT: "prefill", FAILED: "prefill",
+          BURST: "burst", DECODE: "decode", **{kind: kind for kind in GAP_KINDS.values()}}
+"""Each cell kind's component class (after "timeline-plot--")."""
 
 
-class TimelinePlot(ThemedPlot):
-    """The lanes drawn with plotext: a thick bar for prefill, a dot per content chunk."""
+def mark(cell: Cell) -> str:
+    return DECODE_MARKS[cell.level - 1] if cell.kind == DECODE else MARKS[cell.kind]
 
-    COMPONENT_CLASSES = {"timeline-plot--prefill", "timeline-plot--transfer", "timeline-plot--decode"}
-    """The marks' colours, set in the .tcss from the theme (`ThemedPlot._rgb`)."""
+
+class TimelinePlot(Widget):
+    """The lanes, one row each: the label and TTFT, then the cells; the axis under them."""
+
+    COMPONENT_CLASSES = {f"timeline-plot--{name}" for name in (*set(STYLED.values()), "axis", "label")}
+    """The marks' colours, set in the .tcss from the theme."""
 
     lanes: reactive[list[Lane]] = reactive(list, always_update=True, repaint=False)  # replot() refreshes
     """Lanes to draw, oldest first."""
@@ -54,7 +76,7 @@ class TimelinePlot(ThemedPlot):
     """ALIGNED or WALL_CLOCK."""
 
     class Drawn(Message):
-        """A replot drew this layout (None: no lanes); the pane names the view and the lanes left out."""
+        """A replot drew this layout (None: no lanes); the pane names the view, the marks and the lanes left out."""
 
         def __init__(self, layout: TimelineLayout | None) -> None:
             super().__init__()
@@ -67,9 +89,16 @@ class TimelinePlot(ThemedPlot):
         super().__init__(*args, **kwargs)
         self._replotted_at = -float("inf")
         self._replot_timer = None
+        self._strips: list[Strip] = []
         self.drawn: TimelineLayout | None = None
-        """What the last replot drew (lanes, axis, spans): tests measure the chart from this (not `layout`:
+        """What the last replot drew (lanes, axis, spans, cells): tests measure the chart from this (not `layout`:
         that is the widget's CSS layout)."""
+
+    def on_mount(self) -> None:
+        self.watch(self.app, "theme", lambda: self.call_after_refresh(self.replot))
+
+    def on_resize(self) -> None:
+        self.replot()
 
     def watch_lanes(self) -> None:
         wait_s = self._replotted_at + self.replot_interval_s - time.monotonic()
@@ -90,41 +119,65 @@ class TimelinePlot(ThemedPlot):
         if self._replot_timer is not None:
             self._replot_timer.stop()
             self._replot_timer = None
-        super().replot()
+        width, height = self.size
+        if not self.lanes or width <= 0:
+            self.drawn = None
+            self._strips = self._empty(width, height)
+        else:
+            # One row per lane: more lanes than rows would draw two requests on one row.
+            self.drawn = layout(self.lanes, self.view, height - AXIS_ROWS, width,
+                                self.batch_of if len(self.batch_of) == len(self.lanes) else None)
+            self._strips = self._draw(self.drawn, width, height)
+        self.refresh()
+        self.post_message(self.Drawn(self.drawn))
 
-    def draw(self) -> None:
-        plt = self.plt
-        plt.xlabel("seconds")
-        if not self.lanes:
-            plt.title("send a prompt (s) to see prefill, then decode")
-        prefill, decode = self._rgb("timeline-plot--prefill"), self._rgb("timeline-plot--decode")
-        transfer = self._rgb("timeline-plot--transfer")
-        # One row per lane: more lanes than rows would draw two requests on one row.
-        drawn = layout(self.lanes, self.view, self.size.height - AXIS_ROWS, self.size.width,
-                       self.batch_of if len(self.batch_of) == len(self.lanes) else None)
-        self.drawn = drawn if self.lanes else None
-        shown = drawn.rows if self.lanes else ()
-        count = len(shown)
-        for index, row in enumerate(shown):
-            # One character per cell, like the lane's tick: plotext's 2×2 "hd" marks snap to half rows,
-            # which put a prefill bar a row below its label on a short plot.
-            y = count - index
-            if row.prefill is not None:
-                plt.plot(list(row.prefill), [y, y], marker=PREFILL_MARK, color=prefill)
-            if row.ticks:
-                ticks = thin(row.ticks, drawn.x_min, drawn.x_max, drawn.cells)
-                plt.scatter(ticks, [y] * len(ticks), marker=BURST_MARK if row.lane.burst else DECODE_MARK, color=decode)
-            elif row.lane.first_token_s is None and drawn.x_min <= row.sent_s <= drawn.x_max:
-                # sent, no token yet; or failed before its first (the toast says why)
-                plt.scatter([row.sent_s], [y], marker=SENT_MARK if row.lane.ok else FAILED_MARK, color=prefill)
-            if row.transfer is not None:  # over the first decode tick: a move shorter than a cell still shows
-                plt.plot(list(row.transfer), [y, y], marker=TRANSFER_MARK, color=transfer)
-        if count:
-            plt.yticks(list(range(count, 0, -1)), [row.tick_label for row in shown])
-            plt.ylim(0.5, count + 0.5)
-            plt.xlim(drawn.x_min, drawn.x_max)
-            plt.xlabel("seconds after each send" if self.view == ALIGNED else "seconds")
-        self.post_message(self.Drawn(drawn if self.lanes else None))
+    def render_line(self, y: int) -> Strip:
+        return self._strips[y] if y < len(self._strips) else Strip.blank(self.size.width, self.rich_style)
+
+    def _style(self, name: str) -> Style:
+        """A component class's style over the widget's own (its background, its opacity when the pane is down)."""
+        return self.rich_style + self.get_component_rich_style(f"timeline-plot--{name}")
+
+    def _empty(self, width: int, height: int) -> list[Strip]:
+        hint = "send a prompt (s) to see prefill, then decode"[:width]
+        strips = [Strip.blank(width, self.rich_style) for _ in range(height)]
+        if height:
+            strips[height // 2] = Strip([Segment(hint.center(width), self._style("label"))])
+        return strips
+
+    def _draw(self, drawn: TimelineLayout, width: int, height: int) -> list[Strip]:
+        label_style, styles = self._style("label"), {name: self._style(name) for name in set(STYLED.values())}
+        base = self.rich_style
+        label_width = width - drawn.cells - 1
+        lane_rows = height - AXIS_ROWS
+        strips = [Strip.blank(width, self.rich_style) for _ in range(max(0, lane_rows - len(drawn.rows)))]  # lanes at the bottom
+        for row in drawn.rows:
+            segments = [Segment(row.tick_label[:label_width].rjust(label_width) + " ", label_style)]
+            run, kind = [], None
+            for cell in row.cells:
+                if cell.kind != kind and run:
+                    segments.append(Segment("".join(run), styles.get(STYLED.get(kind, ""), base)))
+                    run = []
+                kind = cell.kind
+                run.append(mark(cell))
+            if run:
+                segments.append(Segment("".join(run), styles.get(STYLED.get(kind, ""), base)))
+            strips.append(Strip(segments, width))
+        strips.extend(self._axis(drawn, label_width, width))
+        return strips[-height:] if height else []
+
+    def _axis(self, drawn: TimelineLayout, label_width: int, width: int) -> list[Strip]:
+        """The axis line with a tick per label, and the labels, under the cells; the unit after the last."""
+        ticks = axis_ticks(drawn.x_min, drawn.x_max, drawn.cells)
+        line, labels = ["─"] * drawn.cells, [" "] * drawn.cells
+        for col, text in ticks:
+            line[col] = "┬"
+            if col + len(text) <= drawn.cells and all(c == " " for c in labels[max(0, col - 1):col + len(text)]):
+                labels[col:col + len(text)] = text
+        unit = "s after each send" if drawn.view == ALIGNED else "seconds"
+        style, pad = self._style("axis"), " " * (label_width + 1)
+        return [Strip([Segment(pad + "".join(line), style)], width),
+                Strip([Segment(unit[:label_width].rjust(label_width) + " " + "".join(labels), style)], width)]
 
 
 class TimelinePane(Vertical):
@@ -171,10 +224,12 @@ class TimelinePane(Vertical):
     def _title(self, drawn: TimelineLayout | None = None) -> None:
         other = WALL_CLOCK if self.view == ALIGNED else ALIGNED
         self.border_title = f"Token timeline · {self.view} (v: {other})"
-        moved = drawn is not None and any(row.transfer is not None for row in drawn.rows)
-        legend = f"{PREFILL_MARK} prefill  " + (f"{TRANSFER_MARK} KV transfer  " if moved else "") + f"{DECODE_MARK} decode"
-        if drawn is not None and any(row.lane.burst for row in drawn.rows):
+        kinds = {cell.kind for row in drawn.rows for cell in row.cells} if drawn is not None else set()
+        legend = f"{PREFILL_MARK} prefill  " + (f"{TRANSFER_MARK} KV transfer  " if TRANSFER in kinds else "")
+        legend += f"{DECODE_MARKS[1]}{DECODE_MARKS[3]}{DECODE_MARKS[7]} decode (tokens per cell)"
+        if BURST in kinds:
             legend += f"  {BURST_MARK} delivery burst"
+        legend += "".join(f"  {GAP_MARKS[kind]} {GAP_NAMES[kind]}" for kind in GAP_MARKS if kind in kinds)
         if drawn is not None and drawn.hidden:
             legend += f" · +{drawn.hidden} older (↑)"
         if drawn is not None and drawn.newer:
@@ -183,6 +238,10 @@ class TimelinePane(Vertical):
 
     def on_timeline_plot_drawn(self, event: TimelinePlot.Drawn) -> None:
         self._title(event.layout)
+        counted = counts_line(count_by_cause([row.lane.gaps for row in event.layout.rows])) if event.layout else ""
+        gaps = self.query_one("#timeline-gaps", Static)
+        gaps.display = bool(counted)
+        set_text(gaps, counted)
 
     @property
     def replot_interval_s(self) -> float:
@@ -195,12 +254,14 @@ class TimelinePane(Vertical):
 
     def compose(self) -> ComposeResult:
         yield TimelinePlot(id="timeline-plot")
+        yield Static(id="timeline-gaps", markup=False)
         yield Static(id="timeline-figures", markup=False)
         yield Static(id="client-busy", markup=False)
         yield Static(id="diagnosis", markup=False)
 
     def on_mount(self) -> None:
         self.query_one("#client-busy", Static).display = False
+        self.query_one("#timeline-gaps", Static).display = False
         self._title()
 
     def watch_client_busy(self, line: str) -> None:
@@ -235,6 +296,8 @@ class TimelinePane(Vertical):
         kept_labels = labels[-keep:] if labels and keep else None
         plot = self.query_one(TimelinePlot)
         plot.batch_of = batch_of[-keep:] if keep else []
-        plot.lanes = lanes(kept, kept_labels, keep=max(keep, 1), selected=selected_index(len(kept), self.selected_back))
+        selected = selected_index(len(kept), self.selected_back)
+        plot.lanes = lanes(kept, kept_labels, keep=max(keep, 1), selected=selected)
+        gaps = plot.lanes[selected].gaps if selected is not None and selected < len(plot.lanes) else ()
         set_text(self.query_one("#timeline-figures", Static),
-                 figures_line(kept, self.decode_ceiling_tok_s, self.selected_back, kept_labels))
+                 figures_line(kept, self.decode_ceiling_tok_s, self.selected_back, kept_labels, gaps))
