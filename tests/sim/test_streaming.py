@@ -1,4 +1,4 @@
-"""The token streams at scale, and the writer's pieces: 256 streams at once, a slow reader, bulk histogram counts."""
+"""The token streams at scale, and the writer's pieces: 256 streams at once, a slow reader."""
 
 from __future__ import annotations
 
@@ -6,10 +6,8 @@ import asyncio
 import json
 
 import httpx
-from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
 from tui.sim.engine import Stream, TokenEvent
-from tui.sim.metrics import ITL_BUCKETS, observe_many
 from tui.sim.physics import Sequence
 from tui.sim.streaming import _Writer, resume
 
@@ -49,23 +47,6 @@ async def test_256_concurrent_streams_all_complete_with_their_token_counts(start
     for index, (content, usage) in enumerate(results):
         assert usage["completion_tokens"] == MAX_TOKENS, index
         assert content == (chat_events if index % 2 else MAX_TOKENS), index
-
-
-def test_observe_many_counts_as_repeated_observe():
-    one, many = CollectorRegistry(), CollectorRegistry()
-    by_one = Histogram("itl", "d", ["m"], registry=one, buckets=ITL_BUCKETS).labels("x")
-    by_many = Histogram("itl", "d", ["m"], registry=many, buckets=ITL_BUCKETS).labels("x")
-    for amount, count in ((0.0083, 250), (0.02, 3), (90.0, 2), (0.5, 1)):
-        for _ in range(count):
-            by_one.observe(amount)
-        observe_many(by_many, amount, count)
-    expected = {line.rpartition(" ")[0]: float(line.rpartition(" ")[2])
-                for line in generate_latest(one).decode().splitlines() if not line.startswith("#") and "_created" not in line}
-    got = {line.rpartition(" ")[0]: float(line.rpartition(" ")[2])
-           for line in generate_latest(many).decode().splitlines() if not line.startswith("#") and "_created" not in line}
-    assert expected.keys() == got.keys()
-    for key, value in expected.items():
-        assert abs(got[key] - value) <= 1e-9 * max(1.0, abs(value)), key
 
 
 async def test_resume_finishes_a_coroutine_that_suspended():

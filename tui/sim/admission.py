@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from starlette.requests import Request
 
-from tui.sim import tokenizer
+from tui.sim import slices, tokenizer
 
 
 class ApiError(Exception):
@@ -50,13 +50,14 @@ def check_model(requested: object, served: str) -> None:
         raise ApiError(404, f"The model `{requested}` does not exist.", "NotFoundError", "model")
 
 
-def prompt_ids(prompt: object) -> list[int]:
-    """A completions prompt: a string, a one-element list of strings, or a list of token ids."""
+async def prompt_ids(prompt: object) -> list[int]:
+    """A completions prompt: a string, a one-element list of strings, or a list of token ids (a long one tokenized
+    or checked in slices: `slices`)."""
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str | list):
         prompt = prompt[0]
     if isinstance(prompt, str):
-        ids = tokenizer.encode(prompt)
-    elif isinstance(prompt, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+        ids = await slices.encode(prompt)
+    elif isinstance(prompt, list) and await slices.all_true(prompt, _is_token_id):
         ids = list(prompt)
     elif isinstance(prompt, list):
         raise ApiError(400, "Batched prompts are not supported by the simulator: send one prompt per request.", param="prompt")
@@ -67,10 +68,15 @@ def prompt_ids(prompt: object) -> list[int]:
     return ids
 
 
-def chat_prompt_ids(messages: object) -> list[int]:
+def chat_text(messages: object) -> str:
+    """The prompt a chat request's messages make (`tokenizer.render_chat`), once they are checked."""
     if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
         raise ApiError(400, "'messages' must be a non-empty list of message objects.", param="messages")
-    return tokenizer.encode(tokenizer.render_chat(messages))
+    return tokenizer.render_chat(messages)
+
+
+async def chat_prompt_ids(messages: object) -> list[int]:
+    return await slices.encode(chat_text(messages))
 
 
 def admit(
@@ -124,6 +130,10 @@ def admit(
     if eos_at is not None and eos_at < limit:
         return Admitted(ids, eos_at + 1, "stop", seed)
     return Admitted(ids, limit, "length", seed)
+
+
+def _is_token_id(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _is_count(value: object) -> bool:

@@ -19,9 +19,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily
-from prometheus_client.registry import Collector
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -37,6 +34,7 @@ from tui.core.disaggregation import (
 )
 from tui.sim.blocks import BLOCK_SIZE
 from tui.sim.engine import EngineDriver, Stream, sleep_until
+from tui.sim.exposition import Exposition, counter, merged
 from tui.sim.options import SimOptions
 from tui.sim.physics import ConfigError, EngineConfig
 from tui.sim.physics import Sequence as EngineSequence
@@ -151,6 +149,9 @@ class FrontDriver:
         self.config = decode[0].driver.config
         self.lag_s: list[float] = []
         self.transfers: list[KvTransfer] = []
+        self.transfer_bytes = 0
+        self.transfer_s = 0.0
+        """The transfers' bytes and seconds so far: running sums, so a scrape does not walk every transfer."""
         self._prefill = itertools.cycle(enumerate(prefill))
         self._decode = itertools.cycle(enumerate(decode))
         self._ports = ports
@@ -221,11 +222,13 @@ class FrontDriver:
                               sequence.external_tokens, sequence.kv_transfer_bytes or 0, seconds, measured_s,
                               port.time_scale, port.link)
         self.transfers.append(transfer)
+        self.transfer_bytes += transfer.nbytes
+        self.transfer_s += transfer.seconds
         self._on_transfer(transfer)
         decode.driver.receive(sequence)
 
 
-class FrontMetrics(Collector):
+class FrontMetrics:
     """The front's /metrics: its decode workers' series (what its clients see: TTFT from arrival at the front, ITL,
     running, KV usage), merged family by family, and counters of the KV transfers.
 
@@ -233,38 +236,23 @@ class FrontMetrics(Collector):
     """
 
     def __init__(self, decode: Sequence[SimState], driver: FrontDriver) -> None:
-        self._decode = decode
-        self._driver = driver
-        self.registry = CollectorRegistry()
-        self.registry.register(self)
+        self.series = [
+            *merged([state.metrics.series for state in decode]),
+            counter("phasetop_kv_transfers", "KV caches moved from prefill to decode workers.", {},
+                    lambda: len(driver.transfers)),
+            counter("phasetop_kv_transfer_bytes", "Bytes of KV cache moved.", {}, lambda: driver.transfer_bytes),
+            counter("phasetop_kv_transfer_seconds", "Seconds the KV transfers took (time scale applied).", {},
+                    lambda: driver.transfer_s),
+        ]
+        self.template = Exposition(self.series)
+        """The text of every series with the values left out: each scrape fills them in."""
 
     def count_abort(self) -> None:
         """Counted on the decode worker the request was on (`FrontDriver.abort`)."""
 
     def exposition(self) -> bytes:
-        return generate_latest(self.registry)
-
-    def collect(self):
-        families = {}
-        seen = set()
-        for state in self._decode:
-            for family in state.metrics.registry.collect():
-                merged = families.setdefault(family.name, family)
-                samples = [s for s in family.samples if (s.name, tuple(sorted(s.labels.items()))) not in seen]
-                seen.update((s.name, tuple(sorted(s.labels.items()))) for s in samples)
-                if merged is family:
-                    family.samples = samples
-                else:
-                    merged.samples.extend(samples)
-        yield from families.values()
-        transfers = self._driver.transfers
-        for name, doc, value in (
-            ("phasetop_kv_transfers", "KV caches moved from prefill to decode workers.", len(transfers)),
-            ("phasetop_kv_transfer_bytes", "Bytes of KV cache moved.", sum(t.nbytes for t in transfers)),
-            ("phasetop_kv_transfer_seconds", "Seconds the KV transfers took (time scale applied).",
-             sum(t.seconds for t in transfers)),
-        ):
-            yield CounterMetricFamily(name, doc, value=value)
+        """The text format of every series, from a snapshot of their values (see `exposition.Exposition`)."""
+        return self.template.render()
 
 
 async def transfers(request: Request) -> Response:

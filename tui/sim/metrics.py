@@ -2,6 +2,9 @@
 
 Counters and gauges are read from the live engine at scrape time (one source of truth); the
 histograms are observed as vLLM observes them: TTFT and ITL per step, the rest when a request ends.
+A scrape reads every value in one go, between two of the loop's callbacks: one snapshot, with the
+histograms as of the last step's end and the engine's counters counting the step under way (a step's
+outcome is applied at its start), so the two are at most one step apart.
 """
 
 from __future__ import annotations
@@ -9,12 +12,10 @@ from __future__ import annotations
 import time
 
 import psutil
-from prometheus_client import CollectorRegistry, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-from prometheus_client.registry import Collector
 
 from tui.sim.blocks import BLOCK_SIZE
 from tui.sim.engine import EngineDriver
+from tui.sim.exposition import Exposition, Histogram, Series, counter, gauge, histogram
 from tui.sim.physics import Sequence, StepPlan, TokenOut, step_traffic
 
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
@@ -42,30 +43,8 @@ def token_buckets(max_model_len: int) -> tuple[float, ...]:
         exponent += 1
 
 
-def observe_many(histogram, amount: float, count: int) -> None:
-    """`count` observations of `amount` in one go, as `count` calls of `histogram.observe(amount)` would make.
-
-    prometheus_client has no bulk observe, and one call costs about 2 µs: at 256 streams that is half a
-    millisecond of every step. This adds to the child's own bucket and sum values (`_upper_bounds`,
-    `_buckets`, `_sum`, as prometheus_client 0.21–0.26 keep them; `tests/sim/test_streaming.py` checks the
-    result against `observe`), and falls back to observing one by one where they are not there.
-    """
-    bounds = getattr(histogram, "_upper_bounds", None)
-    buckets = getattr(histogram, "_buckets", None)
-    total = getattr(histogram, "_sum", None)
-    if bounds is None or buckets is None or total is None or count == 1:
-        for _ in range(count):
-            histogram.observe(amount)
-        return
-    total.inc(amount * count)
-    for i, bound in enumerate(bounds):
-        if amount <= bound:
-            buckets[i].inc(count)
-            break
-
-
-class SimMetrics(Collector):
-    """The registry behind `/metrics`, and the hook the engine driver calls after each step."""
+class SimMetrics:
+    """The series behind `/metrics`, and the hook the engine driver calls after each step."""
 
     def __init__(self, driver: EngineDriver, model_name: str, sim_info: dict[str, str], enable_mfu_metrics: bool = False,
                  engine: str = ENGINE, role: str | None = None) -> None:
@@ -80,32 +59,28 @@ class SimMetrics(Collector):
         self.created = time.time()
         """When the counters were made: their `_created` samples, as prometheus_client stamps vLLM's."""
         self.flops = self.read_bytes = self.write_bytes = 0.0
-        self.aborted = 0
         self.finished: dict[str, int] = {"stop": 0, "length": 0, "abort": 0}
-        self.registry = CollectorRegistry()
-        labels, values = self._labels()
-
-        def histogram(name: str, doc: str, buckets) -> Histogram:
-            return Histogram(name, doc, labels, registry=self.registry, buckets=buckets).labels(*values)
-
-        self.ttft = histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", TTFT_BUCKETS)
-        self.itl = histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", ITL_BUCKETS)
-        self.tpot = histogram("vllm:request_time_per_output_token_seconds", "Histogram of time_per_output_token_seconds per request.", ITL_BUCKETS)
-        self.e2e = histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", REQUEST_LATENCY_BUCKETS)
-        self.queue = histogram("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", REQUEST_LATENCY_BUCKETS)
-        self.prefill = histogram("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", REQUEST_LATENCY_BUCKETS)
-        self.decode = histogram("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", REQUEST_LATENCY_BUCKETS)
-        self.inference = histogram("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.", REQUEST_LATENCY_BUCKETS)
-        self.iteration = histogram("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", ITERATION_TOKEN_BUCKETS)
         tokens = token_buckets(driver.config.model_len)
-        self.prompt_len = histogram("vllm:request_prompt_tokens", "Number of prefill tokens processed.", tokens)
-        self.generation_len = histogram("vllm:request_generation_tokens", "Number of generation tokens processed.", tokens)
-        self.prefill_kv_computed = histogram("vllm:request_prefill_kv_computed_tokens",
-                                             "Histogram of new KV tokens computed during prefill (excluding cached tokens).", tokens)
-        self.registry.register(self)
+        self.ttft = Histogram(TTFT_BUCKETS)
+        self.itl = Histogram(ITL_BUCKETS)
+        self.tpot = Histogram(ITL_BUCKETS)
+        self.e2e = Histogram(REQUEST_LATENCY_BUCKETS)
+        self.queue = Histogram(REQUEST_LATENCY_BUCKETS)
+        self.prefill = Histogram(REQUEST_LATENCY_BUCKETS)
+        self.decode = Histogram(REQUEST_LATENCY_BUCKETS)
+        self.inference = Histogram(REQUEST_LATENCY_BUCKETS)
+        self.iteration = Histogram(ITERATION_TOKEN_BUCKETS)
+        self.prompt_len = Histogram(tokens)
+        self.generation_len = Histogram(tokens)
+        self.prefill_kv_computed = Histogram(tokens)
+        self.series = self._series()
+        """Every family served, in vLLM's order: the histograms first, as its registry holds them."""
+        self.template = Exposition(self.series)
+        """The text of every series with the values left out: each scrape fills them in."""
 
     def exposition(self) -> bytes:
-        return generate_latest(self.registry)
+        """The text format of every series, from a snapshot of their values (see `exposition.Exposition`)."""
+        return self.template.render()
 
     def on_step(self, plan: StepPlan, tokens: list[TokenOut], end: float) -> None:
         """Observe one finished step: tokens per step, TTFT or ITL per token, phase times per finished request.
@@ -131,7 +106,7 @@ class SimMetrics(Collector):
             if token.finished:
                 self._observe_finished(sequence)
         for gap, count in gaps.items():
-            observe_many(self.itl, gap, count)
+            self.itl.observe(gap, count)
         self.iteration.observe(prefilled + len(tokens))
 
     def count_abort(self) -> None:
@@ -152,67 +127,80 @@ class SimMetrics(Collector):
         self.prefill_kv_computed.observe(sequence.prompt_tokens - (sequence.cached_tokens or 0))
         self.generation_len.observe(sequence.output_tokens)
 
-    def collect(self):
-        """Counters and gauges straight from the engine, plus the info metrics."""
+    def _series(self) -> list[Series]:
+        """vLLM's histograms, then the counters and gauges read from the engine at scrape time, then the info metrics."""
         engine = self.driver.engine
-        labels, values = self._labels()
-
-        def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
-            family = GaugeMetricFamily(name, doc, labels=labels)
-            family.add_metric(values, value)
-            return family
-
-        def counter(name: str, doc: str, value: float) -> CounterMetricFamily:
-            family = CounterMetricFamily(name, doc, labels=labels)
-            family.add_metric(values, value, created=self.created)
-            return family
-
-        yield gauge("vllm:num_requests_running", "Number of requests in model execution batches.", len(engine.running))
-        deferred = len(engine.receiving)
-        yield gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", len(engine.waiting) + deferred)
-        # A waiting request waits for capacity (seats, token budget, KV blocks) or, on a decode worker, for its KV
-        # to arrive (deferred); vLLM also defers for LoRA slots and grammars, which the simulator has not.
-        by_reason = GaugeMetricFamily(
-            "vllm:num_requests_waiting_by_reason",
-            "Number of waiting requests by reason. Reason labels: 'capacity' = waiting for scheduling capacity; "
-            "'deferred' = deferred by transient constraints (LoRA budget, KV transfer, blocked status). "
-            "Sum of all reasons equals vllm:num_requests_waiting.",
-            labels=[*labels, "reason"],
-        )
-        by_reason.add_metric([*values, "capacity"], len(engine.waiting))
-        by_reason.add_metric([*values, "deferred"], deferred)
-        yield by_reason
-        yield gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", engine.kv_cache_usage)
+        names, values = self._labels()
+        labels = dict(zip(names, values))
+        created = self.created
+        histograms = [
+            histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", labels, self.ttft),
+            histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", labels, self.itl),
+            histogram("vllm:request_time_per_output_token_seconds", "Histogram of time_per_output_token_seconds per request.",
+                      labels, self.tpot),
+            histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", labels, self.e2e),
+            histogram("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", labels,
+                      self.queue),
+            histogram("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", labels,
+                      self.prefill),
+            histogram("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", labels,
+                      self.decode),
+            histogram("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.", labels,
+                      self.inference),
+            histogram("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", labels, self.iteration),
+            histogram("vllm:request_prompt_tokens", "Number of prefill tokens processed.", labels, self.prompt_len),
+            histogram("vllm:request_generation_tokens", "Number of generation tokens processed.", labels, self.generation_len),
+            histogram("vllm:request_prefill_kv_computed_tokens",
+                      "Histogram of new KV tokens computed during prefill (excluding cached tokens).", labels,
+                      self.prefill_kv_computed),
+        ]
         counts = engine.counters
-        yield counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.", counts.preemptions)
-        yield counter("vllm:prompt_tokens", "Number of prefill tokens processed.", counts.prompt_tokens)
-        yield counter("vllm:generation_tokens", "Number of generation tokens processed.", counts.generation_tokens)
-        yield counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.", counts.prefix_cache_queries)
-        yield counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", counts.prefix_cache_hits)
-        by_source = CounterMetricFamily("vllm:prompt_tokens_by_source", "Number of prompt tokens by source.",
-                                        labels=[*labels, "source"])
-        local_hits = counts.prompt_tokens_cached - counts.prompt_tokens_external
-        for source, number in zip(PROMPT_SOURCES, (counts.prompt_tokens_computed, local_hits, counts.prompt_tokens_external)):
-            by_source.add_metric([*values, source], number, created=self.created)
-        yield by_source
-        yield counter("vllm:prompt_tokens_cached", "Number of cached prompt tokens (local + external).", counts.prompt_tokens_cached)
-        success = CounterMetricFamily("vllm:request_success", "Count of successfully processed requests.",
-                                      labels=[*labels, "finished_reason"])
-        for reason, number in self.finished.items():
-            success.add_metric([*values, reason], number, created=self.created)
-        yield success
         mfu = "(for Model Flops Utilization calculations)."
-        yield counter("vllm:estimated_flops_per_gpu", f"Estimated number of floating point operations per GPU {mfu}", self.flops)
-        yield counter("vllm:estimated_read_bytes_per_gpu", f"Estimated number of bytes read from memory per GPU {mfu}", self.read_bytes)
-        yield counter("vllm:estimated_write_bytes_per_gpu", f"Estimated number of bytes written to memory per GPU {mfu}", self.write_bytes)
-        cache = GaugeMetricFamily("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", labels=list(self._cache_labels()))
-        cache.add_metric(list(self._cache_labels().values()), 1)
-        yield cache
-        info_labels = {**self.sim_info, **dict(zip(labels[2:], values[2:]))}
-        info = GaugeMetricFamily("phasetop_sim_info", "The phasetop simulator's device, model and flags.", labels=list(info_labels))
-        info.add_metric(list(info_labels.values()), 1)
-        yield info
-        yield GaugeMetricFamily("process_start_time_seconds", "Start time of the process since unix epoch in seconds.", value=self.start_time)
+        cache_labels = self._cache_labels()
+        info_labels = {**self.sim_info, **dict(zip(names[2:], values[2:]))}
+        return [
+            *histograms,
+            gauge("vllm:num_requests_running", "Number of requests in model execution batches.", labels,
+                  lambda: len(engine.running)),
+            gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", labels,
+                  lambda: len(engine.waiting) + len(engine.receiving)),
+            # A waiting request waits for capacity (seats, token budget, KV blocks) or, on a decode worker, for its KV
+            # to arrive (deferred); vLLM also defers for LoRA slots and grammars, which the simulator has not.
+            gauge("vllm:num_requests_waiting_by_reason",
+                  "Number of waiting requests by reason. Reason labels: 'capacity' = waiting for scheduling capacity; "
+                  "'deferred' = deferred by transient constraints (LoRA budget, KV transfer, blocked status). "
+                  "Sum of all reasons equals vllm:num_requests_waiting.",
+                  labels, lambda: (len(engine.waiting), len(engine.receiving)), by=("reason", ("capacity", "deferred"))),
+            gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", labels,
+                  lambda: engine.kv_cache_usage),
+            counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.", labels,
+                    lambda: counts.preemptions, created),
+            counter("vllm:prompt_tokens", "Number of prefill tokens processed.", labels, lambda: counts.prompt_tokens, created),
+            counter("vllm:generation_tokens", "Number of generation tokens processed.", labels,
+                    lambda: counts.generation_tokens, created),
+            counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.", labels,
+                    lambda: counts.prefix_cache_queries, created),
+            counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", labels,
+                    lambda: counts.prefix_cache_hits, created),
+            counter("vllm:prompt_tokens_by_source", "Number of prompt tokens by source.", labels,
+                    lambda: (counts.prompt_tokens_computed, counts.prompt_tokens_cached - counts.prompt_tokens_external,
+                             counts.prompt_tokens_external), created,
+                    by=("source", PROMPT_SOURCES)),
+            counter("vllm:prompt_tokens_cached", "Number of cached prompt tokens (local + external).", labels,
+                    lambda: counts.prompt_tokens_cached, created),
+            counter("vllm:request_success", "Count of successfully processed requests.", labels,
+                    lambda: tuple(self.finished.values()), created, by=("finished_reason", tuple(self.finished))),
+            counter("vllm:estimated_flops_per_gpu", f"Estimated number of floating point operations per GPU {mfu}", labels,
+                    lambda: self.flops, created),
+            counter("vllm:estimated_read_bytes_per_gpu", f"Estimated number of bytes read from memory per GPU {mfu}", labels,
+                    lambda: self.read_bytes, created),
+            counter("vllm:estimated_write_bytes_per_gpu", f"Estimated number of bytes written to memory per GPU {mfu}",
+                    labels, lambda: self.write_bytes, created),
+            gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", cache_labels, lambda: 1),
+            gauge("phasetop_sim_info", "The phasetop simulator's device, model and flags.", info_labels, lambda: 1),
+            gauge("process_start_time_seconds", "Start time of the process since unix epoch in seconds.", {},
+                  lambda: self.start_time),
+        ]
 
     def _labels(self) -> tuple[list[str], list[str]]:
         """Every series' label names and values: model and engine, and a worker's role."""

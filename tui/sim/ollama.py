@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from tui.sim import tokenizer
+from tui.sim import slices, tokenizer
 from tui.sim.admission import Admitted, ApiError, admit, chat_prompt_ids, json_body
 from tui.sim.options import OLLAMA_VERSION
 from tui.sim.engine import TokenEvent
@@ -77,7 +77,7 @@ async def _answer(request: Request, chat: bool) -> Response:
             return JSONResponse({"error": f"model '{body.get('model')}' not found"}, status_code=404)
         if not chat and not body.get("prompt"):
             return JSONResponse({"model": name, "created_at": _now(), "response": "", "done": True, "done_reason": "load"})
-        ids = chat_prompt_ids(body.get("messages")) if chat else tokenizer.encode(str(body["prompt"]))
+        ids = await chat_prompt_ids(body.get("messages")) if chat else await slices.encode(str(body["prompt"]))
         options = body.get("options") if isinstance(body.get("options"), dict) else {}
         predict = options.get("num_predict")
         admitted = admit(ids, None if predict in (None, -1) else predict, state.options.config.model_len)

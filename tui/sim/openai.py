@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 import uuid
@@ -10,8 +11,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tui.sim import tokenizer
-from tui.sim.admission import Admitted, ApiError, admit, chat_prompt_ids, check_model, json_body, prompt_ids
+from tui.sim import slices, tokenizer
+from tui.sim.admission import Admitted, ApiError, admit, chat_prompt_ids, chat_text, check_model, json_body, prompt_ids
 from tui.sim.engine import TokenEvent
 from tui.sim.physics import Sequence
 from tui.sim.state import SimState, state_of, tokens
@@ -46,20 +47,43 @@ async def chat_completions(request: Request) -> Response:
 
 
 async def tokenize(request: Request) -> Response:
+    """vLLM's /tokenize; a long prompt is tokenized, and its answer written, a slice at a time (`slices`).
+
+    Each slice's ids and strings become JSON bytes within the slice, so what is left for the end is one join (the
+    bytes `JSONResponse` would write of the lists).
+    """
     state = state_of(request)
     body = await json_body(request)
     check_model(body.get("model"), state.options.served_model_name)
     if "messages" in body:
-        ids = chat_prompt_ids(body["messages"])
-        pieces = tokenizer.tokenize(tokenizer.render_chat(body["messages"]))
+        text = chat_text(body["messages"])
     else:
-        prompt = body.get("prompt")
-        if not isinstance(prompt, str):
+        text = body.get("prompt")
+        if not isinstance(text, str):
             raise ApiError(400, "'prompt' must be a string.", param="prompt")
-        pieces = tokenizer.tokenize(prompt)
-        ids = [tokenizer.token_id(piece) for piece in pieces]
-    strs = pieces if body.get("return_token_strs") else None
-    return JSONResponse({"count": len(ids), "max_model_len": state.options.config.model_len, "tokens": ids, "token_strs": strs})
+    with_strs = bool(body.get("return_token_strs"))
+    parts = [part for part in await slices.in_slices(tokenizer.text_slices(text, slices.SLICE_CHARS),
+                                                     functools.partial(_tokenized, with_strs)) if part[0]]
+    head = b'{"count":%d,"max_model_len":%d,"tokens":[' % (sum(part[0] for part in parts), state.options.config.model_len)
+    pieces = [head, *_listed(part[1] for part in parts), b'],"token_strs":']
+    pieces += [b"[", *_listed(part[2] for part in parts), b"]}"] if with_strs else [b"null}"]
+    return Response(b"".join(pieces), media_type="application/json")  # one join: each copy of a long answer costs
+
+
+def _listed(items) -> list[bytes]:
+    """JSON lists' items with the commas between them."""
+    pieces = []
+    for item in items:
+        pieces += [b",", item] if pieces else [item]
+    return pieces
+
+
+def _tokenized(with_strs: bool, text: str) -> tuple[int, bytes, bytes]:
+    """A slice of the text: its count of tokens, and their ids and strings as JSON (the items, without brackets)."""
+    pieces = tokenizer.tokenize(text)
+    ids = json.dumps([tokenizer.token_id(piece) for piece in pieces], separators=(",", ":"))[1:-1].encode()
+    strs = json.dumps(pieces, ensure_ascii=False, separators=(",", ":"))[1:-1].encode() if with_strs else b""
+    return len(pieces), ids, strs
 
 
 async def _generate(request: Request, chat: bool) -> Response:
@@ -67,7 +91,7 @@ async def _generate(request: Request, chat: bool) -> Response:
     body = await json_body(request)
     options = state.options
     check_model(body.get("model"), options.served_model_name)
-    ids = chat_prompt_ids(body.get("messages")) if chat else prompt_ids(body.get("prompt"))
+    ids = await chat_prompt_ids(body.get("messages")) if chat else await prompt_ids(body.get("prompt"))
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens")) if chat else body.get("max_tokens")
     admitted = admit(ids, max_tokens, options.config.model_len, body.get("n", 1), min_tokens=body.get("min_tokens", 0),
                      ignore_eos=body.get("ignore_eos", False), eos_probability=options.eos_probability)

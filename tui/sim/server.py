@@ -13,7 +13,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from tui.core.stats import summarize
+from tui.core.stats import summarize_with_max
 from tui.sim import ollama, openai
 from tui.sim.admission import ApiError
 from tui.sim.engine import EngineDriver
@@ -63,7 +63,7 @@ async def emission(request: Request) -> Response:
     lags = list(driver.lag_s)
     if request.query_params.get("reset"):
         driver.lag_s.clear()
-    return JSONResponse({"lag_s": summarize(lags).to_json()})
+    return JSONResponse({"lag_s": summarize_with_max(lags)})
 
 
 async def _api_error(request: Request, error: Exception) -> Response:

@@ -15,6 +15,9 @@ VOCAB_SIZE = 128_256
 """Token ids fall in Llama 3's vocabulary range."""
 _TOKEN = re.compile(r"\s*(?:\w{1,12}|[^\w\s])|\s+$")
 """A word of up to 12 letters (longer words split), or one punctuation mark, with leading space."""
+_CUT = re.compile(r"\S(?=\W)")
+"""A character that ends a token wherever it stands: not a space, and followed by a space or a punctuation mark (a
+word's letters never run into either, and a mark is a token of its own)."""
 
 _FILLER = (
     "Prefill reads the whole prompt in one pass , so its cost grows with the prompt . "
@@ -34,6 +37,20 @@ HELD_BACK_EVERY = 11
 def tokenize(text: str) -> list[str]:
     """The token strings of a text; joining them gives the text back."""
     return _TOKEN.findall(text)
+
+
+def text_slices(text: str, size: int) -> list[str]:
+    """The text in pieces of about `size` characters or more, each cut where a token ends, so that tokenizing piece
+    by piece gives the same tokens (a run of letters with no space or mark in it stays whole)."""
+    pieces, start = [], 0
+    while len(text) - start > size:
+        cut = _CUT.search(text, start + size - 1)
+        if cut is None:
+            break
+        pieces.append(text[start:cut.end()])
+        start = cut.end()
+    pieces.append(text[start:])
+    return pieces
 
 
 def token_id(piece: str) -> int:
