@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import fcntl
+import itertools
 import json
 import os
 import re
@@ -72,9 +73,9 @@ KEEP_OUTPUT_BYTES = 4 << 20
 class Terminal:
     """A pseudo-terminal running one command: counts frames and notes when given text first shows."""
 
-    def __init__(self, argv: list[str], watch: tuple[str, ...]) -> None:
+    def __init__(self, argv: list[str], watch: tuple[str, ...], size: tuple[int, int] = SIZE) -> None:
         master, slave = os.openpty()
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", SIZE[1], SIZE[0], 0, 0))
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size[1], size[0], 0, 0))
         env = {**os.environ, "TERM": "xterm-256color", "COLORTERM": "truecolor", "PYTHONUNBUFFERED": "1"}
         env.pop("NO_COLOR", None)
         self.started = time.monotonic()
@@ -239,10 +240,11 @@ def app_under_load(url: str, idle_s: float, window_s: float, profile: str | None
     return {"idle": idle_figures, "load": load_figures, "exit_status": status}
 
 
-def child(url: str) -> None:
-    """The app as `phasetop --url URL` runs it, plus SIGUSR1: keep 32 streams going in rounds."""
+def child(url: str, streams: int = STREAMS, rounds: int | None = None) -> None:
+    """The app as `phasetop --url URL` runs it, plus SIGUSR1: `streams` at once in rounds, `rounds` of them (None: endless)."""
     from tui.app.feeds.requests import Send
     from tui.app.app import PhasetopApp
+    from tui.app.launch import run_app
     from tui.config import Settings
 
     class LoadedApp(PhasetopApp):
@@ -253,15 +255,17 @@ def child(url: str) -> None:
             asyncio.get_running_loop().add_signal_handler(
                 signal.SIGUSR1, lambda: self.run_worker(self._rounds(), group="bench", exit_on_error=False))
 
+        next_id = 1_000_000
+        """The next request id: above any the screen hands out, and never reused by a later signal's rounds."""
+
         async def _rounds(self) -> None:
-            first_id = 1_000_000  # above any id the screen hands out
-            while True:
-                worker = self._main.send_requests(Send(first_id, "bench", None, PROMPT_TOKENS, STREAMS, MAX_TOKENS))
+            for _ in itertools.count() if rounds is None else range(rounds):
+                worker = self._main.send_requests(Send(self.next_id, "bench", None, PROMPT_TOKENS, streams, MAX_TOKENS))
                 while not worker.is_finished:  # (Worker.wait raises while the worker is still pending)
                     await asyncio.sleep(0.02)
-                first_id += STREAMS
+                self.next_id += streams
 
-    LoadedApp(Settings(_env_file=None, url=url), url).run()
+    run_app(LoadedApp(Settings(_env_file=None, url=url), url))  # as `phasetop` runs it (its drawing thread's priority too)
 
 
 def main() -> int:

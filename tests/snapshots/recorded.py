@@ -112,7 +112,7 @@ async def play(pilot: Pilot, *, down: bool = False, history: bool = False) -> No
     """
     app = pilot.app
     app.theme = THEME
-    while not isinstance(app.screen, MainScreen):
+    while not (isinstance(app.screen, MainScreen) and app.screen.query(TextArea)):  # its panes composed
         await pilot.pause()
     screen = app.screen
     screen.query_one(TextArea).cursor_blink = False

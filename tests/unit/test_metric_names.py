@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tui.core.metric_names import read_scrape
+from tui.core.metric_names import read_scrape, read_wanted, wanted_lines
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "metrics"
 
@@ -138,3 +138,17 @@ def test_per_gpu_estimate_is_averaged_over_engines_and_sizes_summed():
 def test_kv_cache_size_none_is_no_size():
     text = '# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{engine="0",kv_cache_size_tokens="None"} 1\n'
     assert "kv_cache_size_tokens" not in read_scrape(text, 0.0, 0.0).gauges
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (Path(__file__).parents[1] / "fixtures" / "metrics").glob("*.txt")))
+def test_only_the_lines_read_are_parsed_and_they_read_the_same(name):
+    text = (Path(__file__).parents[1] / "fixtures" / "metrics" / name).read_text()
+    wanted = wanted_lines(text)
+    assert len(wanted) < len(text) and not any(line.startswith("#") for line in wanted.splitlines())
+    assert read_scrape(text, 1.0, 2.0) == read_wanted(text, 1.0, 2.0), "nothing read was cut"
+
+
+def test_a_page_with_no_line_read_is_parsed_whole_so_bad_text_still_fails():
+    assert wanted_lines("<html>oops</html>") == "<html>oops</html>"
+    with pytest.raises(ValueError):
+        read_scrape("<html>oops { </html>", 1.0, 2.0)

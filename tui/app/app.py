@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import sys
 from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
@@ -20,10 +19,6 @@ from tui.config_file import remember_setting
 from tui.core.untrusted import printable
 from tui.sim.launcher import SimulatorProcess
 from tui.sources.served_command import ServedCommand
-
-READER_SWITCH_S = 0.0005
-"""The interpreter's thread switch interval while the UI runs (see `PhasetopApp.on_mount`)."""
-
 
 class PhasetopApp(App[None]):
     """phasetop's UI. It is handed its settings and the server URL; it reads no globals."""
@@ -51,17 +46,20 @@ class PhasetopApp(App[None]):
             self._main.simulator = simulator
             self._main.served = served
 
+    def get_default_screen(self) -> Screen:
+        """The main screen (or the fleet's) is the first on the stack: no blank screen is built and painted first."""
+        return self._first or self._main
+
     def on_mount(self) -> None:
         self.theme = self._theme_setting
         self.theme_changed_signal.subscribe(self, self._remember_theme)
-        self.push_screen(self._first or self._main)
-        # The streams are read and stamped in a thread beside this one, which paints: at Python's default
-        # 5 ms switch interval a paint held the GIL while chunks waited, so 8 streams' ITL read p50 2.4 ms
-        # and p99 38 ms (clumps) against the simulator's 4.9 ms steps; at 0.5 ms, p50 4.8–5.1 and p99 14–24.
-        sys.setswitchinterval(READER_SWITCH_S)
-        # What start-up built lives as long as the app: kept out of the collector, a full collection's
-        # pause (which stops the reading thread too) fell from 104 ms to 15–40 ms.
-        self.call_after_refresh(gc.freeze)
+        self.call_after_refresh(self._settled)
+
+    def _settled(self) -> None:
+        """What start-up built lives as long as the app: kept out of the collector (a full collection's pause fell
+        from 104 ms to 15–40 ms), which runs again from here (`tui.entry` held it off during start-up)."""
+        gc.freeze()
+        gc.enable()
 
     def _remember_theme(self, theme: Theme) -> None:
         """A theme the user picked becomes the setting, so the next start (a browser tab's too) opens in it."""

@@ -23,8 +23,13 @@ from tui.runs_store import default_runs_dir, remove_dead_temps
 from tui.sim.launcher import SimulatorError, SimulatorProcess, simulator_args
 from tui.sources.managed_server import ServerStartError
 from tui.sources.served_command import ServedCommand, start_served
+from tui.spawn import keep_drawing_apart, keep_priority
 
 PROBE_TIMEOUT_S = 0.5
+DRAWING_NICE = 10
+"""The drawing thread's nice value: a meter process (or a server phasetop started) that wakes with a chunk to read
+takes the core from a repaint. Without it, on a 2-core host where the meter shared a core with the drawing, 32
+streams' ITL read 1.0 ms off the server's writes in the median; with it, 0.1 ms (bench/ui_fidelity.py)."""
 EXIT_CRASHED = 70
 """An unhandled exception inside the UI: the CLI's "internal error" status (sysexits' EX_SOFTWARE)."""
 
@@ -123,6 +128,8 @@ def run_app(app: App, headless: bool = False) -> int:
     Textual would print a crash as a traceback with every frame's locals, the settings and the API key
     among them; that is shown only with PHASETOP_DEBUG=1, as in the CLI.
     """
+    keep_priority()  # children (meters, servers) start as this process began, on a thread of their own
+    keep_drawing_apart(DRAWING_NICE)
     debug = bool(os.environ.get("PHASETOP_DEBUG"))
     errors = io.StringIO()
     if not debug:

@@ -8,6 +8,7 @@ stream ends as a failed request that keeps what was read of it, and the next com
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from tui.core.exit_status import exit_status, last_line
 from tui.meter.protocol import Cancel, Finished, Frame, Frames, Hello, OpenServer, WarmedUp, encode
 from tui.sources import wall_clock
 from tui.sources.http import StreamTarget
+from tui.spawn import meter_cores, popen
 
 READ_BYTES = 1 << 16
 
@@ -128,8 +130,11 @@ class MeterLink:
         if self._process is not None and self._process.poll() is None:
             return self._process
         stderr = tempfile.TemporaryFile()
-        process = subprocess.Popen([sys.executable, "-m", "tui.meter"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        process = popen([sys.executable, "-m", "tui.meter"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                    stderr=stderr)
+        if (cores := meter_cores()) is not None:  # off the drawing thread's core
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(process.pid, cores)
         self._process, self._opened = process, set()
         _send(process, Hello(wall_clock.offset_s(), self._frame_s))
         threading.Thread(target=self._read, args=(process, stderr), daemon=True, name=f"meter-{process.pid}").start()

@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 
 from tui.core.exit_status import exit_status, last_line
 from tui.sim.options import READY_PREFIX, WORKER_PREFIX
+from tui.spawn import popen
 
 if TYPE_CHECKING:
     from tui.config import Settings
@@ -84,7 +85,7 @@ class SimulatorProcess:
 
     def _launch(self, command: list[str], timeout_s: float) -> None:
         stderr_file = tempfile.TemporaryFile(mode="w+b")
-        process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr_file, env=self._env)
+        process = popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr_file, env=self._env)
         self.process, self._stderr, self._last_stdout, self.workers = process, stderr_file, "", {}
         lines: queue.Queue[bytes] = queue.Queue()
         threading.Thread(target=self._pump, args=(process, lines), daemon=True, name="sim-stdout").start()

@@ -30,9 +30,8 @@ from tui.sources.wall_clock import unix_at
 
 PROBE_S = 0.002
 """How often the probe asks to run: a stall shorter than this may go unseen, one longer never does."""
-STALL_S = 0.003
-"""Lateness that counts as a stall: the loop's timers fire up to about a millisecond late on their own (libuv
-counts milliseconds), and reading a round of 32 chunks takes about 1.5 ms, which delays every stamp alike."""
+STALL_S = 0.0015
+"""Lateness that counts as a stall: an idle loop's timer fires under 0.8 ms late in 999 of 1,000 (uvloop, here)."""
 CPU_EVERY_S = 0.5
 """The meter's CPU is read over intervals this long."""
 KEEP_STALLS = 20_000
@@ -91,8 +90,8 @@ class LoopWatch:
     def _probe(self) -> None:
         now = perf_counter()
         late = now - self._due
-        if late > STALL_S:
-            self.stalls.append(Stall(unix_at(self._ran), unix_at(now), f"the meter's loop ran {late * 1e3:,.0f} ms late"))
+        if late > STALL_S:  # from when it was due: until then the loop may just have been waiting for it
+            self.stalls.append(Stall(unix_at(self._due), unix_at(now), f"the meter's loop ran {late * 1e3:,.1f} ms late"))
             if len(self.stalls) > 2 * KEEP_STALLS:
                 del self.stalls[:-KEEP_STALLS]
         self._ran = now
@@ -112,7 +111,7 @@ class LoopWatch:
         found = list(takewhile(lambda stall: stall.start_unix <= end_unix, self.stalls[first:]))
         now = perf_counter()
         if self._watchers and now - self._due > STALL_S:
-            found.append(Stall(unix_at(self._ran), unix_at(now), f"the meter's loop is {(now - self._due) * 1e3:,.0f} ms late"))
+            found.append(Stall(unix_at(self._due), unix_at(now), f"the meter's loop is {(now - self._due) * 1e3:,.1f} ms late"))
         return found
 
     def judge(self, timing: RequestTiming) -> RequestTiming:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import httpx
 
+from tui.spawn import popen
 
 LOG_TAIL_LINES = 5
 """Lines of its log a failed start keeps for a person to read."""
@@ -66,7 +67,7 @@ class ManagedServer:
         """
         log_file = tempfile.TemporaryFile(mode="w+b")
         try:
-            process = subprocess.Popen(
+            process = popen(
                 list(command), stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
                 env={**os.environ, **env} if env else None, start_new_session=True,
                 preexec_fn=_die_with_parent if sys.platform == "linux" else None,

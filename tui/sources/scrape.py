@@ -10,11 +10,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from dataclasses import replace
 from collections.abc import AsyncIterator
 
 import httpx
 
-from tui.core.metric_names import read_scrape
+from tui.core.metric_names import read_wanted, wanted_lines
 from tui.core.promstats import build_snapshot, restart_reasons
 from tui.core.telemetry import MetricsSnapshot, Restart, ServerReading
 from tui.core.untrusted import one_line
@@ -41,6 +42,8 @@ class MetricsScraper:
         """Rates and quantiles span at least this long (several scrapes); None: since the previous scrape."""
         self._history: deque[ServerReading] = deque()
         self._models_config: dict[str, str] | None = None
+        self._parsed: tuple[str, dict[str, str] | None, ServerReading] | None = None
+        """The last page parsed (its read lines, the models' config then) and what it read."""
         self._last: MetricsSnapshot | None = None
 
     @property
@@ -87,11 +90,18 @@ class MetricsScraper:
                 await asyncio.sleep(max(0.0, interval_s - (time.monotonic() - started)))
 
     def _parse(self, text: str, stamps: tuple[float, float]) -> ServerReading:
+        """The page read; a page whose read lines are those of the last one (an idle server) is not parsed again."""
+        wanted = wanted_lines(text)
+        last = self._parsed
+        if last is not None and last[0] == wanted and last[1] == self._models_config:
+            return replace(last[2], t_mono=stamps[0], t_unix=stamps[1])
         try:
-            return read_scrape(text, *stamps, self._models_config)
+            reading = read_wanted(wanted, *stamps, self._models_config)
         except ValueError as error:
             # The parser quotes the server's bytes: one line, control characters shown, short.
             raise ProtocolError(f"{self._url}: not Prometheus text ({one_line(str(error), 120)})") from None
+        self._parsed = (wanted, self._models_config, reading)
+        return reading
 
     def _baseline(self, reading: ServerReading) -> ServerReading | None:
         """The newest reading at least window_s older than this one (else the oldest); keeps the history short."""

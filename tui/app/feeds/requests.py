@@ -122,18 +122,11 @@ class RequestSender:
             # The timeline shows the newest lanes: of a send, its last few; the prompt pane its last one's answer.
             last_id = send.first_id + send.concurrency - 1
             batches = TokenBatches(self._post, range(max(send.first_id, last_id - SHOWN_LANES + 1), last_id + 1), last_id)
+            # Every prompt made first, then every request sent: a /tokenize call while the first streams are
+            # already on the server would sit in front of the next one's arrival (its TTFT's send side).
+            requests = [await self._request(client, send, api, model) for _ in range(send.concurrency)]
             jobs = []
-            for n in range(send.concurrency):
-                if send.text is not None:
-                    body, tokens, estimated = send.text, None, True
-                else:
-                    prompt = await prompt_of(client, api, model, send.prompt_tokens or 200)
-                    body, tokens, estimated = prompt.text, prompt.tokens, prompt.estimated
-                    if send.shared_prefix:
-                        body = send.shared_prefix + "\n" + body
-                request = StreamRequest(api=api, model=model, prompt=body, max_tokens=send.max_tokens,
-                                        prompt_tokens=tokens, prompt_tokens_estimated=estimated,
-                                        exact_length=self._settings.exact_length)
+            for n, request in enumerate(requests):
                 lane = send.label if send.concurrency == 1 else f"{send.label} {n + 1}"
                 request_id = send.first_id + n
                 jobs.append(self._stream_one(meter, batches, request_id, lane, request, connect_s, request_id == cold_id,
@@ -143,6 +136,18 @@ class RequestSender:
                 await asyncio.gather(*jobs)
             finally:
                 poster.cancel()
+
+    async def _request(self, client: ServerClient, send: Send, api: str, model: str) -> StreamRequest:
+        """One of the send's requests: the typed text, or a filler prompt of its length (behind the shared prefix)."""
+        if send.text is not None:
+            body, tokens, estimated = send.text, None, True
+        else:
+            prompt = await prompt_of(client, api, model, send.prompt_tokens or 200)
+            body, tokens, estimated = prompt.text, prompt.tokens, prompt.estimated
+            if send.shared_prefix:
+                body = send.shared_prefix + "\n" + body
+        return StreamRequest(api=api, model=model, prompt=body, max_tokens=send.max_tokens, prompt_tokens=tokens,
+                             prompt_tokens_estimated=estimated, exact_length=self._settings.exact_length)
 
     async def _stream_one(self, meter: Meter, batches: TokenBatches, request_id: int, label: str, request: StreamRequest,
                           connect_s: float | None, first_to_fresh: bool, texted: bool) -> None:

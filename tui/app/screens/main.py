@@ -32,7 +32,7 @@ from tui.app.server_control import ServerControl
 from tui.app.widgets.gpu_pane import GpuPane
 from tui.app.widgets.load_dial import DialState, LoadDialPane
 from tui.app.widgets.metrics_pane import MetricsPane
-from tui.app.widgets.prompt_pane import PRESETS, TYPED_MAX_TOKENS, PromptPane
+from tui.app.widgets.prompt_pane import PRESETS, TYPED_MAX_TOKENS, AnswerView, PromptPane
 from tui.app.widgets.status_line import ServerState, StatusLine
 from tui.app.widgets.timeline_pane import TimelinePane
 from tui.config import Settings
@@ -45,7 +45,7 @@ from tui.core.timeline import KEEP_LANES
 from tui.meter.pool import MeterPool, default_meters
 from tui.sim.launcher import SimulatorProcess
 from tui.sources.host import local_port
-from tui.sources.http import client_for
+from tui.sources.http import ServerClient, client_for
 from tui.sources.scrape import MetricsScraper
 from tui.sources.served_command import ServedCommand
 
@@ -121,6 +121,8 @@ class MainScreen(Screen):
         """A recorded feed (tests, snapshots) publishes after each message: no timer is live at a snapshot."""
         self.server = ServerState(url=server_url, simulated=simulated)
         self.decode_ceiling_tok_s = self.state.decode_ceiling_tok_s
+        self.client: ServerClient | None = None
+        """The server's JSON client (its identity, /metrics), made once the first frame is out."""
 
     def compose(self) -> ComposeResult:
         yield StatusLine(id="status").data_bind(state=MainScreen.server)
@@ -146,10 +148,16 @@ class MainScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.client = client_for(self.settings, self.server_url)
         if not self.live:  # a recorded feed: every replot at once, so no timer is live at a snapshot
+            self.client = client_for(self.settings, self.server_url)
             self.query_one(TimelinePane).replot_interval_s = 0.0
+            self.query_one(AnswerView).write_interval_s = 0.0
             return
+        # The first frame goes out before the client and the workers are made: the header shows at once.
+        self.call_after_refresh(self._start_feeds)
+
+    def _start_feeds(self) -> None:
+        self.client = client_for(self.settings, self.server_url)
         post = self.post_message
         self.run_worker(find_server(self.client, self.settings, self.server_url, post), group="server", exclusive=True,
                         exit_on_error=False)
@@ -168,7 +176,8 @@ class MainScreen(Screen):
         self.lab.closing()
         self.workers.cancel_all()
         self.meters.close()
-        await self.client.aclose()
+        if self.client is not None:
+            await self.client.aclose()
 
     def on_resize(self) -> None:
         narrow = self.size.width < NARROW_WIDTH

@@ -114,7 +114,9 @@ class MetricsPane(Vertical):
         for cell, _ in CELLS:  # a hidden chart only keeps its lines: it draws them when shown
             self.query_one(f"#chart-{cell}", HistoryPlot).show(self._lines[cell], self.history.newest_t)
         set_text(self.query_one("#metrics-extra", Static), _extra(snapshot))
-        self.border_subtitle = window_text(snapshot.window_s)
+        subtitle = window_text(snapshot.window_s)
+        if subtitle != self.border_subtitle:  # Textual repaints the pane on every assignment, equal or not
+            self.border_subtitle = subtitle
         self.set_class(snapshot.saturated, "-saturated")
         set_text(self.query_one("#metrics-saturation", Static), saturation_text(snapshot))
 

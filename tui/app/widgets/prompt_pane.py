@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from time import monotonic
 
 from textual import on
 from textual.app import ComposeResult
@@ -32,6 +33,8 @@ class Preset:
                     SHARED_PREFIX if self.shared_prefix else None)
 
 
+WRITE_INTERVAL_S = 0.25
+"""The streamed answer is written at most four times a second: each write grows the text area and lays out the screen."""
 ANSWER_LINES = 1000
 """Lines of answers the pane keeps: one left streaming for hours must not hold all it ever showed."""
 MAX_LINE_CHARS = 200
@@ -109,7 +112,10 @@ class PromptPane(Vertical):
         text = redact(self._held + text)
         held = 0 if final else secret_begun(text)
         self._held = text[len(text) - held:] if held else ""
-        self.query_one(AnswerView).write(strip_control(text[:len(text) - held]))
+        answer = self.query_one(AnswerView)
+        answer.stream(strip_control(text[:len(text) - held]))
+        if final:
+            answer.flush()
 
 
 class AnswerView(TextArea):
@@ -120,12 +126,18 @@ class AnswerView(TextArea):
     own scroll region, so a streamed piece repaints the pane alone. A `Static` of auto height made the whole
     screen lay out again on every piece (20–240 ms at 200×50 with 8 streams, holding the next key back)."""
 
+    write_interval_s = WRITE_INTERVAL_S
+    """Least time between two writes of streamed text (0: each at once); what comes between waits for the next."""
+
     def __init__(self, max_lines: int, **kwargs) -> None:
         super().__init__(read_only=True, soft_wrap=True, show_cursor=False, highlight_cursor_line=False, **kwargs)
         self.cursor_blink = False  # no cursor shown: no blink timer repainting the pane twice a second
         self.max_lines = max_lines
         self._chars = 0
         """Characters kept, line breaks not counted."""
+        self._pending: list[str] = []
+        self._written_at = -float("inf")
+        self._flush_timer = None
 
     @property
     def lines(self) -> list[str]:
@@ -138,8 +150,27 @@ class AnswerView(TextArea):
         return len(self.lines)
 
     def clear(self) -> None:
+        self._pending.clear()
         self.load_text("")
         self._chars = 0
+
+    def stream(self, text: str) -> None:
+        """Append streamed text at most every `write_interval_s` (each write grows the text area, and a growing
+        text area lays the whole screen out again): what comes between waits, and is written with the next."""
+        self._pending.append(text)
+        wait_s = self._written_at + self.write_interval_s - monotonic()
+        if wait_s <= 0:
+            self.flush()
+        elif self._flush_timer is None:
+            self._flush_timer = self.set_timer(wait_s, self.flush)
+
+    def flush(self) -> None:
+        """Write what streamed text waits, now."""
+        self._flush_timer = None
+        self._written_at = monotonic()
+        if self._pending:
+            text, self._pending = "".join(self._pending), []
+            self.write(text)
 
     def write(self, text: str) -> None:
         """Append `text` (already plain: the pane strips control characters) where the last write ended."""
