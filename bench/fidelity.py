@@ -6,7 +6,8 @@ server's (request arrived → first chunk written); ITL error = client gap − w
 the client's CPU per streamed token (from the first request sent, connections already open, to the
 last answer). The clients:
 
-  phasetop        phasetop's own measure() (aiohttp + orjson, clock on the wire, connections warmed)
+  phasetop        phasetop's own meter in this process, as `phasetop bench` runs it (LocalMeter: aiohttp + orjson,
+                  clock on the wire, connections warmed, its loop watched for stalls)
   httpx           one httpx pool (phasetop's transport before issue 12), clock on the wire (trace)
   httpx-sharded   several httpx clients of SHARD connections each, clock on the wire
   httpx-aiohttp   httpx over the httpx-aiohttp transport, clock before the call (no trace there)
@@ -49,7 +50,8 @@ from tests.scripted_server import count_tokens  # noqa: E402
 from tui.core.stats import percentile  # noqa: E402
 from tui.sources.http import make_client  # noqa: E402
 from tui.sources.prompts import filler_text, make_nonce  # noqa: E402
-from tui.sources.stream import StreamRequest, measure, warm_up  # noqa: E402
+from tui.sources.meter import LocalMeter  # noqa: E402
+from tui.sources.stream import StreamRequest  # noqa: E402
 
 SHARD = 8
 """Connections per httpx client in the sharded pool: few enough that httpcore's per-event pool walk stays short."""
@@ -127,10 +129,11 @@ async def gated(texts: list[str], streams: int, one: Callable[[str], Awaitable[l
 
 async def run_phasetop(url: str, texts: list[str], streams: int, max_tokens: int, loads, cpu: CpuWindow) -> Offsets:
     async with make_client(url, max_connections=streams) as client:
-        connect_s = await warm_up(client, "/v1/models", connections=streams)
+        meter = LocalMeter(client)
+        connect_s = await meter.warm_up("/v1/models", connections=streams)
 
         async def one(text: str) -> list[float]:
-            timing = await measure(client, StreamRequest("openai", "scripted-model", text, max_tokens), connect_s)
+            timing = await meter.measure(StreamRequest("openai", "scripted-model", text, max_tokens), connect_s)
             if not timing.ok:
                 raise RuntimeError(timing.error)
             return list(timing.token_offsets_s)

@@ -9,15 +9,17 @@ from statistics import median
 from tui.core.records import RequestTiming
 from tui.sources.http import make_client
 from tui.sources.prompts import Prompt, prompt_of
-from tui.sources.stream import StreamRequest, measure, warm_up
+from tui.sources.meter import LocalMeter
+from tui.sources.stream import StreamRequest
 
 
 async def send(url: str, api: str, model: str, prompts: list[Prompt], max_tokens: int) -> list[RequestTiming]:
     """The prompts sent together, each on a warmed connection (so TTFT holds no connect)."""
     async with make_client(url, timeout_s=300) as client:
-        connect_s = await warm_up(client, "/health", len(prompts))
+        meter = LocalMeter(client)  # as the CLI times them
+        connect_s = await meter.warm_up("/health", len(prompts))
         requests = [StreamRequest(api, model, p.text, max_tokens, prompt_tokens=p.tokens) for p in prompts]
-        timings = list(await asyncio.gather(*(measure(client, r, connect_s) for r in requests)))
+        timings = list(await asyncio.gather(*(meter.measure(r, connect_s) for r in requests)))
     failed = [t.error for t in timings if not t.ok]
     if failed:
         raise SystemExit(f"a request failed: {failed[0]}")

@@ -41,15 +41,22 @@ TIMER_PERIOD_S = 0.005
 TIMER_PROBE_S = 0.5
 
 
-async def one_stream(host: str, port: int, index: int, max_tokens: int) -> int:
-    """One streamed completion over a raw socket; returns the number of SSE events read."""
-    body = json.dumps({"prompt": f"[bench {index} {time.time_ns()}] " + "word " * 50, "max_tokens": max_tokens,
+async def raw_completion(host: str, port: int, label: str, max_tokens: int):
+    """A streamed completion sent over a raw socket (its prompt opens with `label` and the time, so no two share a
+    prefix); the socket's (reader, writer), the answer still to read."""
+    body = json.dumps({"prompt": f"[{label} {time.time_ns()}] " + "word " * 50, "max_tokens": max_tokens,
                        "stream": True}).encode()
     head = (f"POST /v1/completions HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
     reader, writer = await asyncio.open_connection(host, port)
     writer.write(head + body)
     await writer.drain()
+    return reader, writer
+
+
+async def one_stream(host: str, port: int, index: int, max_tokens: int) -> int:
+    """One streamed completion over a raw socket; returns the number of SSE events read."""
+    reader, writer = await raw_completion(host, port, f"bench {index}", max_tokens)
     events = 0
     while chunk := await reader.read(65536):
         events += chunk.count(b"data: ")

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a plain script from anywhere
 
 import httpx  # noqa: E402
-from sim_emission import pin  # noqa: E402
+from sim_emission import pin, raw_completion  # noqa: E402
 from tui.sim.launcher import SimulatorProcess  # noqa: E402
 
 SLOW_GAP_S = 0.015
@@ -46,13 +46,7 @@ TARGET_WORST_GAP_MS = 1.0
 
 async def timed_stream(host: str, port: int, index: int, max_tokens: int) -> list[float]:
     """One streamed completion over a raw socket: when each read that carried a token event came (perf_counter)."""
-    body = json.dumps({"prompt": f"[stall {index} {time.time_ns()}] " + "word " * 50, "max_tokens": max_tokens,
-                       "stream": True}).encode()
-    head = (f"POST /v1/completions HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
-    reader, writer = await asyncio.open_connection(host, port)
-    writer.write(head + body)
-    await writer.drain()
+    reader, writer = await raw_completion(host, port, f"stall {index}", max_tokens)
     reads: list[float] = []
     while chunk := await reader.read(65536):
         now = time.perf_counter()  # perf_counter here: nothing slower between the read and the stamp

@@ -244,7 +244,7 @@ def child(url: str, streams: int = STREAMS, rounds: int | None = None) -> None:
     """The app as `phasetop --url URL` runs it, plus SIGUSR1: `streams` at once in rounds, `rounds` of them (None: endless)."""
     from tui.app.feeds.requests import Send
     from tui.app.app import PhasetopApp
-    from tui.app.launch import run_app
+    from tui.app.launch import draw_apart, run_app
     from tui.config import Settings
 
     class LoadedApp(PhasetopApp):
@@ -265,7 +265,8 @@ def child(url: str, streams: int = STREAMS, rounds: int | None = None) -> None:
                     await asyncio.sleep(0.02)
                 self.next_id += streams
 
-    run_app(LoadedApp(Settings(_env_file=None, url=url), url))  # as `phasetop` runs it (its drawing thread's priority too)
+    draw_apart()  # as `phasetop` runs it: its drawing apart from its meters
+    run_app(LoadedApp(Settings(_env_file=None, url=url), url))
 
 
 def main() -> int:

@@ -3,6 +3,7 @@
 import pytest
 
 from tui.core.untrusted import forget_secrets
+from tui.sim.launcher import SimulatorProcess
 
 
 @pytest.fixture(autouse=True)
@@ -18,3 +19,18 @@ def no_secrets_registered():
     forget_secrets()
     yield
     forget_secrets()
+
+
+@pytest.fixture(scope="module")
+def sim_url():
+    """A simulator child (H100 + 8B, the defaults), one per test module."""
+    with SimulatorProcess.start([]) as sim:
+        yield sim.url
+
+
+@pytest.fixture(scope="module")
+def slow_sim_url():
+    """A simulator 4× slower than the H100: a TTFT ratio survives a few tens of ms of jitter on a loaded box, and a
+    stream lasts long enough to act on it mid-answer."""
+    with SimulatorProcess.start(["--time-scale", "4"]) as sim:
+        yield sim.url

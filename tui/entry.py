@@ -29,7 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     except CliError as error:  # a bad setting is one line before the screen opens, as in the CLI
         note(f"phasetop: {error}")
         return error.exit_code
-    from tui.app.launch import run_fleet, run_ui  # Textual loads only for the UI
+    from tui.app.launch import draw_apart, run_fleet, run_ui  # Textual loads only for the UI
+
+    draw_apart()
 
     theme_file = Path(args.config) if args.config else default_config_file()
     if args.prometheus is not None:

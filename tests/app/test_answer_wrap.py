@@ -45,10 +45,12 @@ async def test_a_streaming_answer_follows_its_end_and_the_start_can_be_scrolled_
     async with app.run_test(size=(60, 30)) as pilot:
         pane = app.query_one(PromptPane)
         pane.start_answer("heading")
+        view = app.query_one(AnswerView)
         for i in range(80):
             pane.append_answer(f"line {i}\n")
         await pilot.pause()
-        view = app.query_one(AnswerView)
+        assert "line 0" in view.text and "line 79" not in view.text, "the first piece at once, the rest a write later"
+        await pilot.pause(view.write_interval_s + 0.1)
         rows = " ".join(painted(app, view))
         assert "line 79" in rows and "heading" not in rows
         assert view.max_scroll_y > 0 and view.is_vertical_scroll_end

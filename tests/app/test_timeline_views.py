@@ -15,6 +15,8 @@ from tui.core.records import RequestTiming
 from tui.core.timeline import ALIGNED, WALL_CLOCK
 
 from tests.app.test_app import completed, rendered, settings, wait_for
+from tui.core.gaps import UNKNOWN
+from tui.core.lane_cells import DECODE, GAP_KINDS
 
 TCSS = Path(tui.app.__file__).parent / "phasetop.tcss"
 SIZES = [(80, 24), (120, 40), (200, 50)]
@@ -197,4 +199,20 @@ async def test_a_long_prompt_among_eight_streams_shows_on_the_wall_clock_and_sta
         # Each stream was still decoding when the long prompt was sent, and its longest gap is the long's prefill.
         assert all(t.t_sent_unix + t.e2e_s > long_timing.t_sent_unix for t in streams)
         assert all(max(t.itl_s) >= 0.5 * long_timing.ttft_s for t in streams), "a stall while it prefilled"
+        await pilot.press("q")
+
+
+@pytest.mark.parametrize("size", [(120, 40), (160, 45)])
+async def test_eight_at_once_on_the_simulator_shows_no_gap_of_unknown_cause(sim_url, size):
+    """Every cell of the 8 lanes says what it holds: tokens, decoding through, or a long gap with whose it is; none
+    is a gap nobody owns (an empty cell is a silence longer than the lane's typical gap, and is counted apart)."""
+    seen = []
+    app = PhasetopApp(settings(), sim_url, None, None)
+    async with app.run_test(size=size, message_hook=seen.append) as pilot:
+        await started(pilot, seen)
+        await send(pilot, seen, "4", 8)
+        drawn = await drawn_with(pilot, app.screen.query_one(TimelinePane), 8)
+        kinds = [cell.kind for row in drawn.rows for cell in row.cells]
+        assert kinds.count(DECODE) > 8 * 10
+        assert GAP_KINDS[UNKNOWN] not in kinds, [gap.line() for row in drawn.rows for gap in row.lane.gaps]
         await pilot.press("q")

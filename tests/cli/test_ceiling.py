@@ -10,7 +10,6 @@ from tests.fixtures.fake_pynvml import FakeGpu, FakeNvml
 from tests.fixtures.metrics_server import MetricsServer
 from tests.scripted_server import Script, ScriptedServer
 from tui.cli.main import main
-from tui.sim.launcher import SimulatorProcess
 
 
 def run_json(capsys, *argv):
@@ -81,12 +80,6 @@ def test_subprocess_stdout_is_only_json():
 H100_NVML = FakeGpu(name="NVIDIA H100 80GB HBM3", max_mem_clock_mhz=2619, bus_width_bits=5120, gpm=False)
 GGUF = {"object": "list", "data": [{"id": "some-finetune.gguf", "object": "model",
                                     "meta": {"size": 4_900_000_000, "n_params": 8_030_000_000}}]}
-
-
-@pytest.fixture(scope="module")
-def sim_url():
-    with SimulatorProcess.start([]) as sim:
-        yield sim.url
 
 
 @pytest.fixture

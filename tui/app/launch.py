@@ -56,6 +56,14 @@ def simulated_server(settings: Settings) -> tuple[str, tuple[float, float, float
     return label, (row.decode_ceiling_tok_s, row.kv_bytes_per_token, row.weight_bytes)
 
 
+def draw_apart() -> None:
+    """For a process that is the UI (`phasetop`): children (meters, servers) start as the process began, on a thread of
+    their own, and this thread, which will draw, yields to them (`tui.spawn`). For good: a priority once lowered
+    cannot be raised again, so a process that runs anything after the UI should not call this."""
+    keep_priority()
+    keep_drawing_apart(DRAWING_NICE)
+
+
 def run_ui(settings: Settings, url_given: bool, save_runs: bool = True, serve: str | None = None,
            start_timeout_s: float = 600.0, renice: bool = False, theme_file: Path | None = None) -> int:
     """Open the UI on the configured server, on the server command `serve` once it is healthy, or on a
@@ -128,8 +136,6 @@ def run_app(app: App, headless: bool = False) -> int:
     Textual would print a crash as a traceback with every frame's locals, the settings and the API key
     among them; that is shown only with PHASETOP_DEBUG=1, as in the CLI.
     """
-    keep_priority()  # children (meters, servers) start as this process began, on a thread of their own
-    keep_drawing_apart(DRAWING_NICE)
     debug = bool(os.environ.get("PHASETOP_DEBUG"))
     errors = io.StringIO()
     if not debug:
