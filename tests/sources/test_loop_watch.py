@@ -6,7 +6,7 @@ import asyncio
 import time
 
 from tui.core.records import RequestTiming
-from tui.sources.loop_watch import LoopWatch
+from tui.sources.loop_watch import PROBE_S, LoopWatch
 from tui.sources.wall_clock import now_unix
 
 BLOCK_S = 0.04
@@ -23,7 +23,8 @@ async def test_a_blocked_loop_is_one_stall_covering_the_block_and_an_unwatched_o
         time.sleep(BLOCK_S)  # the loop cannot run: the probe comes back late
         unblocked_at = now_unix()
         await asyncio.sleep(0.02)
-    covering = [s for s in watch.stalls if s.start_unix <= blocked_at and s.end_unix >= unblocked_at]
+    # the stall runs from when the probe was due (within a probe period of the block's start) to after it
+    covering = [s for s in watch.stalls if s.start_unix <= blocked_at + PROBE_S and s.end_unix >= unblocked_at]
     assert covering, watch.stalls
     assert "ms late" in covering[0].why
 

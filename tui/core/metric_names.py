@@ -134,7 +134,7 @@ WANTED_SAMPLES = _wanted_samples()
 def wanted_lines(text: str) -> str:
     """The page's sample lines `read_scrape` reads (no comments: a sample's name is all it is read by). A page with
     no such line is returned whole, so text that is not Prometheus at all still fails to parse."""
-    kept = [line for line in text.splitlines()
+    kept = [line for line in text.split("\n")  # the format's line end only: a label may hold \x0b, \x1c, \u2028…
             if line and line[0] != "#" and line.partition("{")[0].partition(" ")[0] in WANTED_SAMPLES]
     return "\n".join(kept) + "\n" if kept else text
 
