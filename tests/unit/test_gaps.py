@@ -52,12 +52,15 @@ def test_every_stream_stopping_at_once_is_the_servers_and_a_prefill_among_them_i
     assert named[-1] == ()  # two chunks: no median to hold a gap against
 
 
-def test_a_stream_gapping_alone_while_others_read_is_of_unknown_cause():
+def test_a_stream_gapping_alone_while_others_read_is_of_unknown_cause_even_beside_a_prefill():
     alone = steady(60, silence=(T0 + 0.3, T0 + 0.36))
     others = [steady(60, sent=T0 + k * 0.001) for k in range(1, 4)]
     [gaps, *rest] = attribute([alone, *others])
     assert [g.cause for g in gaps] == [UNKNOWN] and "kept reading" in gaps[0].why
     assert all(lane == () for lane in rest)
+    # A long prompt prefilling then did not stop the others: it is not what stopped this one either.
+    long_prompt = RequestTiming(ok=True, t_sent_unix=T0 + 0.29, token_offsets_s=(0.075, 0.08), prompt_tokens=2000)
+    assert attribute([alone, *others, long_prompt])[0][0].cause == UNKNOWN
 
 
 def test_a_lone_stream_is_the_servers_when_its_own_clock_holds_the_gap_and_unknown_when_not():

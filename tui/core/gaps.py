@@ -181,19 +181,19 @@ def _long_gaps(span: _Span, spans: Sequence[_Span]) -> tuple[Gap, ...]:
 
 def _server_cause(span: _Span, spans: Sequence[_Span], start: float, end: float, excess_s: float) -> tuple[str, str]:
     length = end - start
-    for other in spans:
-        if other is not span and other.prefilling(start, end) >= SHARED_SILENCE * length:
-            tokens = f" ({other.timing.prompt_tokens:,} tokens)" if other.timing.prompt_tokens else ""
-            name = other.label or "another request"
-            return SERVER, f"the prefill of {name}{tokens} in the same step"
     decoding = [o for o in spans if o is not span and o.decoding_across(start, end)]
-    if decoding and all(o.silent_for(start, end) >= SHARED_SILENCE * length for o in decoding):
-        return SERVER, f"every stream decoding then ({len(decoding) + 1}) stopped at once: one step held them all"
+    together = all(o.silent_for(start, end) >= SHARED_SILENCE * length for o in decoding)
+    if together:  # every other stream decoding then stopped too (or none was): one step held them
+        for other in spans:
+            if other is not span and other.prefilling(start, end) >= SHARED_SILENCE * length:
+                tokens = f" ({other.timing.prompt_tokens:,} tokens)" if other.timing.prompt_tokens else ""
+                return SERVER, f"the prefill of {other.label or 'another request'}{tokens} in the same step"
+        if decoding:
+            return SERVER, f"every stream decoding then ({len(decoding) + 1}) stopped at once: one step held them all"
     split = span.timing.server_split
     decode_span = span.timing.decode_span_s
     if split is not None and split.decode_s is not None and decode_span is not None:
-        unseen = decode_span - split.decode_s
-        if unseen < excess_s / 2:
+        if decode_span - split.decode_s < excess_s / 2:  # the server's clock saw the gap: it was in its decode
             return SERVER, "the server's own decode time holds it"
     if decoding:
         return UNKNOWN, "other streams kept reading meanwhile"

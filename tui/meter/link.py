@@ -118,10 +118,13 @@ class MeterLink:
                     pass
 
     def close(self) -> None:
-        """Stop the process (its streams go with it) and start no other."""
+        """Stop the process (its streams go with it, each told so) and start no other."""
         with self._lock:
             self._closed = True
             process, self._process = self._process, None
+            jobs, self._jobs = self._jobs, {}
+        for _process, sink in jobs.values():
+            sink.put(MeterEnded("the meter was closed"))
         if process is not None:
             _stop(process)
 
@@ -130,8 +133,7 @@ class MeterLink:
         if self._process is not None and self._process.poll() is None:
             return self._process
         stderr = tempfile.TemporaryFile()
-        process = popen([sys.executable, "-m", "tui.meter"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                   stderr=stderr)
+        process = popen([sys.executable, "-m", "tui.meter"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr)
         if (cores := meter_cores()) is not None:  # off the drawing thread's core
             with contextlib.suppress(OSError):
                 os.sched_setaffinity(process.pid, cores)

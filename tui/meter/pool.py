@@ -4,8 +4,9 @@ Each stream goes to the meter with the fewest in flight; a warm-up opens each me
 Every meter stamps with `perf_counter` read through its parent's offset (`wall_clock`), and perf_counter is
 system-wide, so the records of all of them merge into one set on one clock.
 
-Why several: one meter reads about 18,000 chunks a second on one core (about 55 µs each, most of it aiohttp's
-parsing); past that, its stamps queue behind its own work. N meters on N free cores read N times as many.
+Why several: one meter keeps its stamps on time to about 25,000 chunks a second on one core (256 streams of 100 a
+second in bench/fidelity.py) and reads about 30,000 flat out (bench/meter_memory.py); past that its stamps queue
+behind its own work. N meters on N free cores read N times as many.
 On a host with few cores free (this project's 2-core machine, the server beside it) a second meter only
 competes with the first and the server, so the default is as many as the streams need and the free cores allow.
 """
@@ -21,16 +22,14 @@ from contextlib import aclosing
 
 from tui.core.records import RequestTiming
 from tui.meter.link import LoopSink, MeterEnded, MeterLink
-from tui.meter.protocol import Finished, LaneFrame, Stream, WarmedUp, WarmUp, raised
+from tui.meter.protocol import FRAME_S, Finished, LaneFrame, Stream, WarmedUp, WarmUp, raised
 from tui.sources.http import ServerClient
 from tui.sources.meter import ChunksArrived, MeterEvent, timing_of
 from tui.sources.stream import RequestFinished, RequestSent, StreamRequest
 from tui.sources.wall_clock import now_unix
 
-FRAME_S = 0.05
-"""How often a meter reports what it read: about 20 times a second, as often as a screen draws."""
-CHUNKS_PER_METER_S = 18_000
-"""Chunks a second one meter reads on one core with its stamps still on time (bench/fidelity.py: ~55 µs each)."""
+CHUNKS_PER_METER_S = 25_000
+"""Chunks a second one meter reads on one core with its stamps still on time (bench/fidelity.py, 256 streams)."""
 CPU_FRESH_S = 2.0
 """A meter's CPU reading older than this is not current: it has read nothing since (an idle meter sends no frames)."""
 STREAM_CHUNKS_S = 200

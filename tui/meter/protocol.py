@@ -16,6 +16,8 @@ from tui.sources.http import StreamTarget
 from tui.sources.stream import StreamRequest
 
 LENGTH = struct.Struct("<I")
+FRAME_S = 0.05
+"""How often a meter reports what it read, unless told otherwise: about 20 times a second, as often as a screen draws."""
 
 
 def encode(message: object) -> bytes:

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 
 from tui.core.gaps import read_lateness, theirs
-from tui.meter.protocol import (Cancel, Finished, Frame, Frames, Hello, LaneFrame, OpenServer, Stream, WarmedUp, WarmUp,
+from tui.meter.protocol import (FRAME_S, Cancel, Finished, Frame, Frames, Hello, LaneFrame, OpenServer, Stream, WarmedUp, WarmUp,
                                 encode, error_of)
 from tui.sources import loop, wall_clock
 from tui.sources.errors import SourceError
@@ -24,8 +24,6 @@ from tui.sources.loop_watch import LoopWatch
 from tui.sources.meter import ChunksArrived, LocalMeter
 from tui.sources.stream import RequestFinished, RequestSent
 
-FRAME_S = 0.05
-"""Until the parent says otherwise: about 20 frames a second, as a screen draws."""
 READ_BYTES = 1 << 16
 
 
@@ -95,10 +93,9 @@ class MeterService:
                 task.cancel()
 
     def _open(self, server: int, target: StreamTarget) -> None:
-        old = self._meters.get(server)
-        self._meters[server] = LocalMeter(ServerClient(*target))
-        if old is not None:
-            asyncio.create_task(old.client.aclose())
+        """A server's meter (its parent tells each meter process of a server once)."""
+        if server not in self._meters:
+            self._meters[server] = LocalMeter(ServerClient(*target))
 
     def _start(self, job: int, work) -> None:
         task = asyncio.create_task(work)

@@ -1,7 +1,7 @@
 """The meter watching itself: the spans in which its loop could not read, and its own CPU, while it streams.
 
-A probe runs on the reading loop every `PROBE_S`. When it runs more than `STALL_S` late, nothing on that loop
-ran between its last run and now: chunks that arrived meanwhile waited in the socket, and were stamped late.
+A probe runs on the reading loop every `PROBE_S`. When it runs more than `STALL_S` late, the loop could not get to
+it from when it was due until now: chunks that arrived meanwhile waited in the socket, and were stamped late.
 That span is a `Stall` (whatever the cause: another process had the core, or the loop was busy reading other
 streams). Beside it, the loop's process CPU: at `CLIENT_BUSY_PCT` of a core its stamps queue behind its own
 work. Both judge each finished request (`judge`): gaps read during a stall are the client's
@@ -55,7 +55,7 @@ class LoopWatch:
         """This process's CPU over the latest interval, percent of one core."""
         self._watchers = 0
         self._timer: asyncio.TimerHandle | None = None
-        self._ran = self._due = 0.0
+        self._due = 0.0
         self._cpu_at = (0.0, 0.0)
 
     @classmethod
@@ -71,9 +71,9 @@ class LoopWatch:
         """While a stream is open: the probe runs (the first opener starts it, the last closer stops it)."""
         self._watchers += 1
         if self._watchers == 1:
-            self._ran = perf_counter()
-            self._cpu_at = (self._ran, time.process_time())
-            self._schedule(self._ran)
+            now = perf_counter()
+            self._cpu_at = (now, time.process_time())
+            self._schedule(now)
         try:
             yield
         finally:
@@ -94,7 +94,6 @@ class LoopWatch:
             self.stalls.append(Stall(unix_at(self._due), unix_at(now), f"the meter's loop ran {late * 1e3:,.1f} ms late"))
             if len(self.stalls) > 2 * KEEP_STALLS:
                 del self.stalls[:-KEEP_STALLS]
-        self._ran = now
         started, cpu = self._cpu_at
         if now - started >= CPU_EVERY_S:
             spent = time.process_time()
