@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tui.core.gaps import (CLIENT, READ_SLACK_S, SERVER, UNKNOWN, Stall, attribute, client_gaps, count_by_cause, counts_line,
-                           first_read_late, read_lateness, worst_gap)
+                           first_read_late, last_read_late, read_lateness, worst_gap)
 from tui.core.records import RequestTiming, ServerSplit
 
 T0 = 1_800_000_000.0
@@ -31,6 +31,13 @@ def test_reads_in_a_stall_or_just_after_it_may_be_late_by_as_long_as_since_it_be
     short = Stall(T0 + 0.03, T0 + 0.06, "the meter's loop ran 30 ms late")
     assert first_read_late(T0, [0.05, 1.2], [short]) is short  # …up to 20 ms of 50 ms is
     assert first_read_late(T0, [0.5, 1.2], [stall]) is None
+
+
+def test_a_last_chunk_read_late_by_a_large_share_of_the_decode_span_is_named():
+    stall = Stall(T0 + 0.9, T0 + 1.2, "the meter's loop ran 300 ms late")
+    assert last_read_late(T0, [0.1, 0.5, 1.2], [stall]) is stall  # 300 ms of a 1,100 ms decode span
+    assert last_read_late(T0, [0.1, 0.5, 1.2], [Stall(T0 + 1.19, T0 + 1.2, "x")]) is None  # 10 ms of it
+    assert last_read_late(T0, [0.1], [stall]) is None
 
 
 def test_a_long_server_gap_read_a_little_late_stays_the_servers():

@@ -89,6 +89,18 @@ def first_read_late(t_sent_unix: float, offsets_s: Sequence[float], stalls: Sequ
     return None
 
 
+def last_read_late(t_sent_unix: float, offsets_s: Sequence[float], stalls: Sequence[Stall]) -> Stall | None:
+    """The stall the last chunk was read in (or just after) when it may make a large share of the decode span (first
+    chunk to last) the client's: the decode rate and TPOT then time the meter; None otherwise."""
+    if len(offsets_s) < 2:
+        return None
+    last, span = t_sent_unix + offsets_s[-1], offsets_s[-1] - offsets_s[0]
+    for stall in stalls:
+        if stall.start_unix < last <= stall.end_unix + READ_SLACK_S:
+            return stall if last - stall.start_unix >= CLIENT_SHARE * span else None
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class Gap:
     """One long gap of a stream, and whose it is."""

@@ -24,7 +24,7 @@ from itertools import takewhile
 from time import perf_counter
 
 from tui.core.client_load import CLIENT_BUSY_PCT, BusyInterval, mark_busy
-from tui.core.gaps import Stall, client_gaps, first_read_late
+from tui.core.gaps import Stall, client_gaps, first_read_late, last_read_late
 from tui.core.records import RequestTiming
 from tui.sources.wall_clock import unix_at
 
@@ -114,15 +114,18 @@ class LoopWatch:
         return found
 
     def judge(self, timing: RequestTiming) -> RequestTiming:
-        """The timing with the gaps this meter caused marked, and `burst` set when its first chunk was read late or it
-        streamed while the meter was near a core (an existing reason is kept)."""
+        """The timing with the gaps this meter caused marked, and `burst` set when its first or last chunk was read late
+        (its TTFT, or its decode rate, would time the meter) or it streamed while the meter was near a core (an
+        existing reason is kept)."""
         if not timing.token_offsets_s:
             return timing
         end = timing.t_sent_unix + timing.token_offsets_s[-1]
         stalls = self.stalls_between(timing.t_sent_unix, end)
         if stalls:
             timing = replace(timing, client_gaps=client_gaps(timing.t_sent_unix, timing.token_offsets_s, stalls))
-            late = first_read_late(timing.t_sent_unix, timing.token_offsets_s, stalls)
-            if late is not None and timing.ok and not timing.burst:
-                timing = replace(timing, burst=f"its first chunk was read late ({late.why}): its TTFT times the meter")
+            first = first_read_late(timing.t_sent_unix, timing.token_offsets_s, stalls)
+            last = last_read_late(timing.t_sent_unix, timing.token_offsets_s, stalls)
+            if timing.ok and not timing.burst and (first or last):
+                what = "first chunk was read late ({}): its TTFT" if first else "last chunk was read late ({}): its decode rate"
+                timing = replace(timing, burst=f"its {what.format((first or last).why)} times the meter")
         return mark_busy([timing], list(self.busy))[0]

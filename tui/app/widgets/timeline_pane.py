@@ -18,7 +18,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from tui.app.widgets.text import set_text
-from tui.core.gaps import count_by_cause, counts_line
+from tui.core.gaps import CLIENT, SERVER, UNKNOWN, count_by_cause, counts_line
 from tui.core.lane_cells import (BURST, DECODE, EMPTY, FAILED, GAP_KINDS, PREFILL, SENT, THROUGH, TRANSFER, Cell,
                                  axis_ticks)
 from tui.core.lane_figures import NEWEST, figures_line, selected_index
@@ -47,10 +47,10 @@ FAILED_MARK = "✗"
 """A lane that failed before its first token: it is over, not waiting."""
 BURST_MARK = "▪"
 """Decode arrivals flagged as clumped by delivery: they time the delivery, not the generation."""
-GAP_MARKS = {"gap-server": "╍", "gap-client": "░", "gap-unknown": "?"}
+GAP_MARKS = {GAP_KINDS[SERVER]: "╍", GAP_KINDS[CLIENT]: "░", GAP_KINDS[UNKNOWN]: "?"}
 """A gap long enough to name, by whose it is: the server's (its step held the lane), the client's (the meter read
 late), or of unknown cause."""
-GAP_NAMES = {"gap-server": "server stall", "gap-client": "client stall", "gap-unknown": "gap, cause unknown"}
+GAP_NAMES = {GAP_KINDS[SERVER]: "server stall", GAP_KINDS[CLIENT]: "client stall", GAP_KINDS[UNKNOWN]: "gap, cause unknown"}
 MARKS = {PREFILL: PREFILL_MARK, TRANSFER: TRANSFER_MARK, THROUGH: THROUGH_MARK, SENT: SENT_MARK, FAILED: FAILED_MARK,
          BURST: BURST_MARK, EMPTY: " ", **GAP_MARKS}
 STYLED = {PREFILL: "prefill", TRANSFER: "transfer", THROUGH: "through", SENT: "prefill", FAILED: "prefill",
