@@ -139,17 +139,17 @@ def attribute(timings: Sequence[RequestTiming], labels: Sequence[str] | None = N
     return [_long_gaps(span, spans) for span in spans]
 
 
-@dataclass(frozen=True, slots=True)
 class _Span:
-    """A stream on the shared clock: its send, its reads, its prefill."""
+    """A stream on the shared clock: its reads (made once: every other stream's gaps are judged against them), its
+    send, its prefill."""
 
-    timing: RequestTiming
-    label: str
+    __slots__ = ("timing", "label", "reads")
 
-    @property
-    def reads(self) -> tuple[float, ...]:
-        sent = self.timing.t_sent_unix
-        return tuple(sent + offset for offset in self.timing.token_offsets_s)
+    def __init__(self, timing: RequestTiming, label: str) -> None:
+        self.timing = timing
+        self.label = label
+        sent = timing.t_sent_unix
+        self.reads = [sent + offset for offset in timing.token_offsets_s]
 
     def decoding_across(self, start: float, end: float) -> bool:
         reads = self.reads
@@ -163,11 +163,9 @@ class _Span:
 
     def prefilling(self, start: float, end: float) -> float:
         """How much of [start, end] this stream's prefill (send → first chunk) covered."""
-        sent = self.timing.t_sent_unix
-        first = sent + self.timing.token_offsets_s[0] if self.timing.token_offsets_s else None
-        if first is None:
+        if not self.reads:
             return 0.0
-        return max(0.0, min(first, end) - max(sent, start))
+        return max(0.0, min(self.reads[0], end) - max(self.timing.t_sent_unix, start))
 
 
 def _long_gaps(span: _Span, spans: Sequence[_Span]) -> tuple[Gap, ...]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import median
@@ -55,16 +56,20 @@ def column(t: float, x_min: float, cell_s: float, cells: int) -> int:
     return min(cells - 1, max(0, int((t - x_min) / cell_s)))
 
 
+def columns(ticks: Sequence[float], x_min: float, cell_s: float, cells: int) -> list[int]:
+    """`column` of each of many times (in one pass: a view of 32 lanes has some 16,000)."""
+    last = cells - 1
+    return [min(last, max(0, int((t - x_min) / cell_s))) for t in ticks]
+
+
 def tokens_per_cell(token_lists: Sequence[Sequence[float]], x_min: float, cell_s: float, cells: int) -> float:
     """The view's typical count of tokens in a cell a lane decodes through (the median over such cells, at least 1)."""
     counts = []
     for ticks in token_lists:
-        per: dict[int, int] = {}
-        for t in ticks:
-            col = column(t, x_min, cell_s, cells)
-            per[col] = per.get(col, 0) + 1
-        inner = [n for col, n in per.items() if col not in (min(per), max(per))]  # a lane's first and last cells are partial
-        counts.extend(inner)
+        per = Counter(columns(ticks, x_min, cell_s, cells))
+        if per:  # a lane's first and last cells are partial
+            edges = (min(per), max(per))
+            counts.extend(n for col, n in per.items() if col not in edges)
     return max(1.0, median(counts)) if counts else 1.0
 
 
@@ -95,12 +100,10 @@ def lane_cells(
             marks[column(sent_s, x_min, cell_s, cells)] = Cell(SENT if ok else FAILED)
     else:
         named = {gap.index: gap for gap in gaps}
-        counts: dict[int, int] = {}
-        for _, t in on_axis:
-            col = column(t, x_min, cell_s, cells)
-            counts[col] = counts.get(col, 0) + 1
-        for (i, a), (_, b) in zip(on_axis, on_axis[1:]):
-            first, last = column(a, x_min, cell_s, cells) + 1, column(b, x_min, cell_s, cells)
+        cols = columns([t for _, t in on_axis], x_min, cell_s, cells)
+        counts = Counter(cols)
+        for k, ((i, a), (_, b)) in enumerate(zip(on_axis, on_axis[1:])):
+            first, last = cols[k] + 1, cols[k + 1]
             if first >= last:
                 continue
             gap = named.get(i)
