@@ -14,7 +14,6 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.reactive import reactive
 from textual.strip import Strip
-from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Static
 
@@ -28,11 +27,10 @@ from tui.core.timeline import (ALIGNED, KEEP_LANES, VIEWS, WALL_CLOCK, Lane, Tim
                                lanes, layout)
 
 REPLOT_INTERVAL_S = 0.25
-"""The lanes are laid out (their gaps attributed) and drawn at most four times a second, the figures under them
-with them."""
+"""The chart redraws at most four times a second; the figures under it update with every batch."""
 TRAILING_S = 0.1
-"""New timings that are not yet due wait for the next ones (so the redraw lands in the frame they paint anyway),
-or this long past their due time when none come: the last timings of a stream are always drawn."""
+"""A replot that is not yet due waits for the next new lanes (so it lands in the frame they paint anyway),
+or this long past its due time when none come: the last lanes of a stream are always drawn."""
 AXIS_ROWS = 2
 """Chart rows that are not lanes: the axis and its labels."""
 
@@ -71,7 +69,7 @@ class TimelinePlot(Widget):
     """The marks' colours, set in the .tcss from the theme."""
 
     lanes: reactive[list[Lane]] = reactive(list, always_update=True, repaint=False)  # replot() refreshes
-    """Lanes to draw, oldest first (the pane sets them within its frame budget)."""
+    """Lanes to draw, oldest first."""
     batch_of: list[int] = []
     """One batch number per lane (set with `lanes`): wall clock zooms to the last batch."""
     view: reactive[str] = reactive(ALIGNED, repaint=False)
@@ -84,8 +82,13 @@ class TimelinePlot(Widget):
             super().__init__()
             self.layout = layout
 
+    replot_interval_s = REPLOT_INTERVAL_S
+    """Least time between two replots on new lanes: the chart's frame budget (0: every change at once)."""
+
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        self._replotted_at = -float("inf")
+        self._replot_timer = None
         self._strips: list[Strip] = []
         self.drawn: TimelineLayout | None = None
         """What the last replot drew (lanes, axis, spans, cells): tests measure the chart from this (not `layout`:
@@ -98,12 +101,24 @@ class TimelinePlot(Widget):
         self.replot()
 
     def watch_lanes(self) -> None:
-        self.replot()
+        wait_s = self._replotted_at + self.replot_interval_s - time.monotonic()
+        if wait_s <= 0:
+            self.replot()
+        elif self._replot_timer is None:  # the latest lanes are drawn when the budget allows
+            self._replot_timer = self.set_timer(wait_s + TRAILING_S, self._replot_due)
 
     def watch_view(self) -> None:
         self.replot()
 
+    def _replot_due(self) -> None:
+        self._replot_timer = None
+        self.replot()
+
     def replot(self) -> None:
+        self._replotted_at = time.monotonic()
+        if self._replot_timer is not None:
+            self._replot_timer.stop()
+            self._replot_timer = None
         width, height = self.size
         if not self.lanes or width <= 0:
             self.drawn = None
@@ -193,8 +208,6 @@ class TimelinePane(Vertical):
         super().__init__(*args, **kwargs)
         self._last_batch: tuple[float, int] | None = None
         """(first send, size) of the newest batch: a new one sets the view to its default."""
-        self._shown_at = -float("inf")
-        self._show_timer: Timer | None = None
 
     @property
     def drawn(self) -> TimelineLayout | None:
@@ -230,6 +243,15 @@ class TimelinePane(Vertical):
         gaps.display = bool(counted)
         set_text(gaps, counted)
 
+    @property
+    def replot_interval_s(self) -> float:
+        """The chart's frame budget: least time between two replots."""
+        return self.query_one(TimelinePlot).replot_interval_s
+
+    @replot_interval_s.setter
+    def replot_interval_s(self, value: float) -> None:
+        self.query_one(TimelinePlot).replot_interval_s = value
+
     def compose(self) -> ComposeResult:
         yield TimelinePlot(id="timeline-plot")
         yield Static(id="timeline-gaps", markup=False)
@@ -251,15 +273,8 @@ class TimelinePane(Vertical):
     def watch_diagnosis(self, diagnosis: str) -> None:
         set_text(self.query_one("#diagnosis", Static), diagnosis)
 
-    replot_interval_s = REPLOT_INTERVAL_S
-    """Least time between two layouts of new timings: the chart's frame budget (0: every change at once)."""
-
     def watch_timings(self) -> None:
-        wait_s = self._shown_at + self.replot_interval_s - time.monotonic()
-        if wait_s <= 0:
-            self._show_timings()
-        elif self._show_timer is None:  # the latest timings are drawn when the budget allows
-            self._show_timer = self.set_timer(wait_s + TRAILING_S, self._show_timings)
+        self._show_timings()
 
     def watch_decode_ceiling_tok_s(self) -> None:
         self._show_timings()
@@ -268,10 +283,6 @@ class TimelinePane(Vertical):
         self._show_timings()
 
     def _show_timings(self) -> None:
-        self._shown_at = time.monotonic()
-        if self._show_timer is not None:
-            self._show_timer.stop()
-            self._show_timer = None
         labels = self.labels if len(self.labels) == len(self.timings) else None
         batch_of = batches(self.timings)
         keep = keep_count(batch_of, KEEP_LANES)
