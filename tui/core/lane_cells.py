@@ -53,11 +53,11 @@ class Cell:
 
 def column(t: float, x_min: float, cell_s: float, cells: int) -> int:
     """The cell a time on the axis falls in."""
-    return min(cells - 1, max(0, int((t - x_min) / cell_s)))
+    return columns((t,), x_min, cell_s, cells)[0]
 
 
 def columns(ticks: Sequence[float], x_min: float, cell_s: float, cells: int) -> list[int]:
-    """`column` of each of many times (in one pass: a view of 32 lanes has some 16,000)."""
+    """The cell each of many times falls in, in one pass (a view of 32 lanes has some 16,000)."""
     last = cells - 1
     return [min(last, max(0, int((t - x_min) / cell_s))) for t in ticks]
 
