@@ -17,6 +17,7 @@ from tui.app.app import PhasetopApp
 from tui.app.feeds.requests import Send
 from tui.app.screens.compare import CompareScreen
 from tui.app.screens.flags import FlagEditorScreen
+from tui.config import PollSettings
 from tui.core.serve_command import ServeCommand, Setting
 from tui.sources.served_command import ServedCommand, listening, start_served
 
@@ -77,6 +78,7 @@ async def test_a_flag_change_restarts_the_server_reruns_the_sends_and_compares(s
         itl_p99 = next(f for f in comparison["figures"] if f["label"] == "ITL p99")
         assert itl_p99["after"] < itl_p99["before"], "smaller prefill chunks: the streams' worst gaps shrink"
         assert served.command.value("max-num-batched-tokens") == "256"
+        assert len(screen.lab.sessions.sessions) == 2, "the restart and its metrics' new start time: one new session"
         await pilot.press("escape", "q")
 
 
@@ -121,6 +123,25 @@ async def test_the_last_experiment_runs_again_after_the_restart_and_is_compared(
         assert isinstance(after, ExperimentScreen) and after.finding, "the rerun's own table stays under the compare"
         assert len(after.rows) == before_rows > 0, "the same experiment, row for row"
         assert ", prefix-cache hit" in before_finding and "no prefix-cache hit" in after.finding, after.finding
+        await pilot.press("escape", "q")
+
+
+async def test_a_restart_its_metrics_do_not_show_is_still_a_new_session_and_only_one(served):
+    """A server with no start time that had counted nothing (llama.cpp scraped just before its first request was
+    counted) restarts unseen by its metrics: phasetop made the restart, so the new session begins anyway. Here the
+    metrics are read once, at start: only the restart itself can open the session the rerun waits for."""
+    seen = []
+    app = PhasetopApp(settings(poll=PollSettings(metrics_interval_s=3600)), served.url, save_runs=False, served=served)
+    async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
+        screen = app.screen
+        await wait_for(pilot, lambda: screen.lab.server_info is not None)
+        screen.send_requests(Send(screen.state.send(1), "typed", "hello", None, 1, 8))
+        await wait_for(pilot, lambda: len(completed(seen)) == 1, 60)
+        await edit_flags(pilot, app, served.command.with_setting(Setting("max-num-batched-tokens", "256")))
+        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen), 60)
+        assert [session.number for session in screen.lab.sessions.sessions] == [1, 2]
+        assert screen.lab.sessions.current.restart_reasons == ("phasetop restarted it: --max-num-batched-tokens 2048 → 256",)
+        assert len(completed(seen)) == 2
         await pilot.press("escape", "q")
 
 

@@ -83,14 +83,19 @@ class Lab:
             self._identify()
 
     def scraped(self, snapshot: MetricsSnapshot) -> None:
-        if snapshot.restart is not None and self.sessions.current:
-            self._close_session()
-            self._open_session(snapshot.restart.reasons)
-            self._screen.notify(f"server restarted ({'; '.join(snapshot.restart.reasons)}): session "
-                                f"{self.sessions.current.number} begins. Press b to compare with before.",
-                                title="new session", markup=False, timeout=10)
+        if snapshot.restart is not None:
+            self.restarted(snapshot.restart.reasons)
         if self.sessions.current:
             self.sessions.current.add_metrics(snapshot)
+
+    def restarted(self, reasons: tuple[str, ...]) -> None:
+        """The server restarted (its metrics say so, or phasetop restarted it): a new session begins."""
+        if not self.sessions.current:
+            return
+        self._close_session()
+        self._open_session(reasons)
+        self._screen.notify(f"server restarted ({'; '.join(reasons)}): session {self.sessions.current.number} begins. "
+                            "Press b to compare with before.", title="new session", markup=False, timeout=10)
 
     def gpu_sampled(self, sample: GpuSample) -> None:
         if self.sessions.current:

@@ -58,6 +58,8 @@ class ServerControl:
         """Set by a restart that reruns sends: when the workload began on the server before it."""
         self._rerun_after: int | None = None
         """Set by a restart: the session number before it; the rerun goes once a later one is identified."""
+        self._restarting: tuple[int, str] | None = None
+        """The restart under way: the session number before it, and what it changes (the new session's reason)."""
         self._rerun_ids: set[int] = set()
         """The rerun's requests still running."""
         self._rerun_sends = 0
@@ -167,9 +169,10 @@ class ServerControl:
         current = screen.lab.sessions.current
         self._rerun_after = current.number if current else 0
         self._before_since = self._workload_unix if self._rerun in (SENDS, PROBE_SET) else None
+        changes = "; ".join(changed_flags(served.command, command)) or "the same flags"
+        self._restarting = (self._rerun_after, changes)
         screen.simulator_state = "starting"
-        screen.server = replace(screen.server, note="restarting: " + ("; ".join(changed_flags(served.command, command))
-                                                                    or "the same flags"))
+        screen.server = replace(screen.server, note="restarting: " + changes)
         screen.run_worker(partial(restart_served, served, command, screen.post_message), group="served",
                           exclusive=True, thread=True, exit_on_error=False)
 
@@ -179,9 +182,17 @@ class ServerControl:
         screen.server = replace(screen.server, note=f"{note} · {event.elapsed_s:.0f} s: {one_line(event.line, 120)}")
 
     def served_restarted(self, event: ServedRestarted) -> None:
-        screen = self._screen
+        screen, (before, changes) = self._screen, self._restarting or (0, "")
+        self._restarting = None
         screen.simulator_state = "running"
         screen.server = replace(screen.server, note=None)
+        current = screen.lab.sessions.current
+        if not event.error and current is not None and current.number <= before:
+            # Not seen in its metrics yet (and a server with no start time that had counted nothing never shows
+            # it there): the new session begins now, and the readings of the old process are no baseline.
+            if screen.scraper is not None:
+                screen.scraper.forget()
+            screen.lab.restarted((f"phasetop restarted it: {changes}",))
         if event.error:
             self._rerun_after = None
             tail = "\n".join(one_line(line, 200) for line in event.log_tail.splitlines()[-3:])

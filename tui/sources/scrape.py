@@ -55,6 +55,13 @@ class MetricsScraper:
     def _url(self) -> str:
         return f"{self.client.base_url}{self.path}"
 
+    def forget(self) -> None:
+        """The server was restarted by whoever knows it (phasetop, with new flags): the readings so far are
+        another process's, so the next one starts afresh (no rate across the restart, no second restart found
+        from them: a server with no start time that had counted nothing yet restarts unseen by its counters)."""
+        self._history.clear()
+        self._models_config = self._parsed = self._last = None
+
     async def read(self) -> MetricsSnapshot:
         """Scrape once: the snapshot with rates and quantiles since the baseline reading.
 

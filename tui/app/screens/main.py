@@ -123,6 +123,8 @@ class MainScreen(Screen):
         self.decode_ceiling_tok_s = self.state.decode_ceiling_tok_s
         self.client: ServerClient | None = None
         """The server's JSON client (its identity, /metrics), made once the first frame is out."""
+        self.scraper: MetricsScraper | None = None
+        """What the /metrics poll reads through (made with the client)."""
 
     def compose(self) -> ComposeResult:
         yield StatusLine(id="status").data_bind(state=MainScreen.server)
@@ -161,7 +163,8 @@ class MainScreen(Screen):
         post = self.post_message
         self.run_worker(find_server(self.client, self.settings, self.server_url, post), group="server", exclusive=True,
                         exit_on_error=False)
-        self.run_worker(poll_metrics(self.metrics_scraper(), self.settings, self.server_url, post), group="metrics",
+        self.scraper = self.metrics_scraper()
+        self.run_worker(poll_metrics(self.scraper, self.settings, self.server_url, post), group="metrics",
                         exclusive=True, exit_on_error=False)
         self.run_worker(partial(poll_gpu, self.settings, local_port(self.server_url), lambda: self.meters.cpu_pct, post),
                         group="gpu", exclusive=True, thread=True, exit_on_error=False)
