@@ -14,10 +14,11 @@ from tui.sources.served_command import ServedCommand, start_served
 
 # A stand-in for vLLM's process tree: an "API server" answering /health, with a child named as vLLM names its
 # engine (`VLLM::EngineCore`), which runs a second thread so every thread must be reniced, not the first only.
+# The server is healthy once its engine says its thread runs, as vLLM's is once its engine is up.
 FAKE_VLLM = """
 import http.server, subprocess, sys
-engine = "import threading, time; threading.Thread(target=time.sleep, args=(120,)).start(); time.sleep(120)"
-subprocess.Popen([sys.executable, "-c", engine, "VLLM::EngineCore"])
+engine = "import threading, time; threading.Thread(target=time.sleep, args=(120,)).start(); print(flush=True); time.sleep(120)"
+subprocess.Popen([sys.executable, "-c", engine, "VLLM::EngineCore"], stdout=subprocess.PIPE).stdout.readline()
 class Health(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         self.send_response(200); self.end_headers(); self.wfile.write(b"ok")
