@@ -7,8 +7,9 @@ import argparse
 from tui.cli.common import add_json_option, settings_from
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, say
 from tui.cli.runs_common import add_runs_dir_option, runs_dir_from
-from tui.core.compare_text import changes_lines, figure_delta, figure_value, schedule_lines, started_text
+from tui.core.compare_text import changes_lines, figure_change, figure_value, schedule_lines, started_text
 from tui.core.runs import compare_runs
+from tui.core.uncertainty import LEVEL
 from tui.core.untrusted import one_line
 from tui.runs_store import RunStoreError, load_run
 
@@ -57,15 +58,11 @@ def _text(comparison: dict) -> str:
     lines += changes_lines("workload changed", comparison["params_diff"])
     lines += schedule_lines(comparison)
     lines.append("")
-    rows = [("", "before", "after", "delta")]
+    rows = [("", "before", "after", f"change ({100 * LEVEL:g} % interval) and what it tells")]
     for figure in comparison["figures"]:
         unit = figure["unit"]
-        rows.append((
-            figure["label"],
-            figure_value(figure["before"], unit),
-            figure_value(figure["after"], unit),
-            figure_delta(figure["delta"], figure["delta_pct"], unit),
-        ))
+        rows.append((figure["label"], figure_value(figure["before"], unit), figure_value(figure["after"], unit),
+                     figure_change(figure)))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     for row in rows:
         lines.append(f"{row[0]:<{widths[0]}}  {row[1]:>{widths[1]}}  {row[2]:>{widths[2]}}  {row[3]}".rstrip())

@@ -47,6 +47,34 @@ def figure_delta(delta: float | None, delta_pct: float | None, unit: str) -> str
     return f"{shown:+,.{digits}f} {shown_unit}{percent}"
 
 
+def figure_change(figure: dict) -> str:
+    """The change, its interval and what they allow: "-9.80 ms [-12.10 … -7.60] (-12.3 %)  better"."""
+    unit = figure["unit"]
+    change = figure_delta(figure["delta"], None, unit)
+    if figure.get("ci_low") is not None and figure.get("ci_high") is not None:
+        low, high = (_scaled(figure[key], unit) for key in ("ci_low", "ci_high"))
+        change = f"{change} [{low[0]:+,.{low[2]}f} … {high[0]:+,.{high[2]}f}]"
+    if figure["delta"] is None:
+        return change
+    percent = f" ({figure['delta_pct']:+.1f} %)" if figure.get("delta_pct") is not None else ""
+    return f"{change}{percent}  {verdict_text(figure)}"
+
+
+def verdict_text(figure: dict) -> str:
+    """What a compared figure's interval allows, in words."""
+    verdict, n = figure.get("verdict"), min(figure.get("n_before") or 0, figure.get("n_after") or 0)
+    if verdict in ("better", "worse"):
+        return verdict
+    if verdict == "tie":
+        return f"tie (within ±{figure.get('practical_pct', 5):g} %)"
+    if figure.get("ci_low") is None and n <= 1:
+        return "one value a run: repeat the runs to tell"
+    more = figure.get("more_requests")
+    if more:
+        return f"not enough requests (n = {n}): about {more:,} more a side would tell"
+    return f"not enough requests (n = {n})"
+
+
 def _setting(value: str | None) -> str:
     return "(none)" if value is None else one_line(value, 80)
 

@@ -14,6 +14,7 @@ from tui import __version__
 from tui.core.delivery import DELIVERY_NOT_GENERATION
 from tui.core.run_schema import MAX_FIGURE, SCHEMA
 from tui.core.stats import summarize, summarize_with_max
+from tui.core.uncertainty import by_block, draw_block_s, judge, once_a_run
 
 KINDS = ("probe", "bench", "sweep")
 SCHEDULE_PARAMS = ("seed",)
@@ -42,6 +43,8 @@ BENCH_FIGURES = (
     ("request_goodput", "goodput", "req/s"),
 )
 """`vllm bench serve`'s throughput names, read from two bench runs' `result`."""
+HIGHER_IS_BETTER = frozenset({"tok/s", "req/s"})
+"""Units of figures where more is better (every other compared figure is a time: less is)."""
 
 
 def new_run(
@@ -104,6 +107,33 @@ def request_figures(requests: list[dict]) -> dict[str, dict]:
     return out
 
 
+def request_samples(requests: list[dict], name: str) -> list[tuple[float, ...]]:
+    """A figure's independent draws (`tui.core.uncertainty`) over the requests `request_figures` counts: the values
+    of the requests sent within one block of time, or the gaps of every stream that ended in one. A request with
+    no send time (an older file) is a draw of its own."""
+    done = [r for r in requests if r.get("ok") and not r.get("burst")]
+    figures = request_figures(done)
+    block_s = draw_block_s(figures["itl_s"]["p50"], figures["ttft_s"]["p50"])
+    timed: list[tuple[float, float]] = []
+    alone: list[tuple[float, ...]] = []
+    for r in done:
+        sent = _number(r.get("t_sent_unix"))
+        if name != "itl_s":
+            value = _number(r.get(name))
+            if value is not None:
+                (timed.append((sent, value)) if sent is not None else alone.append((value,)))
+            continue
+        gaps = [g for g in map(_number, r.get("itl_s") or ()) if g is not None]
+        if sent is None or _number(r.get("ttft_s")) is None:
+            alone.append(tuple(gaps))
+            continue
+        at = sent + _number(r.get("ttft_s"))
+        for gap in gaps:  # a gap ends where the ones before it leave off (the client's own are not among them)
+            at += gap
+            timed.append((at, gap))
+    return by_block(timed, block_s) + [draw for draw in alone if draw]
+
+
 def run_from_bench_document(document: dict, name: str) -> dict:
     """The document `bench --save FILE` writes, as a bench run named `name` (the file's stem), so `compare` takes it."""
     started_unix = _number(document.get("started_unix"))
@@ -128,9 +158,12 @@ def is_bench_document(document: object) -> bool:
 
 def compare_runs(a: dict, b: dict) -> dict:
     """Run `a` (before) and run `b` (after) side by side: figures with deltas, what config and workload changed."""
-    before, after = request_figures(a.get("requests") or []), request_figures(b.get("requests") or [])
+    requests_a, requests_b = a.get("requests") or [], b.get("requests") or []
+    before, after = request_figures(requests_a), request_figures(requests_b)
     figures = [
-        _figure_row(name, stat, label, unit, before[name][stat], after[name][stat])
+        {**_figure_row(name, stat, label, unit, before[name][stat], after[name][stat]),
+         **judge(request_samples(requests_a, name), request_samples(requests_b, name), stat, before[name][stat],
+                 after[name][stat], higher_is_better=unit in HIGHER_IS_BETTER).to_json()}
         for name, stat, label, unit in FIGURES
     ]
     if a.get("kind") == b.get("kind") == "bench":
@@ -157,7 +190,7 @@ def result_figure_rows(a: dict, b: dict, names: tuple[tuple[str, str, str], ...]
     for name, label, unit in names:
         x, y = _number(result_a.get(name)), _number(result_b.get(name))
         if x is not None or y is not None:
-            rows.append(_figure_row(name, stat, label, unit, x, y))
+            rows.append({**_figure_row(name, stat, label, unit, x, y), **once_a_run(x, y).to_json()})
     return rows
 
 

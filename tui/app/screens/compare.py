@@ -12,7 +12,8 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from tui.core.compare_text import changes_lines, figure_delta, figure_value, schedule_lines, started_text
+from tui.core.compare_text import changes_lines, figure_change, figure_value, schedule_lines, started_text
+from tui.core.uncertainty import LEVEL
 from tui.core.untrusted import one_line
 
 
@@ -35,12 +36,11 @@ class CompareScreen(Screen[None]):
             yield Static(config_lines(comparison), id="compare-config", markup=False,
                          classes="-changed" if changed else "")
             table: DataTable = DataTable(id="compare-figures", cursor_type="row", zebra_stripes=True)
-            table.add_columns("figure", "before", "after", "change")
+            table.add_columns("figure", "before", "after", f"change ({100 * LEVEL:g} % interval) and what it tells")
             for figure in comparison["figures"]:
                 unit = figure["unit"]
                 table.add_row(Text(figure["label"]), Text(figure_value(figure["before"], unit), justify="right"),
-                              Text(figure_value(figure["after"], unit), justify="right"),
-                              Text(figure_delta(figure["delta"], figure["delta_pct"], unit), justify="right"))
+                              Text(figure_value(figure["after"], unit), justify="right"), Text(figure_change(figure)))
             yield table
         yield Footer()
 

@@ -1,0 +1,237 @@
+"""How sure a compared figure is: bootstrap intervals over a run's requests, and the verdict they allow.
+
+A figure of a run (TTFT p99, ITL p50, the worst gap) is a statistic of its requests, so its interval comes
+from resampling them with replacement: a block bootstrap, because what the server did to one request it did to
+every request beside it. Requests sent together share their prefill step, and every stream decoding at one
+moment gets the same step's gap: counted as independent, ten requests sent at once would look like ten
+measurements of one step's luck (the same workload twice on the simulator was then called "worse" in half
+the trials). So a draw is a block of time (`draw_block_s`): the requests sent in it, or the gaps (of every
+stream) that ended in it. A difference's interval resamples both runs, each on its own.
+
+The verdict follows from the difference's interval: better or worse only when it excludes zero and the
+change is at least `PRACTICAL` of the figure before; a tie when it lies within ± that much; otherwise not
+enough requests, with about how many more a side would tell (an interval narrows as 1/√n).
+
+The worst gap is no statistic a bootstrap can hold (a resample's maximum is never above the sample's, and is
+it 63 % of the time: the same workload twice was called different in one trial in five). Its verdict is a
+count instead: after is worse when the longest draws' worst gaps of the two runs, taken together, are all
+after's, so many of them that two alike runs would do that less than 2.5 % of the time (draws exchangeable:
+C(n_after, k) / C(n_before + n_after, k)); it has no interval.
+
+The resampling is seeded: the same two runs give the same intervals every time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+LEVEL = 0.95
+"""The intervals' confidence level."""
+RESAMPLES = 1000
+SEED = 0
+MIN_REQUESTS = 5
+"""Fewer draws than this on a side: no interval is worth drawing (a bootstrap of 3 draws is 10 outcomes)."""
+BLOCK_GAPS = 5
+"""A draw's block of time is at least this many of the run's median gaps (a decode step shared, and the next few)
+and at least its median TTFT (requests sent within one prefill of each other shared it)."""
+PRACTICAL = 0.05
+"""A change smaller than this share of the figure before is no difference worth naming, however sure."""
+POINTS_PER_REQUEST = 128
+"""A request's gaps enter the resampling as at most this many of their quantiles (each weighing its share):
+a pooled percentile of 32 streams × 500 gaps then costs a few milliseconds a resample, not a sort of 16,000."""
+BLOCK = 100
+"""Resamples computed together (a block's weights: BLOCK × points)."""
+
+BETTER, WORSE, TIE, NOT_ENOUGH = "better", "worse", "tie", "not_enough_data"
+VERDICTS = (BETTER, WORSE, TIE, NOT_ENOUGH)
+STATS = ("p50", "p90", "p99", "mean", "max")
+"""What `judge` takes (the max by its count, the rest by the bootstrap)."""
+
+Clusters = Sequence[Sequence[float]]
+"""One run's samples of a figure, a sequence per request (one value, or all its gaps)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Judged:
+    """A compared figure's uncertainty: each side's interval, the change's, and what they allow."""
+
+    before_ci: tuple[float, float] | None
+    after_ci: tuple[float, float] | None
+    ci: tuple[float, float] | None
+    """The change's interval (after − before)."""
+    verdict: str
+    more_requests: int | None
+    """With NOT_ENOUGH: about how many more requests a side would likely tell; None where no number would."""
+    n_before: int
+    n_after: int
+
+    def to_json(self) -> dict:
+        return {
+            "ci_low": self.ci[0] if self.ci else None,
+            "ci_high": self.ci[1] if self.ci else None,
+            "level": LEVEL,
+            "verdict": self.verdict,
+            "more_requests": self.more_requests,
+            "before_ci": list(self.before_ci) if self.before_ci else None,
+            "after_ci": list(self.after_ci) if self.after_ci else None,
+            "n_before": self.n_before,
+            "n_after": self.n_after,
+            "practical_pct": 100 * PRACTICAL,
+        }
+
+
+def judge(before: Clusters, after: Clusters, stat: str, before_value: float | None, after_value: float | None,
+          higher_is_better: bool) -> Judged:
+    """The intervals of `stat` over each side's requests and of the change, and the verdict they allow."""
+    n_before, n_after = _usable(before), _usable(after)
+    if before_value is None or after_value is None or min(n_before, n_after) < MIN_REQUESTS:
+        more = MIN_REQUESTS - min(n_before, n_after) if before_value is not None and after_value is not None else None
+        return Judged(None, None, None, NOT_ENOUGH, more, n_before, n_after)
+    if stat == "max":
+        verdict = worst_verdict(before, after, before_value, after_value, higher_is_better)
+        return Judged(None, None, None, verdict, None, n_before, n_after)
+    if stat != "mean":
+        more = max(_tail_shortfall(before, before_value), _tail_shortfall(after, after_value))
+        if more:
+            return Judged(None, None, None, NOT_ENOUGH, more, n_before, n_after)
+    rng = _rng()
+    drawn_before, drawn_after = resampled(before, stat, rng), resampled(after, stat, rng)
+    changes = sorted(a - b for a, b in zip(drawn_after, drawn_before, strict=True))
+    ci = _bounds(changes)
+    verdict, more = verdict_of(before_value, after_value, ci, min(n_before, n_after), higher_is_better)
+    return Judged(_bounds(sorted(drawn_before)), _bounds(sorted(drawn_after)), ci, verdict, more, n_before, n_after)
+
+
+def draw_block_s(median_gap_s: float | None, median_ttft_s: float | None) -> float:
+    """How long a stretch of a run is one draw (see the module's docstring); 0 where the run has no timing."""
+    return max(BLOCK_GAPS * (median_gap_s or 0.0), median_ttft_s or 0.0)
+
+
+def by_block(timed: Sequence[tuple[float, float]], block_s: float) -> list[tuple[float, ...]]:
+    """(time, value) pairs grouped into draws: the values whose times fall in one block of `block_s` seconds
+    (from the earliest time); each value alone where the block is 0."""
+    if not timed:
+        return []
+    if block_s <= 0:
+        return [(value,) for _, value in timed]
+    start = min(t for t, _ in timed)
+    blocks: dict[int, list[float]] = {}
+    for t, value in timed:
+        blocks.setdefault(int((t - start) // block_s), []).append(value)
+    return [tuple(values) for _, values in sorted(blocks.items())]
+
+
+def once_a_run(before_value: float | None, after_value: float | None) -> Judged:
+    """A figure a run has once (a throughput over the whole run): one sample a side, so no interval and no verdict
+    until the runs are repeated."""
+    n = int(before_value is not None), int(after_value is not None)
+    return Judged(None, None, None, NOT_ENOUGH, None, *n)
+
+
+def worst_verdict(before: Clusters, after: Clusters, before_value: float, after_value: float,
+                  higher_is_better: bool) -> str:
+    """The worst gap's verdict from which run the worst draws are (see the module's docstring)."""
+    worst = sorted([(max(c), 0) for c in before if c] + [(max(c), 1) for c in after if c], reverse=True)
+    run = next((k for k, (_, side) in enumerate(worst) if side != worst[0][1]), len(worst))  # top draws from one side
+    side_n = (len(before), len(after))[worst[0][1]]
+    alike = math.comb(side_n, run) / math.comb(len(worst), run) if run <= side_n else 1.0
+    change = after_value - before_value
+    if alike <= (1 - LEVEL) / 2 and abs(change) >= PRACTICAL * abs(before_value):
+        return BETTER if (change > 0) == higher_is_better else WORSE
+    return TIE if abs(change) < PRACTICAL * abs(before_value) else NOT_ENOUGH
+
+
+def verdict_of(before: float, after: float, ci: tuple[float, float], n: int, higher_is_better: bool) -> tuple[str, int | None]:
+    """What the change's interval allows (and, when it allows nothing, about how many more requests a side would)."""
+    low, high = ci
+    change, threshold = after - before, PRACTICAL * abs(before)
+    if (low > 0 or high < 0) and abs(change) >= threshold:
+        return (BETTER if (change > 0) == higher_is_better else WORSE), None
+    if -threshold <= low and high <= threshold:
+        return TIE, None
+    # How far the interval must shrink about the change (to exclude zero past the threshold, or to fit within ±
+    # the threshold); it shrinks as 1/√n, so n/k² requests would make it k times as wide.
+    below, above = change - low, high - change
+    if abs(change) >= threshold:
+        k = abs(change) / (below if change > 0 else above) if (below if change > 0 else above) > 0 else 0.0
+    else:
+        k = min((threshold + change) / below if below > 0 else math.inf, (threshold - change) / above if above > 0 else math.inf)
+    if not 0 < k < 1:
+        return NOT_ENOUGH, None
+    return NOT_ENOUGH, max(1, math.ceil(n / k ** 2) - n)
+
+
+def resampled(clusters: Clusters, stat: str, rng) -> list[float]:
+    """`stat` of RESAMPLES resamples of the requests (each drawn with all its values)."""
+    import numpy as np  # here, not at import: numpy loads with the first comparison, never at the UI's start
+
+    kept = [sorted(v for v in cluster if math.isfinite(v)) for cluster in clusters]
+    kept = [values for values in kept if values]
+    n = len(kept)
+    draws = rng.integers(0, n, size=(RESAMPLES, n))
+    if all(len(values) == 1 for values in kept):  # one value a request: each resample's exact statistic
+        drawn = np.array([values[0] for values in kept])[draws]
+        return (drawn.mean(axis=1) if stat == "mean" else np.percentile(drawn, _q(stat), axis=1)).tolist()
+    points, weights, owner = _points(kept, np)
+    counts = np.zeros((RESAMPLES, n))
+    np.add.at(counts, (np.repeat(np.arange(RESAMPLES), n), draws.ravel()), 1)
+    out = []
+    for start in range(0, RESAMPLES, BLOCK):
+        weighed = counts[start:start + BLOCK][:, owner] * weights
+        if stat == "mean":
+            out.extend((weighed @ points / weighed.sum(axis=1)).tolist())
+            continue
+        cumulative = np.cumsum(weighed, axis=1)
+        targets = cumulative[:, -1] * _q(stat) / 100
+        at = np.minimum((cumulative < targets[:, None]).sum(axis=1), len(points) - 1)
+        out.extend(points[at].tolist())
+    return out
+
+
+def _points(kept: list[list[float]], np):
+    """Every request's values (or `POINTS_PER_REQUEST` of their quantiles), sorted together, each with its weight
+    (the values it stands for) and its request's index."""
+    values, weights, owner = [], [], []
+    for index, sorted_values in enumerate(kept):
+        m = len(sorted_values)
+        if m > POINTS_PER_REQUEST:
+            sorted_values = [sorted_values[min(m - 1, int((k + 0.5) * m / POINTS_PER_REQUEST))] for k in range(POINTS_PER_REQUEST)]
+        values.extend(sorted_values)
+        weights.extend([m / len(sorted_values)] * len(sorted_values))
+        owner.extend([index] * len(sorted_values))
+    order = np.argsort(values, kind="stable")
+    return np.array(values)[order], np.array(weights)[order], np.array(owner)[order]
+
+
+def _tail_shortfall(clusters: Clusters, value: float) -> int:
+    """About how many more draws a percentile at `value` needs before `MIN_REQUESTS` draws hold values beyond it
+    on either side (a p99 of 20 requests is their maximum, and no bootstrap can place it); 0 when it has them."""
+    above = sum(1 for c in clusters if any(v > value for v in c))
+    below = sum(1 for c in clusters if any(v < value for v in c))
+    tail = min(above, below)
+    if tail >= MIN_REQUESTS:
+        return 0
+    n = _usable(clusters)
+    return max(1, math.ceil(n * MIN_REQUESTS / tail) - n) if tail else max(1, n * MIN_REQUESTS)
+
+
+def _usable(clusters: Clusters) -> int:
+    return sum(1 for cluster in clusters if any(math.isfinite(v) for v in cluster))
+
+
+def _q(stat: str) -> float:
+    return float(stat[1:])
+
+
+def _bounds(sorted_draws: list[float]) -> tuple[float, float]:
+    tail = (1 - LEVEL) / 2
+    last = len(sorted_draws) - 1
+    return sorted_draws[round(tail * last)], sorted_draws[round((1 - tail) * last)]
+
+
+def _rng():
+    import numpy as np
+
+    return np.random.default_rng(SEED)
