@@ -55,10 +55,15 @@ def test_three_values_give_three_rows_and_the_best_by_the_objective(capsys, tmp_
     document = json.loads(out)
     rows = document["rows"]
     assert [row["settings"] for row in rows] == [{"max-num-batched-tokens": v} for v in ("256", "1024", "2048")]
-    assert all(row["error"] is None and row["figures"]["completed"] == 8 for row in rows)
+    assert all(row["error"] is None and row["figures"]["completed"] == 8 * row["rounds"] for row in rows)
     assert rows[0]["command"].endswith("--max-num-batched-tokens 256")
     itl_p99 = [row["figures"]["itl_s"]["p99"] for row in rows]
     assert document["optimize"] == "itl-p99" and itl_p99[document["best"]] == min(itl_p99)
+    verdict = document["verdict"]
+    assert verdict["leader"] == document["best"] and verdict["runner_up"] == sorted(range(3), key=itl_p99.__getitem__)[1]
+    assert verdict["stopped"] in ("separated", "tie", "budget spent") and verdict["level"] == 0.95
+    # Repeats (one round each of the two leaders at the default budget, twice --num-prompts) only while not settled.
+    assert [row["rounds"] for row in rows].count(1) >= 1 and verdict["repeats"] == max(row["rounds"] for row in rows) - 1
     # The physics the loop exists to show: a 2,000-token prompt in one step stalls the other streams;
     # cut into 256-token chunks, it does not.
     assert itl_p99[0] < itl_p99[2] / 2
@@ -75,6 +80,28 @@ def test_a_bad_flag_is_a_row_with_the_servers_own_error_and_the_loop_goes_on(cap
     assert first.startswith("max-num-batched-tokens=bogus") and "not measured" in first
     assert "exited while starting (status 2)" in first and "invalid int value: 'bogus'" in first
     assert second.startswith("max-num-batched-tokens=512") and "◀ best output tok/s" in second
+
+
+def test_two_settings_that_change_nothing_are_a_tie_not_a_winner(capsys):
+    """max-num-seqs 256 or 512 for 24 requests: the same server. Arrivals spread (Poisson) give many draws."""
+    fast_sim = shlex.join([sys.executable, "-m", "tui", "sim", "--port", str(free_port())])
+    code, out, err = tune(capsys, "--serve", fast_sim, "--vary", "max-num-seqs=256,512", "--num-prompts", "24",
+                          "--request-rate", "20", "--max-concurrency", "24", "--prompt-tokens", "200", "--max-tokens", "64",
+                          "--optimize", "itl-p50", "--no-save", "--json")
+    assert code == 0, err
+    verdict = json.loads(out)["verdict"]
+    assert (verdict["verdict"], verdict["stopped"], verdict["separated"]) == ("tie", "tie", False), verdict
+    assert -0.05 * 0.005 < verdict["ci_low"] < verdict["ci_high"] < 0.05 * 0.005, "within ±5 % of a 5 ms gap"
+
+
+def test_a_lead_not_yet_sure_is_said_so_and_zero_budget_runs_no_repeat(capsys):
+    code, out, err = tune(capsys, "--serve", sim_command(free_port()), "--vary", "max-num-seqs=256,512", *WORKLOAD,
+                          "--optimize", "ttft-p99", "--budget", "0", "--no-save")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert "◀ leads TTFT p99" in out and "◀ best" not in out, "8 requests sent at once are one draw: no winner"
+    assert "but not surely: not enough requests after one round each (budget spent, --budget 0 requests)" in lines[-1]
+    assert "repeat" not in err
 
 
 def test_a_server_that_never_gets_healthy_times_out_with_its_log_tail(capsys):
@@ -128,12 +155,14 @@ def test_an_experiment_as_the_workload_gives_its_figures_and_finding_per_setting
 
 
 @pytest.mark.parametrize(("workload", "message"), [
+    ("--budget=soon", "give requests (e.g. 64) or seconds (e.g. 90s)"),
     ("sweep:nope", "give bench, or sweep:WHAT"),
     ("sweep:prompt-tokens:a,b", "whole numbers"),
     ("benchy", "give bench, or sweep:WHAT"),
 ])
-def test_a_workload_that_cannot_run_is_a_usage_error(capsys, workload, message):
+def test_a_workload_or_budget_that_cannot_run_is_a_usage_error(capsys, workload, message):
     with pytest.raises(SystemExit) as exited:
-        main(["tune", "--serve", sim_command(free_port()), "--vary", "a=1", "--workload", workload])
+        main(["tune", "--serve", sim_command(free_port()), "--vary", "a=1",
+              *([workload] if workload.startswith("--") else ["--workload", workload])])
     err = capsys.readouterr().err
     assert exited.value.code == 2 and message in err and len(err.strip().splitlines()) == 1

@@ -22,7 +22,8 @@ from tui.core.delivery import flag_bursts
 from tui.core.experiments import EXPERIMENTS, OWN_SIMULATORS, make_plan
 from tui.core.runs import new_run
 from tui.core.serve_command import CommandError, ServeCommand, Setting, grid, parse_vary
-from tui.core.tune import OBJECTIVES, Objective, best
+from tui.core.tune import OBJECTIVES, Objective, Standing, standing
+from tui.core.uncertainty import LEVEL, PRACTICAL
 from tui.core.untrusted import one_line, redact_all
 from tui.sources import loop
 from tui.sources.detect import describe_configured
@@ -119,6 +120,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--slo-tpot-ms", type=float, metavar="Y", help="goodput counts requests with TPOT at most Y ms")
     parser.add_argument("--start-timeout", type=float, default=DEFAULT_START_TIMEOUT_S, metavar="S",
                         help=f"longest wait for each start's /health (default {DEFAULT_START_TIMEOUT_S:.0f} s)")
+    parser.add_argument("--budget", type=Budget.parse, default=None, metavar="N|Ss",
+                        help="what repeats may cost while the leader is not surely better than the runner-up: requests "
+                        "(e.g. 64) or seconds (e.g. 90s); each repeat runs the workload again on both (default: twice "
+                        "--num-prompts; 0: no repeats)")
     parser.add_argument("--renice", action="store_true",
                         help="vLLM's engine and worker threads at nice 19 once each start is up (on a small CPU host "
                         "they busy-poll and starve the client that measures them)")
@@ -128,22 +133,119 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """What `--budget` allows the repeats: requests, or seconds (`90s`)."""
+
+    requests: int | None = None
+    seconds: float | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> Budget:
+        text = text.strip()
+        try:
+            if text.endswith("s"):
+                seconds = float(text[:-1])
+                if seconds >= 0 and math.isfinite(seconds):
+                    return cls(seconds=seconds)
+            elif int(text) >= 0:
+                return cls(requests=int(text))
+        except ValueError:
+            pass
+        raise argparse.ArgumentTypeError(f"{text!r}: give requests (e.g. 64) or seconds (e.g. 90s), 0 or more")
+
+    def left(self, requests: int, started: float) -> bool:
+        if self.seconds is not None:
+            return monotonic() - started < self.seconds
+        return requests < (self.requests or 0)
+
+    def __str__(self) -> str:
+        return f"{self.seconds:g} s" if self.seconds is not None else f"{self.requests} requests"
+
+
+@dataclass(slots=True)
+class Tried:
+    """One setting's rounds so far: its row (what the JSON says), and the requests and values the verdict weighs."""
+
+    point: tuple[Setting, ...]
+    row: dict
+    requests: list[dict]
+    round_values: list[float]
+    rounds: list[Measured]
+
+
 def run(args: argparse.Namespace) -> int:
     command, url, points, objective = _plan(args)
     settings = settings_from(args)
     note(f"tune: {len(points)} settings of `{command}` at {url}, {_what_runs(args)} each, best by {objective.label}")
-    rows = []
-    for n, point in enumerate(points, start=1):
-        rows.append(_measure(args, settings, command, point, f"{n}/{len(points)}"))
-    chosen = best([row["figures"] for row in rows], objective)
-    document = redact_all({"serve": str(command), "optimize": objective.name, "best": chosen, "rows": rows})
+    tried = [_tried(args, settings, command, point, f"{n}/{len(points)}", objective) for n, point in enumerate(points, start=1)]
+    budget = args.budget if args.budget is not None else Budget(requests=2 * args.num_prompts)
+    where, repeats, stopped = _separate(args, settings, command, tried, objective, budget)
+    rows = [t.row for t in tried]
+    document = redact_all({"serve": str(command), "optimize": objective.name, "best": where.leader, "rows": rows,
+                           "verdict": _verdict_json(where, repeats, stopped)})
     if args.json:
         emit_json(document)
     else:
-        say(table(rows, objective, chosen))
-    if chosen is None:
+        say("\n".join(filter(None, (table(rows, objective, where), verdict_line(rows, objective, where, repeats, stopped, budget)))))
+    if where.leader is None:
         raise CliError("no setting was measured: every start failed (the rows say why)", EXIT_FAILED)
     return EXIT_OK
+
+
+def _tried(args: argparse.Namespace, settings: Settings, command: ServeCommand, point: tuple[Setting, ...], step: str,
+           objective: Objective) -> Tried:
+    row, measured = _measure(args, settings, command, point, step)
+    tried = Tried(point, row, [], [], [])
+    if measured is not None:
+        _add_round(tried, measured, args, objective)
+    return tried
+
+
+def _add_round(tried: Tried, measured: Measured, args: argparse.Namespace, objective: Objective) -> None:
+    """A round's requests join the setting's; its figures are then over every round (throughputs over their time)."""
+    tried.rounds.append(measured)
+    tried.requests += [r.to_json() for r in measured.requests]
+    value = objective.value(measured.figures)
+    if value is not None:
+        tried.round_values.append(value)
+    every = [r for m in tried.rounds for r in m.requests]
+    figures = bench_figures(every, sum(m.figures["duration_s"] for m in tried.rounds), *_slo(args))
+    if tried.rounds[0].figures.get("finding"):
+        figures["finding"] = tried.rounds[0].figures["finding"]
+    tried.row["figures"], tried.row["rounds"] = figures, len(tried.rounds)
+
+
+def _separate(args: argparse.Namespace, settings: Settings, command: ServeCommand, tried: list[Tried],
+              objective: Objective, budget: Budget) -> tuple[Standing, int, str]:
+    """Repeat the leader's and the runner-up's workloads, a round each, until the lead holds, they tie, or the budget
+    is spent. Returns where they stand, the repeat rounds run, and why it stopped."""
+    started, spent, repeats = monotonic(), 0, 0
+    while True:
+        where = standing([t.row["figures"] for t in tried], [t.requests for t in tried],
+                         [t.round_values for t in tried], objective)
+        if where.leader is None or where.runner_up is None:
+            return where, repeats, "one setting measured" if where.leader is not None else "nothing measured"
+        if where.settled:
+            return where, repeats, "separated" if where.separated else "tie"
+        if not budget.left(spent, started):
+            return where, repeats, "budget spent"
+        repeats += 1
+        for i in (where.leader, where.runner_up):
+            note(f"tune: repeat {repeats}, {_named(tried[i].point)}: the lead is not yet sure "
+                 f"({where.judged.verdict.replace('_', ' ')})")
+            _, measured = _measure(args, settings, command, tried[i].point, f"repeat {repeats}", save=False)
+            if measured is None:
+                return where, repeats, "a repeat failed"
+            spent += len(measured.requests)
+            _add_round(tried[i], measured, args, objective)
+
+
+def _verdict_json(where: Standing, repeats: int, stopped: str) -> dict:
+    judged = where.judged.to_json() if where.judged is not None else {}
+    return {"leader": where.leader, "runner_up": where.runner_up, "separated": where.separated,
+            **{k: judged.get(k) for k in ("verdict", "ci_low", "ci_high", "level", "more_requests")},
+            "repeats": repeats, "stopped": stopped}
 
 
 def _plan(args: argparse.Namespace) -> tuple[ServeCommand, str, list[tuple[Setting, ...]], Objective]:
@@ -166,15 +268,20 @@ def _plan(args: argparse.Namespace) -> tuple[ServeCommand, str, list[tuple[Setti
     return command, url, grid(varied), objective
 
 
+def _named(point: tuple[Setting, ...]) -> str:
+    return " ".join(str(s) for s in point)
+
+
 def _measure(args: argparse.Namespace, settings: Settings, base: ServeCommand, point: tuple[Setting, ...],
-             step: str) -> dict:
-    """One row: start the command with `point`'s flags, run the workload, stop it."""
+             step: str, save: bool = True) -> tuple[dict, Measured | None]:
+    """One row and its measurement: start the command with `point`'s flags, run the workload, stop it (a failed
+    start or workload: the row says why, and no measurement)."""
     command = base
     for setting in point:
         command = command.with_setting(setting)
-    named = " ".join(str(s) for s in point)
+    named = _named(point)
     row = {"settings": {s.flag: s.value for s in point}, "command": str(command), "figures": None, "error": None,
-           "run_id": None}
+           "run_id": None, "rounds": 0}
     note(f"tune {step} {named}: starting…")
     started = datetime.now(UTC)
     try:
@@ -183,24 +290,23 @@ def _measure(args: argparse.Namespace, settings: Settings, base: ServeCommand, p
     except ServerStartError as error:
         row["error"] = str(error)
         note(f"tune {step} {named}: {error}")
-        return row
+        return row, None
     try:
         measured = loop.run(_bench(args, settings, command.url) if args.workload.kind == "bench"
                             else _experiment(args, settings, command.url, step))
     except SourceError as error:  # an experiment's failure too (ExperimentFailed)
         row["error"] = f"the {'load' if args.workload.kind == 'bench' else 'experiment'} failed: {error}"
         note(f"tune {step} {named}: {row['error']}")
-        return row
+        return row, None
     finally:
         server.stop()
-    row["figures"] = measured.figures
     params = {"source": SOURCE, "settings": row["settings"], "workload": str(args.workload), **measured.params}
     record = new_run(measured.kind, params, measured.identity, [r.to_json() for r in measured.requests],
                      measured.document or measured.figures, started, datetime.now(UTC))
-    if save_run_from_cli(args, settings, record):
+    if save and save_run_from_cli(args, settings, record):
         row["run_id"] = record["id"]
     note(f"tune {step} {named}: {measured.figures['completed']} done, {describe(measured.figures)}")
-    return row
+    return row, measured
 
 
 def _what_runs(args: argparse.Namespace) -> str:
@@ -261,8 +367,9 @@ def describe(figures: dict) -> str:
     return ", ".join(parts + [f"{figures['output_throughput']:,.0f} output tok/s"])
 
 
-def table(rows: list[dict], objective: Objective, chosen: int | None) -> str:
-    """One line per setting; a failed start says why in place of its figures; the best marked."""
+def table(rows: list[dict], objective: Objective, where: Standing) -> str:
+    """One line per setting; a failed start says why in place of its figures; the leader marked, as best only where
+    the lead holds."""
     names = [" ".join(f"{k}={v}" for k, v in row["settings"].items()) for row in rows]
     width = max(len("setting"), *map(len, names))
     header = f"{'setting':<{width}}  " + "  ".join(f"{label:>9}" for label, _, _ in COLUMNS) + "  output tok/s"
@@ -273,7 +380,7 @@ def table(rows: list[dict], objective: Objective, chosen: int | None) -> str:
             lines.append(f"{name:<{width}}  not measured: {one_line(row['error'] or '', 200)}")
             continue
         cells = [_ms(figures[key].get(q)) for _, key, q in COLUMNS]
-        mark = f"  ◀ best {objective.label}" if i == chosen else ""
+        mark = f"  ◀ {'best' if where.separated else 'leads'} {objective.label}" if i == where.leader else ""
         lines.append(f"{name:<{width}}  " + "  ".join(f"{c:>9}" for c in cells) + f"  {figures['output_throughput']:>12,.0f}{mark}")
         if figures.get("finding"):
             lines.append(f"{'':<{width}}  ↳ {one_line(figures['finding'], 300)}")
@@ -282,3 +389,23 @@ def table(rows: list[dict], objective: Objective, chosen: int | None) -> str:
 
 def _ms(seconds: float | None) -> str:
     return "–" if seconds is None else f"{seconds * 1e3:,.1f} ms"
+
+
+def verdict_line(rows: list[dict], objective: Objective, where: Standing, repeats: int, stopped: str, budget: Budget) -> str:
+    """How sure the lead is, in words, and why the repeats stopped."""
+    if where.leader is None or where.runner_up is None:
+        return ""
+    names = [" ".join(f"{k}={v}" for k, v in rows[i]["settings"].items()) for i in (where.leader, where.runner_up)]
+    judged = where.judged
+    tried = f"after {repeats} repeat round{'s' if repeats != 1 else ''} of the two" if repeats else "after one round each"
+    if where.separated:
+        low, high = (f"{abs(v) * 1e3 if objective.quantile else abs(v):,.1f}" for v in (judged.ci_high, judged.ci_low)) \
+            if judged.ci else ("", "")
+        by = f" by {low} … {high}{' ms' if objective.quantile else ''} ({100 * LEVEL:g} % interval)" if judged.ci else ""
+        return f"{names[0]} beats {names[1]} on {objective.label}{by}, {tried}"
+    if stopped == "tie":
+        return f"{names[0]} and {names[1]}: a tie on {objective.label} (within ±{100 * PRACTICAL:g} %), {tried}"
+    unit = "requests" if objective.quantile else "rounds (a round has one value)"
+    more = f"; about {judged.more_requests:,} more {unit} a setting would tell" if judged.more_requests else ""
+    return (f"{names[0]} leads {names[1]} on {objective.label}, but not surely: not enough requests {tried} "
+            f"({stopped}{', --budget ' + str(budget) if stopped == 'budget spent' else ''}){more}")
