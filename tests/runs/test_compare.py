@@ -130,3 +130,19 @@ def test_a_flag_only_the_command_line_shows_is_named_from_it():
         {"key": "enable_prefix_caching", "before": "True", "after": "False", "source": "engine_config"},
         {"key": "max_num_batched_tokens", "before": "2048", "after": "512", "source": "command_line"},
     ]
+
+
+def test_a_different_kind_or_workload_is_named_and_who_ran_it_is_not():
+    bench = run("bench", params={"num_prompts": 8, "source": "phasetop tune", "settings": {"max-num-seqs": "4"}})
+    other_tune = run("bench", params={"num_prompts": 8, "source": "phasetop tune", "settings": {"max-num-seqs": "8"}})
+    assert compare_runs(bench, other_tune)["workload_differs"] == [], "a tune's settings are the server's flags"
+    assert compare_runs(bench, other_tune)["params_diff"] == []
+    sweep = run("sweep", params={"num_prompts": 16})
+    assert compare_runs(bench, sweep)["workload_differs"] == ["kind bench → sweep", "num_prompts 8 → 16"]
+
+
+def test_phasetops_own_launcher_argument_is_no_server_flag():
+    from tui.core.command_flags import command_flags
+
+    assert command_flags(["python", "-m", "tui", "sim", "--port", "0", "--stop-on-stdin-close", "--max-num-seqs", "8"]) == {
+        "max_num_seqs": "8"}

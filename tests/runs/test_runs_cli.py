@@ -170,3 +170,14 @@ def test_restart_with_another_batch_budget_shows_in_compare(runs_dir, capsys):
     assert re.search(r"max_num_batched_tokens\s+2048 → 256", out)
     assert re.search(r"TTFT p50\s+[\d.,]+ ms\s+[\d.,]+ ms\s+[+-][\d.,]+ ms", out)
     assert out.index("server config changed") < out.index("TTFT p50")  # what changed comes first
+
+
+def test_runs_of_different_workloads_are_refused_unless_forced_and_then_said_first(sim, runs_dir, capsys):
+    short, long = probe(capsys, sim.url), probe(capsys, sim.url, "--prompt-tokens", "2000")
+    code, out, err = phasetop(capsys, "compare", short, long)
+    assert code == 2 and out == ""
+    assert "different workloads (prompt_tokens 300 → 2000)" in err and "--force" in err and len(err.strip().splitlines()) == 1
+    code, out, err = phasetop(capsys, "compare", short, long, "--force")
+    assert code == 0, err
+    assert out.splitlines()[0].startswith("different workloads: prompt_tokens 300 → 2000")
+    assert "TTFT p50" in out

@@ -7,7 +7,7 @@ import argparse
 from tui.cli.common import add_json_option, settings_from
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, say
 from tui.cli.runs_common import add_runs_dir_option, runs_dir_from
-from tui.core.compare_text import changes_lines, figure_change, figure_value, schedule_lines, started_text
+from tui.core.compare_text import changes_lines, figure_change, figure_value, schedule_lines, started_text, workload_line
 from tui.core.runs import compare_runs
 from tui.core.uncertainty import LEVEL
 from tui.core.untrusted import one_line
@@ -21,10 +21,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Compare run A (before) with run B (after): the server config that changed (engine config, "
         "simulator flags, model, context length, version), the workload flags that differ, then TTFT, ITL, TPOT, "
         "decode and prefill rates and E2E with their deltas (and throughputs when both are bench runs). "
-        "A and B are run ids, unique id prefixes, or run file paths (a file `bench --save` wrote is read as a bench run).",
+        "A and B are run ids, unique id prefixes, or run file paths (a file `bench --save` wrote is read as a bench run). "
+        "Each change comes with its 95 % interval and what it tells (better, worse, a tie, or not enough requests). "
+        "Runs of different kinds or workloads are refused unless --force.",
     )
     parser.add_argument("before", metavar="A", help="the run before: id, unique id prefix, or file path")
     parser.add_argument("after", metavar="B", help="the run after: id, unique id prefix, or file path")
+    parser.add_argument("--force", action="store_true",
+                        help="compare runs of different kinds or workloads (refused otherwise); the difference is the first line")
     add_runs_dir_option(parser)
     add_json_option(parser)
     parser.set_defaults(handler=run)
@@ -37,6 +41,9 @@ def run(args: argparse.Namespace) -> int:
     except RunStoreError as error:
         raise CliError(str(error), EXIT_USAGE) from None
     comparison = compare_runs(before, after)
+    if comparison["workload_differs"] and not args.force:
+        raise CliError(f"run A and run B ran different workloads ({'; '.join(comparison['workload_differs'])}): their "
+                       "figures would differ for that alone; --force compares them anyway", EXIT_USAGE)
     if args.json:
         emit_json(comparison)
     else:
@@ -45,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _text(comparison: dict) -> str:
-    lines = []
+    lines = [line] if (line := workload_line(comparison)) else []
     for name in ("before", "after"):
         header = comparison[name]
         server = header["server"]

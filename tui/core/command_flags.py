@@ -12,8 +12,8 @@ from collections.abc import Sequence
 SECRET_WORDS = {"key", "token", "secret", "password", "auth"}
 """A flag whose name has one of these words (`--api-key`, `--hf-token`) carries a credential: never kept.
 Whole words: `--max-num-batched-tokens` is a setting."""
-NOT_CONFIG = {"host", "port"}
-"""Where it listens, not how it serves."""
+NOT_CONFIG = {"host", "port", "stop_on_stdin_close"}
+"""Where it listens, and phasetop's own launcher argument (the simulator ends with its parent): not how it serves."""
 
 
 def command_flags(argv: Sequence[str]) -> dict[str, str]:

@@ -24,6 +24,15 @@ def changes_lines(title: str, diff: list[dict]) -> list[str]:
     ]
 
 
+def workload_line(comparison: dict) -> str | None:
+    """"different workloads: prompt_tokens 200 → 2000 — …" where the runs did not run the same thing."""
+    differs = comparison.get("workload_differs") or []
+    if not differs:
+        return None
+    return (f"different workloads: {one_line('; '.join(differs), 300)} (a figure differs for that too, "
+            "whatever the server's config)")
+
+
 def schedule_lines(comparison: dict) -> list[str]:
     """A different arrival seed, said apart from the workload: bench draws one at random each run."""
     return [f"arrival schedule: {one_line(row['key'], 20)} {_setting(row['before'])} → {_setting(row['after'])} "

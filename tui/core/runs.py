@@ -20,6 +20,8 @@ KINDS = ("probe", "bench", "sweep")
 SCHEDULE_PARAMS = ("seed",)
 """Params that choose when the same requests arrive, not what they are: a bench draws a random seed each
 run, so a different seed is no change of workload (compare lists it apart)."""
+NOT_WORKLOAD_PARAMS = ("source", "settings")
+"""Params that say who ran it and with which server flags (a tune's), not what ran: the flags are the config diff's."""
 BENCH_DOCUMENT_KEYS = frozenset({"server", "params", "figures", "requests"})
 """The keys of the document `bench --save FILE` writes, which `compare` reads as a bench run."""
 
@@ -157,7 +159,8 @@ def is_bench_document(document: object) -> bool:
 
 
 def compare_runs(a: dict, b: dict) -> dict:
-    """Run `a` (before) and run `b` (after) side by side: figures with deltas, what config and workload changed."""
+    """Run `a` (before) and run `b` (after) side by side: figures with deltas, what config and workload changed
+    (`workload_differs`: each difference of kind or workload, in words; a figure then differs for that too)."""
     requests_a, requests_b = a.get("requests") or [], b.get("requests") or []
     before, after = request_figures(requests_a), request_figures(requests_b)
     figures = [
@@ -170,12 +173,15 @@ def compare_runs(a: dict, b: dict) -> dict:
         figures += result_figure_rows(a, b, BENCH_FIGURES, "value")
     server_a, server_b = a.get("server") or {}, b.get("server") or {}
     start_a, start_b = server_a.get("process_start_time"), server_b.get("process_start_time")
+    params_diff = _diff(*(_workload(run.get("params") or {}) for run in (a, b)), "params")
     return {
         "before": run_header(a),
         "after": run_header(b),
         "figures": figures,
         "config_diff": config_diff(server_a, server_b),
-        "params_diff": _diff(*(_workload(run.get("params") or {}) for run in (a, b)), "params"),
+        "params_diff": params_diff,
+        "workload_differs": ([f"kind {a.get('kind')} → {b.get('kind')}"] * (a.get("kind") != b.get("kind"))
+                             + [f"{row['key']} {row['before']} → {row['after']}" for row in params_diff]),
         "schedule_diff": _diff(*(_schedule(run.get("params") or {}) for run in (a, b)), "params"),
         "restarted": None if start_a is None or start_b is None else start_a != start_b,
         "bursts_excluded": {side: sum(1 for r in run.get("requests") or [] if r.get("ok") and r.get("burst"))
@@ -222,7 +228,7 @@ def config_diff(server_a: dict, server_b: dict) -> list[dict]:
 
 
 def _workload(params: dict) -> dict:
-    return {key: value for key, value in params.items() if key not in SCHEDULE_PARAMS}
+    return {key: value for key, value in params.items() if key not in SCHEDULE_PARAMS + NOT_WORKLOAD_PARAMS}
 
 
 def _schedule(params: dict) -> dict:

@@ -12,7 +12,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from tui.core.compare_text import changes_lines, figure_change, figure_value, schedule_lines, started_text
+from tui.core.compare_text import changes_lines, figure_change, figure_value, schedule_lines, started_text, workload_line
 from tui.core.uncertainty import LEVEL
 from tui.core.untrusted import one_line
 
@@ -46,8 +46,9 @@ class CompareScreen(Screen[None]):
 
 
 def runs_lines(comparison: dict) -> str:
-    """Each run: id and start, server, summary; then whether the server process changed between them."""
-    lines = []
+    """A different workload first, then each run: id and start, server, summary; then whether the server process
+    changed between them."""
+    lines = [line] if (line := workload_line(comparison)) else []
     for name in ("before", "after"):
         header = comparison[name]
         server = header.get("server") or {}
