@@ -233,8 +233,8 @@ def test_by_source_split_alone_gives_the_hit_rate():
         return {"prompt_tokens_local_compute_total": compute, "prompt_tokens_local_cache_hit_total": hit,
                 "prompt_tokens_external_kv_transfer_total": external}
     snap = build_snapshot(reading(0.0, split(100.0, 0.0, 0.0)), reading(1.0, split(400.0, 500.0, 100.0)))
-    assert snap.prefix_cache_hit_rate == pytest.approx(600 / 900)
-    assert snap.prompt_tokens_cached_total == 600.0
+    assert snap.prefix_cache_hit_rate == pytest.approx(500 / 900), "KV pulled from a prefill worker is no cache hit"
+    assert snap.prompt_tokens_cached_total == 500.0
     assert snap.prompt_tokens_by_source == {"local_compute": 400.0, "local_cache_hit": 500.0, "external_kv_transfer": 100.0}
 
 
@@ -273,6 +273,9 @@ def test_estimated_read_gbs_over_the_window(before, after, gbs):
     ({"prefix_cache_hits_total": 90.0}, {"prefix_cache_hits_total": 300.0}, 210),  # older vLLM, llama.cpp
     ({"prompt_tokens_local_compute_total": 10.0, "prompt_tokens_local_cache_hit_total": 0.0},
      {"prompt_tokens_local_compute_total": 15.0, "prompt_tokens_local_cache_hit_total": 64.0}, 64),  # the split only
+    ({"prompt_tokens_local_compute_total": 0.0, "prompt_tokens_external_kv_transfer_total": 0.0, "prompt_tokens_cached_total": 0.0},
+     {"prompt_tokens_local_compute_total": 1.0, "prompt_tokens_external_kv_transfer_total": 3999.0,
+      "prompt_tokens_cached_total": 3999.0}, 0),  # a decode worker's pulled KV: no cache hit
     ({"generation_tokens_total": 1.0}, {"generation_tokens_total": 9.0}, None),  # no cache counter: unknown
     ({"prompt_tokens_cached_total": 500.0, "prompt_tokens_total": 900.0},
      {"prompt_tokens_cached_total": 20.0, "prompt_tokens_total": 40.0}, None),  # restarted between: unknown, not 20

@@ -136,43 +136,40 @@ def hit_rate(hits: float | None, queries: float | None) -> float | None:
 
 
 def prompt_cache_counters(counters: dict[str, float]) -> tuple[float, float, str] | None:
-    """(prompt tokens from cache, all prompt tokens, the raw names) from vLLM's prompt-token counters; None without them.
+    """(prompt tokens from the prefix cache, all prompt tokens, the raw names) from vLLM's prompt-token counters;
+    None without them.
 
-    `vllm:prompt_tokens_cached_total` over `vllm:prompt_tokens_total` (which counts cached tokens too), or
-    the `source` split of `vllm:prompt_tokens_by_source_total`, whose three sources are every prompt token.
+    The `source` split of `vllm:prompt_tokens_by_source_total` (its three sources are every prompt token) where the
+    server has it, its `local_cache_hit` alone: a disaggregated decode worker's KV pulled from a prefill worker
+    (`external_kv_transfer`) is no prefix-cache hit, though `vllm:prompt_tokens_cached_total` counts it ("local +
+    external"). Else that counter over `vllm:prompt_tokens_total` (which counts cached tokens too).
     """
     by_source = {s: counters[f"prompt_tokens_{s}_total"] for s in PROMPT_SOURCES if f"prompt_tokens_{s}_total" in counters}
-    split = "local_compute" in by_source
+    if "local_compute" in by_source:
+        return (by_source.get("local_cache_hit", 0.0), sum(by_source.values()),
+                'vllm:prompt_tokens_by_source_total{source="local_cache_hit"} / vllm:prompt_tokens_by_source_total')
     cached = counters.get("prompt_tokens_cached_total")
-    cached_name = "vllm:prompt_tokens_cached_total"
-    if cached is None and split:
-        cached = by_source.get("local_cache_hit", 0.0) + by_source.get("external_kv_transfer", 0.0)
-        cached_name = 'vllm:prompt_tokens_by_source_total{source!="local_compute"}'
-    if cached is None:
+    if cached is None or "prompt_tokens_total" not in counters:
         return None
-    if split:
-        return cached, sum(by_source.values()), f"{cached_name} / vllm:prompt_tokens_by_source_total"
-    if "prompt_tokens_total" in counters:
-        return cached, counters["prompt_tokens_total"], f"{cached_name} / vllm:prompt_tokens_total"
-    return None
+    return cached, counters["prompt_tokens_total"], "vllm:prompt_tokens_cached_total / vllm:prompt_tokens_total"
 
 
 def cached_prompt_tokens(before: ServerReading, after: ServerReading) -> int | None:
-    """Prompt tokens the server served from its cache between two readings of its /metrics.
+    """Prompt tokens the server served from its prefix cache between two readings of its /metrics.
 
-    From `prompt_tokens_cached_total` where the server has it (vLLM ≥ 0.11), else the growth of
-    `prefix_cache_hits_total` (older vLLM, llama.cpp). Around one request alone on the server this is
-    that request's cached tokens, for a reply whose usage has no `cached_tokens`. None when neither
-    reading has such a counter, or the server restarted between them (the growth is then unknown).
+    From the prompt-token counters (`prompt_cache_counters`: a KV transfer is no cache hit) where the server has
+    them (vLLM ≥ 0.11), else the growth of `prefix_cache_hits_total` (older vLLM, llama.cpp). Around one request
+    alone on the server this is that request's cached tokens, for a reply whose usage has no `cached_tokens`.
+    None when neither reading has such a counter, or the server restarted between them (the growth is then unknown).
     """
     if restart_reasons(before, after):
         return None
-    for name in ("prompt_tokens_cached_total", "prefix_cache_hits_total"):
-        if name in before.counters and name in after.counters:
-            return round(after.counters[name] - before.counters[name])
     old, new = prompt_cache_counters(before.counters), prompt_cache_counters(after.counters)
     if old is not None and new is not None:
         return round(new[0] - old[0])
+    for name in ("prompt_tokens_cached_total", "prefix_cache_hits_total"):
+        if name in before.counters and name in after.counters:
+            return round(after.counters[name] - before.counters[name])
     return None
 
 

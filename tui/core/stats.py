@@ -67,5 +67,6 @@ def summarize_with_max(samples: Iterable[float | None]) -> dict:
 def _mean(values: list[float]) -> float:
     try:
         return math.fsum(values) / len(values)
-    except OverflowError:  # values near 1e308: each one's share, summed
-        return math.fsum(v / len(values) for v in values)
+    except OverflowError:  # values near 1e308: each one's share, summed, held within the values (the shares'
+        share = math.fsum(v / (2 * len(values)) for v in values)  # rounding can carry the sum past the largest float)
+        return min(max(2 * share, min(values)), max(values))
