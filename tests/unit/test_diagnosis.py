@@ -202,3 +202,10 @@ def test_a_finding_shown_after_its_phase_does_not_repeat_the_phase(figures):
     """The screen shows "decode: 205 tok/s is 98% of …", never "decode: decode 205 tok/s …"."""
     [finding] = diagnose(figures)
     assert not finding.seen.lower().startswith(finding.phase), f"{finding.phase}: {finding}"
+
+
+def test_a_stall_from_another_requests_prefill_comes_first_and_explains_a_low_rate():
+    findings = diagnose(LiveFigures(decode_tok_s=80.0, decode_ceiling_tok_s=209.0, engine="vllm", stalled_s=0.28,
+                                    stalled_by="the prefill of long 2000 (2,000 tokens) in the same step"))
+    assert [f.seen for f in findings] == ["stalled 280 ms by the prefill of long 2000 (2,000 tokens) in the same step"]
+    assert "lower --max-num-batched-tokens" in findings[0].action

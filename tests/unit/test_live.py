@@ -171,3 +171,27 @@ def test_the_session_log_keeps_the_one_before_and_files_requests_by_when_they_we
     assert log.sent_in(T0 + 90) is second and log.sent_in(T0 + 130) is third and log.sent_in(T0 + 10) is None
     assert not log.identified(2, {"model": "m"}) and second.identity == {"model": "m"}
     assert log.identified(3, {"model": "n"}) and first.identity is None
+
+
+def test_a_stream_held_by_another_requests_prefill_is_diagnosed_as_that_not_as_its_bandwidth():
+    """Two streams decoding at 5 ms a token stop for 300 ms together while a 2,000-token prompt prefills."""
+    live = LiveSession(CEILING)
+    stall_at, stall_s = 0.2, 0.3
+
+    def stalled(sent: float) -> RequestTiming:
+        offsets = [0.05 + i * 0.005 for i in range(31)]
+        offsets += [offsets[-1] + stall_s + i * 0.005 for i in range(1, 40)]
+        return RequestTiming(ok=True, t_sent_unix=sent, token_offsets_s=tuple(offsets), prompt_tokens=200, output_tokens=len(offsets))
+
+    decoding = [send_one(live, f"8 at once {n}", T0) for n in (1, 2)]
+    long_id = live.send(1)
+    live.started(long_id, "long 2000", T0 + 0.2, 2000)
+    for request_id in decoding:
+        live.completed(request_id, stalled(T0))
+    live.completed(long_id, RequestTiming(ok=True, t_sent_unix=T0 + stall_at - 0.01, prompt_tokens=2000, output_tokens=2,
+                                          token_offsets_s=(stall_s + 0.005, stall_s + 0.01)))
+    live.publish()
+    live.select(1)  # the second stream
+    said = live.diagnosis()
+    assert said.startswith("8 at once 2: decode stalled 305 ms by the prefill of long 2000 (2,000 tokens)"), said
+    assert "lower the prefill batch (chunk) size" in said and "quantize" not in said

@@ -41,6 +41,10 @@ class LiveFigures:
     on_cpu: bool = False
     """The server runs on the CPU (its ceiling is the CPU row): far below that bandwidth ceiling it is
     short of threads, not held back by its scheduler."""
+    stalled_s: float | None = None
+    """The stream's worst gap, where another request's prefill in the same step held it (`tui.core.gaps`)."""
+    stalled_by: str | None = None
+    """That gap's cause in words: "the prefill of long 2000 (2,000 tokens) in the same step"."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,9 +185,16 @@ def diagnose(f: LiveFigures) -> list[Finding]:
                 f"TTFT {f.ttft_s:.2f} s",
                 f"raise {k.prefill_batch} so more prefill lands in each step",
             ))
+    if f.stalled_s is not None and f.stalled_by:
+        findings.append(Finding(
+            "decode",
+            f"stalled {f.stalled_s * 1e3:,.0f} ms by {f.stalled_by}",
+            f"another request's step, not this stream's bandwidth: lower {k.prefill_batch} so a long prefill is "
+            "cut into chunks that share steps with decode, or serve prefill apart (disaggregation)",
+        ))
     if f.decode_tok_s and f.decode_ceiling_tok_s:
         share = f.decode_tok_s / f.decode_ceiling_tok_s
-        if share < FAR_BELOW_CEILING:
+        if share < FAR_BELOW_CEILING and f.stalled_s is None:  # a stall named above explains the rate
             findings.append(Finding(
                 "decode",
                 f"{f.decode_tok_s:.0f} tok/s is {share:.0%} of the {f.decode_ceiling_tok_s:.0f} tok/s ceiling",

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 
 from tui.core.delivery import flag_bursts
 from tui.core.diagnosis import LiveFigures, diagnose
+from tui.core.gaps import SERVER, attribute, worst_gap
 from tui.core.lane_figures import NEWEST, after_send, diagnosis_text, moved, selected_index
 from tui.core.records import RequestTiming
 from tui.core.server_ceiling import ServerCeiling, ceiling_for
@@ -98,6 +99,8 @@ class LiveSession:
         self.selected_back = NEWEST
         self._records: dict[int, RequestTiming] = {}
         self._labels: dict[int, str] = {}
+        self._stall_of: tuple[tuple, tuple[float, str] | None] | None = None
+        """The selected stream's stall, and the lanes and reads it was judged on (`_stall`)."""
         self._arrived: dict[int, list[float]] = {}
         """Offsets of requests still streaming, as batches bring them (a list each: a tuple grown per batch
         would copy every offset again each time); folded into the records when published."""
@@ -262,12 +265,24 @@ class LiveSession:
         name = self._labels.get(request_id, "")
         if request_id not in self._done:
             return diagnosis_text(name, [], in_flight=True)
-        return diagnosis_text(name, diagnose(self._figures(self._timings[index])), in_flight=False)
+        return diagnosis_text(name, diagnose(self._figures(self._timings[index], self._stall(index))), in_flight=False)
 
-    def _figures(self, selected: RequestTiming) -> LiveFigures:
+    def _stall(self, index: int) -> tuple[float, str] | None:
+        """The selected stream's worst gap and its cause, where another request's prefill held it (judged against
+        the lanes shown, as the timeline judges it; kept while those lanes and their reads are the same)."""
+        key = (self._shown[index], tuple(zip(self._shown, (len(t.token_offsets_s) for t in self._timings))))
+        if self._stall_of is None or self._stall_of[0] != key:
+            worst = worst_gap(attribute(self._timings, [self._labels[i] for i in self._shown])[index])
+            held = worst is not None and worst.cause == SERVER and worst.why.startswith("the prefill of")
+            self._stall_of = (key, (worst.length_s, worst.why) if held else None)
+        return self._stall_of[1]
+
+    def _figures(self, selected: RequestTiming, stall: tuple[float, str] | None) -> LiveFigures:
         latest = selected if selected.ok and not selected.burst else None
         snapshot = self.metrics
         return LiveFigures(
+            stalled_s=stall[0] if stall else None,
+            stalled_by=stall[1] if stall else None,
             ttft_s=latest.ttft_s if latest else None,
             prompt_tokens=latest.prompt_tokens if latest else None,
             context_tokens=(latest.prompt_tokens or 0) + (latest.output_tokens or 0) if latest else None,
