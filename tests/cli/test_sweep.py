@@ -241,6 +241,7 @@ def closed_port_url() -> str:
         (["--vary", "context", "--max-tokens", "100"], 2, ["does not apply"]),
         (["--vary", "prefix", "--repeat", "0"], 2, ["repeat"]),
         (["--vary", "prompt-tokens", "--values", "200000"], 2, ["max_model_len"]),
+        (["--vary", "prompt-tokens", "--slo-ttft-ms", "100"], 2, ["apply to --vary disaggregation only"]),
     ],
 )
 def test_bad_input_is_one_line_and_a_usage_exit(sim, capsys, args, code, words):
@@ -248,6 +249,15 @@ def test_bad_input_is_one_line_and_a_usage_exit(sim, capsys, args, code, words):
     out, err = capsys.readouterr()
     assert exit_code == code
     assert out == ""
+    assert_one_clear_line(exit_code, err, *words)
+
+
+@pytest.mark.parametrize(("slos", "words"), [(["--slo-ttft-ms", "100"], ["together"]),
+                                             (["--slo-ttft-ms", "100", "--slo-itl-ms", "0"], ["above 0"])])
+def test_disaggregation_slos_come_in_pairs_above_zero(capsys, slos, words):
+    exit_code = main(["sweep", "--vary", "disaggregation", *slos, "--json"])
+    out, err = capsys.readouterr()
+    assert exit_code == 2 and out == ""
     assert_one_clear_line(exit_code, err, *words)
 
 

@@ -35,7 +35,7 @@ def swept(tmp_path_factory):
     return done.stdout, {row["setup_key"]: row for row in document["rows"]}, document, time.monotonic() - started
 
 
-def test_the_table_has_a_row_per_setup_and_the_finding_names_the_winner(swept):
+def test_the_table_has_a_row_per_setup_and_the_finding_judges_both_phases(swept):
     table, rows, document, _ = swept
     lines = table.splitlines()
     assert lines[0] == "phasetop's simulator, H100 SXM, model 8b, KV over InfiniBand NDR (50 GB/s)"
@@ -44,8 +44,11 @@ def test_the_table_has_a_row_per_setup_and_the_finding_names_the_winner(swept):
                   "1P1D split on one device"):
         assert sum(label in line for line in lines[3:7]) == 1, table
     assert lines[-1] == document["finding"]
-    assert document["finding"].startswith("1P1D over InfiniBand NDR wins: streams' worst gap ×0.0")
-    assert document["finding"].endswith("— not worth it")
+    # 1P1D isolates the streams but costs the long prompt its transfer: on both phases, no win; chunks of 512 buy
+    # most of the isolation for nothing.
+    assert document["finding"].startswith("1P1D over InfiniBand NDR: not worth it — streams' worst gap ×0."), document["finding"]
+    assert "; 1P1D split on one device: not worth it" in document["finding"]
+    assert ". Chunked prefill buys most of the gain at no TTFT cost: chunks of 512 cut the worst gap" in document["finding"]
     assert set(rows) == {"one-device", "chunked", "1p1d", "split"}
 
 

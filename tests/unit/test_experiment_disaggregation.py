@@ -56,15 +56,36 @@ def test_a_row_holds_the_worst_gap_against_the_median_the_ttft_and_its_transfer_
                                                           "worst gap 5.50 ms")
 
 
-def test_the_finding_names_the_winner_and_judges_the_split():
+def test_the_finding_judges_each_setup_apart_on_both_phases_against_the_best_colocated():
     line = finding("disaggregation", rows())
-    assert line == ("1P1D over InfiniBand NDR wins: streams' worst gap ×0.04 (143 → 5.50 ms), long-prompt TTFT +12 ms "
-                    "(11.0 ms of it transfer); chunks of 512: gap ×0.15, TTFT ×1.1; 1P1D split on one device: gap ×0.07, "
-                    "TTFT ×1.9 — not worth it")
+    assert line.startswith("1P1D over InfiniBand NDR: not worth it — streams' worst gap ×0.26 of the best colocated "
+                           "(chunks of 512: 21.0 → 5.50 ms, better), long-prompt TTFT ×1.1 (150 → 162 ms, 7 % of it the "
+                           "KV transfer, worse)"), line
+    assert "; 1P1D split on one device: not worth it" in line
+
+
+def test_over_10_gbe_1p1d_is_not_worth_it_and_chunked_prefill_buys_most_of_the_gain():
+    """The issue's run: the long prompt's TTFT 143 → 579 ms over 10 GbE, 72.5 % of it the KV transfer."""
+    measured = {"one-device": (0.143, 0.143, None), "chunked": (0.0219, 0.145, None), "1p1d": (0.0055, 0.579, 0.42),
+                "split": (0.010, 0.290, 0.0008)}
+    by_key = {s.key: s for s in setups(KV_LINKS["10gbe"])}
+    line = finding("disaggregation", [
+        disaggregation_row(by_key[key], 4000, [([stream(gap) for _ in range(8)], long_prompt(ttft, transfer))])
+        for key, (gap, ttft, transfer) in measured.items()])
+    assert line.startswith("1P1D over 10 GbE: not worth it") and "143 → 579 ms, 73 % of it the KV transfer, worse" in line
+    assert line.endswith("Chunked prefill buys most of the gain at no TTFT cost: chunks of 512 cut the worst gap "
+                         "143 → 21.9 ms, TTFT ×1.0"), line
+
+
+def test_with_slos_a_setup_apart_is_worth_it_where_it_alone_meets_both():
+    line = finding("disaggregation", rows(), slos=(0.200, 0.010))
+    assert line.startswith("1P1D over InfiniBand NDR: worth it") and "meets the SLOs (TTFT ≤ 200 ms, worst gap ≤ 10.0 ms)" in line
+    loose = finding("disaggregation", rows(), slos=(0.200, 0.025))
+    assert loose.startswith("1P1D over InfiniBand NDR: not worth it") and "as a colocated setup does" in loose
 
 
 def test_the_finding_without_the_baseline_or_when_one_device_wins():
     assert finding("disaggregation", rows(("1p1d", "split"))) == "not enough setups measured to compare"
     baseline_best = rows(("one-device",))[0] | {"itl_worst_s": 0.001}
     assert finding("disaggregation", [baseline_best, rows(("1p1d",))[0]]).startswith(
-        "one device, chunked prefill off kept the streams' worst gap lowest")
+        "1P1D over InfiniBand NDR: not worth it — streams' worst gap ×5.5 of the best colocated")

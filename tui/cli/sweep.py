@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from tui.cli.common import (
@@ -65,6 +66,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--kv-link", metavar="NAME|GB/s",
                         help=f"disaggregation only: the link 1P1D moves the KV over, {', '.join(KV_LINKS)} or a rate in GB/s "
                         f"(default {DEFAULT_KV_LINK})")
+    parser.add_argument("--slo-ttft-ms", type=float, metavar="X",
+                        help="disaggregation only, with --slo-itl-ms: a setup that serves prefill apart is worth it when it "
+                        "keeps the long prompt's TTFT within X ms and the streams' worst gap within --slo-itl-ms where no "
+                        "colocated setup does (without SLOs: when it is better on one and no worse on the other)")
+    parser.add_argument("--slo-itl-ms", type=float, metavar="Y", help="disaggregation only: the streams' worst gap SLO")
     add_meter_option(parser)
     add_json_option(parser)
     add_runs_options(parser)
@@ -77,8 +83,8 @@ def run(args: argparse.Namespace) -> int:
     _plan(args, values, None)  # bad flags fail before any request
     if args.vary in OWN_SIMULATORS:
         return _run_own(args, settings, values)
-    if args.kv_link is not None:
-        raise CliError("--kv-link applies to --vary disaggregation only", EXIT_USAGE)
+    if args.kv_link is not None or args.slo_ttft_ms is not None or args.slo_itl_ms is not None:
+        raise CliError("--kv-link, --slo-ttft-ms and --slo-itl-ms apply to --vary disaggregation only", EXIT_USAGE)
     check_url(settings.url)
     started = datetime.now(UTC)
     server, identity, result, failure, interrupted = loop.run(_sweep(settings, args, values))
@@ -164,7 +170,12 @@ def _run_own(args: argparse.Namespace, settings: Settings, values: list[int] | N
         link = find_link(args.kv_link or DEFAULT_KV_LINK)
     except ValueError as error:
         raise CliError(str(error), EXIT_USAGE) from None
-    plan = _plan(args, values, None)
+    if (args.slo_ttft_ms is None) != (args.slo_itl_ms is None):
+        raise CliError("give --slo-ttft-ms and --slo-itl-ms together: a setup is judged on both phases", EXIT_USAGE)
+    if any(v is not None and not v > 0 for v in (args.slo_ttft_ms, args.slo_itl_ms)):
+        raise CliError("--slo-ttft-ms and --slo-itl-ms must be above 0", EXIT_USAGE)
+    plan = replace(_plan(args, values, None), slos=tuple(None if ms is None else ms / 1e3
+                                                         for ms in (args.slo_ttft_ms, args.slo_itl_ms)))
     started = datetime.now(UTC)
     stopping = False
 

@@ -8,14 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tui.core.uncertainty import PRACTICAL
+
 PREFIX_HIT_RATIO = 0.5
 """A second TTFT below this share of the first reads as a prefix-cache hit."""
 
 
-def finding(vary: str, rows: Sequence[dict], bursts: int = 0) -> str:
+def finding(vary: str, rows: Sequence[dict], bursts: int = 0, slos: tuple[float | None, float | None] = (None, None)) -> str:
     """The experiment's result in one line, from its rows; `bursts` requests timed as delivery were left out
-    of the rows (tui.core.delivery), and the line says so."""
-    line = FINDINGS[vary](list(rows))
+    of the rows (tui.core.delivery), and the line says so. `slos` (TTFT, worst gap, in seconds): what the
+    disaggregation experiment judges its setups by, where given."""
+    line = _disaggregation_finding(list(rows), slos) if vary == "disaggregation" else FINDINGS[vary](list(rows))
     if bursts:
         line += f" ({bursts} request{'s' if bursts != 1 else ''} timed delivery, not generation, left out)"
     return line
@@ -80,33 +83,72 @@ def _context_finding(rows: list[dict]) -> str:
             f"({_ms(a['itl_mean_s'])} → {_ms(b['itl_mean_s'])} ms)")
 
 
-def _disaggregation_finding(rows: list[dict]) -> str:
-    """The setup that kept the streams' worst gap lowest and what it cost the long prompt, against one device with
-    chunked prefill off; the other two setups' gap and TTFT beside it; split on one device judged."""
+COLOCATED, APART = ("one-device", "chunked"), ("1p1d", "split")
+"""The disaggregation experiment's setups: prefill and decode on one device, or served apart."""
+
+
+def _disaggregation_finding(rows: list[dict], slos: tuple[float | None, float | None] = (None, None)) -> str:
+    """Each setup that serves prefill apart judged on both phases against the best colocated setup (the streams'
+    worst gap against the lowest colocated one, the long prompt's TTFT against the lowest colocated one): worth it
+    only when it is better on one and no worse on the other (±`PRACTICAL`), or, with SLOs (TTFT, worst gap), when it
+    meets both and no colocated setup does. Then whether chunked prefill bought most of the gain at no TTFT cost."""
     rows = [r for r in rows if r["itl_worst_s"] is not None and r["ttft_s"] is not None]
     longest = max((r["prompt_tokens"] for r in rows), default=None)
     by_key = {r["setup_key"]: r for r in rows if r["prompt_tokens"] == longest}
-    base = by_key.get("one-device")
-    if base is None or len(by_key) < 2:
+    colocated = [by_key[k] for k in COLOCATED if k in by_key]
+    apart = [by_key[k] for k in APART if k in by_key]
+    if not colocated or not apart:
         return "not enough setups measured to compare"
-    best = min(by_key.values(), key=lambda r: r["itl_worst_s"])
-    if best is base:
-        return f"{base['setup']} kept the streams' worst gap lowest ({_ms(base['itl_worst_s'])} ms)"
-    delta_ms = (best["ttft_s"] - base["ttft_s"]) * 1000
-    line = (f"{best['setup']} wins: streams' worst gap {_times(best['itl_worst_s'] / base['itl_worst_s'])} "
-            f"({_ms(base['itl_worst_s'])} → {_ms(best['itl_worst_s'])} ms), long-prompt TTFT "
-            f"{_signed_ms(delta_ms)} ms")
-    if best["kv_transfer_s"] is not None:
-        line += f" ({_ms(best['kv_transfer_s'])} ms of it transfer)"
-    for key in ("chunked", "1p1d", "split"):
-        row = by_key.get(key)
-        if row is None or row is best:
-            continue
-        line += (f"; {row['setup'].removeprefix('one device, ')}: gap {_times(row['itl_worst_s'] / base['itl_worst_s'])}, "
-                 f"TTFT {_times(row['ttft_s'] / base['ttft_s'])}")
-        if key == "split" and row["ttft_s"] > base["ttft_s"]:
-            line += " — not worth it"
+    gap_row, ttft_row = min(colocated, key=lambda r: r["itl_worst_s"]), min(colocated, key=lambda r: r["ttft_s"])
+    slo_ttft_s, slo_gap_s = slos
+    judged_by_slo = slo_ttft_s is not None and slo_gap_s is not None
+
+    def meets(row: dict) -> bool:
+        return judged_by_slo and row["ttft_s"] <= slo_ttft_s and row["itl_worst_s"] <= slo_gap_s
+
+    parts = []
+    for row in apart:
+        gap, ttft = _call(row["itl_worst_s"], gap_row["itl_worst_s"]), _call(row["ttft_s"], ttft_row["ttft_s"])
+        if judged_by_slo:
+            worth = meets(row) and not any(meets(r) for r in colocated)
+        else:
+            worth = WORSE_CALL not in (gap, ttft) and BETTER_CALL in (gap, ttft)
+        transfer = (f", {100 * row['transfer_share']:.0f} % of it the KV transfer"
+                    if row["transfer_share"] is not None and row["transfer_share"] >= 0.05 else "")
+        part = (f"{row['setup']}: {'worth it' if worth else 'not worth it'} — streams' worst gap "
+                f"{_times(row['itl_worst_s'] / gap_row['itl_worst_s'])} of the best colocated "
+                f"({_short(gap_row)}: {_ms(gap_row['itl_worst_s'])} → {_ms(row['itl_worst_s'])} ms, {gap}), long-prompt TTFT "
+                f"{_times(row['ttft_s'] / ttft_row['ttft_s'])} ({_ms(ttft_row['ttft_s'])} → {_ms(row['ttft_s'])} ms{transfer}, {ttft})")
+        if judged_by_slo:
+            part += (f"; {'meets' if meets(row) else 'misses'} the SLOs (TTFT ≤ {_ms(slo_ttft_s)} ms, worst gap ≤ "
+                     f"{_ms(slo_gap_s)} ms){', as a colocated setup does' if any(meets(r) for r in colocated) else ''}")
+        parts.append(part)
+    line = "; ".join(parts)
+    base, chunked = by_key.get("one-device"), by_key.get("chunked")
+    if base is not None and chunked is not None:
+        best_apart = min(apart, key=lambda r: r["itl_worst_s"])
+        gained = base["itl_worst_s"] - best_apart["itl_worst_s"]
+        if (gained > 0 and base["itl_worst_s"] - chunked["itl_worst_s"] >= 0.5 * gained
+                and _call(chunked["ttft_s"], base["ttft_s"]) != WORSE_CALL):
+            line += (f". Chunked prefill buys most of the gain at no TTFT cost: {_short(chunked)} cut the worst gap "
+                     f"{_ms(base['itl_worst_s'])} → {_ms(chunked['itl_worst_s'])} ms, TTFT {_times(chunked['ttft_s'] / base['ttft_s'])}")
     return line
+
+
+BETTER_CALL, WORSE_CALL, TIE_CALL = "better", "worse", "no worse"
+
+
+def _call(value: float, reference: float) -> str:
+    """Lower is better: "better", "worse", or "no worse" within ±`PRACTICAL` of the reference."""
+    if value < reference * (1 - PRACTICAL):
+        return BETTER_CALL
+    if value > reference * (1 + PRACTICAL):
+        return WORSE_CALL
+    return TIE_CALL
+
+
+def _short(row: dict) -> str:
+    return row["setup"].removeprefix("one device, ")
 
 
 FINDINGS = {

@@ -59,9 +59,12 @@ class Plan:
     repeat: int = 1
     scaled: tuple[str, ...] = ()
     """What was scaled down to fit the server's max_model_len, one note each ("prefix tokens 4,000 → 3,900 …")."""
+    slos: tuple[float | None, float | None] = (None, None)
+    """Disaggregation: the TTFT and worst gap (seconds) its setups are judged by, where given."""
 
     def to_json(self) -> dict:
-        return {"vary": self.vary, "values": list(self.values), "max_tokens": self.max_tokens, "repeat": self.repeat}
+        slos = dict(zip(("slo_ttft_s", "slo_itl_s"), self.slos, strict=True)) if any(v is not None for v in self.slos) else {}
+        return {"vary": self.vary, "values": list(self.values), "max_tokens": self.max_tokens, "repeat": self.repeat, **slos}
 
     @property
     def streams(self) -> int:

@@ -10,9 +10,11 @@ stream) that ended in it. A difference's interval resamples both runs, each on i
 
 The verdict follows from the difference's interval: better or worse only when it excludes zero and the
 change is at least `PRACTICAL` of the figure before; a tie when it lies within ± that much; otherwise not
-enough requests, with about how many more a side would tell (an interval narrows as 1/√n).
+enough requests, with about how many more a side would tell (an interval narrows as 1/√n). A percentile
+is judged only where at least `MIN_REQUESTS` draws hold values beyond it on each side: a p99 of 20 requests is
+their maximum, which no bootstrap can place.
 
-The worst gap is no statistic a bootstrap can hold (a resample's maximum is never above the sample's, and is
+The worst gap is no statistic a bootstrap can hold (a resample's maximum is never above the sample's, and equals
 it 63 % of the time: the same workload twice was called different in one trial in five). Its verdict is a
 count instead: after is worse when the longest draws' worst gaps of the two runs, taken together, are all
 after's, so many of them that two alike runs would do that less than 2.5 % of the time (draws exchangeable:
@@ -45,12 +47,10 @@ BLOCK = 100
 """Resamples computed together (a block's weights: BLOCK × points)."""
 
 BETTER, WORSE, TIE, NOT_ENOUGH = "better", "worse", "tie", "not_enough_data"
-VERDICTS = (BETTER, WORSE, TIE, NOT_ENOUGH)
-STATS = ("p50", "p90", "p99", "mean", "max")
-"""What `judge` takes (the max by its count, the rest by the bootstrap)."""
 
 Clusters = Sequence[Sequence[float]]
-"""One run's samples of a figure, a sequence per request (one value, or all its gaps)."""
+"""One run's samples of a figure, a sequence per draw (`tui.core.runs.request_samples`: the values of the requests
+sent in one block of time, or the gaps that ended in one)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +84,8 @@ class Judged:
 
 def judge(before: Clusters, after: Clusters, stat: str, before_value: float | None, after_value: float | None,
           higher_is_better: bool) -> Judged:
-    """The intervals of `stat` over each side's requests and of the change, and the verdict they allow."""
+    """The intervals of `stat` ("p50", "p99", "mean"; "max" by its count) over each side's draws and of the change,
+    and the verdict they allow."""
     n_before, n_after = _usable(before), _usable(after)
     if before_value is None or after_value is None or min(n_before, n_after) < MIN_REQUESTS:
         more = MIN_REQUESTS - min(n_before, n_after) if before_value is not None and after_value is not None else None

@@ -51,7 +51,7 @@ async def run_disaggregation(
 
     def result() -> ExperimentResult:
         bursts = sum(1 for t in requests if t.burst)
-        return ExperimentResult(plan, tuple(rows), finding(plan.vary, rows, bursts), tuple(requests))
+        return ExperimentResult(plan, tuple(rows), finding(plan.vary, rows, bursts, plan.slos), tuple(requests))
 
     def emit(message: str, fraction: float, row: dict | None = None) -> None:
         if on_progress is not None:
