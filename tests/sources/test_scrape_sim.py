@@ -61,5 +61,5 @@ async def test_cached_prompt_tokens_between_scrapes_match_the_usage_of_a_repeate
     assert cached > 0
     assert cached_prompt_tokens(before, after) == cached
     assert snap.prompt_tokens_cached_total is not None
-    assert snap.source_names["prefix_cache_hit_rate"].startswith("vllm:prompt_tokens_cached_total / ")
+    assert snap.source_names["prefix_cache_hit_rate"].startswith('vllm:prompt_tokens_by_source_total{source="local_cache_hit"} / ')
     assert snap.prefix_cache_hit_rate == pytest.approx(cached / usage["prompt_tokens"])
