@@ -79,9 +79,10 @@ def verdict_text(figure: dict) -> str:
     if figure.get("ci_low") is None and n <= 1:
         return "one value a run: repeat the runs to tell"
     more = figure.get("more_requests")
+    draws = f"{n} draw{'s' if n != 1 else ''}: requests close in time share the server's steps"
     if more:
-        return f"not enough requests (n = {n}): about {more:,} more a side would tell"
-    return f"not enough requests (n = {n})"
+        return f"not enough requests ({draws}); about {more:,} more a side would tell"
+    return f"not enough requests ({draws})"
 
 
 def _setting(value: str | None) -> str:

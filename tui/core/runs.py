@@ -136,6 +136,11 @@ def request_samples(requests: list[dict], name: str) -> list[tuple[float, ...]]:
     return by_block(timed, block_s) + [draw for draw in alone if draw]
 
 
+def _streams(requests: list[dict]) -> int:
+    """The requests whose gaps `request_figures` pools."""
+    return sum(1 for r in requests if r.get("ok") and not r.get("burst") and r.get("itl_s"))
+
+
 def run_from_bench_document(document: dict, name: str) -> dict:
     """The document `bench --save FILE` writes, as a bench run named `name` (the file's stem), so `compare` takes it."""
     started_unix = _number(document.get("started_unix"))
@@ -166,7 +171,9 @@ def compare_runs(a: dict, b: dict) -> dict:
     figures = [
         {**_figure_row(name, stat, label, unit, before[name][stat], after[name][stat]),
          **judge(request_samples(requests_a, name), request_samples(requests_b, name), stat, before[name][stat],
-                 after[name][stat], higher_is_better=unit in HIGHER_IS_BETTER).to_json()}
+                 after[name][stat], higher_is_better=unit in HIGHER_IS_BETTER,
+                 requests=(before[name]["n"] if name != "itl_s" else _streams(requests_a),
+                           after[name]["n"] if name != "itl_s" else _streams(requests_b))).to_json()}
         for name, stat, label, unit in FIGURES
     ]
     if a.get("kind") == b.get("kind") == "bench":

@@ -86,7 +86,9 @@ def standing(figures: Sequence[dict | None], requests: Sequence[list[dict]], rou
         samples = [request_samples(requests[i], objective.key) for i in (runner_up, leader)]
         stat = objective.quantile
     values = [objective.value(figures[i]) for i in (runner_up, leader)]
-    return Standing(leader, runner_up, judge(*samples, stat, *values, higher_is_better=not objective.lower_is_better))
+    counts = tuple(sum(1 for r in requests[i] if r.get("ok")) for i in (runner_up, leader)) if objective.quantile else None
+    return Standing(leader, runner_up, judge(*samples, stat, *values, higher_is_better=not objective.lower_is_better,
+                                             requests=counts))
 
 
 def ranking(figures: Sequence[dict | None], objective: Objective) -> list[int]:

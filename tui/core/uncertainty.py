@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 LEVEL = 0.95
 """The intervals' confidence level."""
@@ -66,6 +66,7 @@ class Judged:
     """With NOT_ENOUGH: about how many more requests a side would likely tell; None where no number would."""
     n_before: int
     n_after: int
+    """The draws each side's interval rests on."""
 
     def to_json(self) -> dict:
         return {
@@ -83,9 +84,20 @@ class Judged:
 
 
 def judge(before: Clusters, after: Clusters, stat: str, before_value: float | None, after_value: float | None,
-          higher_is_better: bool) -> Judged:
+          higher_is_better: bool, requests: tuple[int, int] | None = None) -> Judged:
     """The intervals of `stat` ("p50", "p99", "mean"; "max" by its count) over each side's draws and of the change,
-    and the verdict they allow."""
+    and the verdict they allow. `requests`: how many requests each side's draws hold, so that "more" is counted in
+    requests (a draw of requests sent close together is several); None: a draw each."""
+    judged = _judge(before, after, stat, before_value, after_value, higher_is_better)
+    if judged.more_requests is None or requests is None:
+        return judged
+    fewer = min((judged.n_before, requests[0]), (judged.n_after, requests[1]))
+    per_draw = fewer[1] / fewer[0] if fewer[0] else 1.0
+    return replace(judged, more_requests=max(1, math.ceil(judged.more_requests * max(per_draw, 1.0))))
+
+
+def _judge(before: Clusters, after: Clusters, stat: str, before_value: float | None, after_value: float | None,
+           higher_is_better: bool) -> Judged:
     n_before, n_after = _usable(before), _usable(after)
     if before_value is None or after_value is None or min(n_before, n_after) < MIN_REQUESTS:
         more = MIN_REQUESTS - min(n_before, n_after) if before_value is not None and after_value is not None else None
