@@ -87,7 +87,7 @@ def test_params_diff_and_missing_config_sections():
     assert figure(comparison, "ttft_s", "p50") == {
         "figure": "ttft_s", "stat": "p50", "label": "TTFT p50", "unit": "s",
         "before": None, "after": None, "delta": None, "delta_pct": None,
-        "ci_low": None, "ci_high": None, "level": 0.95, "verdict": "not_enough_data", "more_requests": None,
+        "ci_low": None, "ci_high": None, "level": 0.99, "verdict": "not_enough_data", "more_requests": None,
         "before_ci": None, "after_ci": None, "n_before": 0, "n_after": 0, "practical_pct": 5.0,
     }
 
