@@ -7,9 +7,10 @@ import argparse
 from tui.cli.common import add_json_option, settings_from
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, say
 from tui.cli.runs_common import add_runs_dir_option, runs_dir_from
-from tui.core.compare_text import changes_lines, figure_change, figure_value, schedule_lines, started_text, workload_line
+from tui.core.compare_text import (changes_lines, figure_change, figure_value, schedule_lines, started_text, verdict_note,
+                                   verdict_text, workload_line)
 from tui.core.runs import compare_runs
-from tui.core.uncertainty import LEVEL
+from tui.core.uncertainty import LEVEL, PRACTICAL
 from tui.core.untrusted import one_line
 from tui.runs_store import RunStoreError, load_run
 
@@ -65,12 +66,13 @@ def _text(comparison: dict) -> str:
     lines += changes_lines("workload changed", comparison["params_diff"])
     lines += schedule_lines(comparison)
     lines.append("")
-    rows = [("", "before", "after", f"change ({100 * LEVEL:g} % interval) and what it tells")]
+    rows = [("", "before", "after", "change [interval]", "verdict")]
     for figure in comparison["figures"]:
         unit = figure["unit"]
         rows.append((figure["label"], figure_value(figure["before"], unit), figure_value(figure["after"], unit),
-                     figure_change(figure)))
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+                     figure_change(figure), verdict_text(figure)))
+    widths = [max(len(row[i]) for row in rows) for i in range(5)]
     for row in rows:
-        lines.append(f"{row[0]:<{widths[0]}}  {row[1]:>{widths[1]}}  {row[2]:>{widths[2]}}  {row[3]}".rstrip())
+        lines.append(f"{row[0]:<{widths[0]}}  {row[1]:>{widths[1]}}  {row[2]:>{widths[2]}}  {row[3]:<{widths[3]}}  {row[4]}".rstrip())
+    lines.append(verdict_note(LEVEL, 100 * PRACTICAL))
     return "\n".join(lines)

@@ -57,32 +57,39 @@ def figure_delta(delta: float | None, delta_pct: float | None, unit: str) -> str
 
 
 def figure_change(figure: dict) -> str:
-    """The change, its interval and what they allow: "-9.80 ms [-12.10 … -7.60] (-12.3 %)  better"."""
+    """The change and its interval: "-9.80 ms [-12.10 … -7.60] (-12.3 %)"."""
     unit = figure["unit"]
     change = figure_delta(figure["delta"], None, unit)
-    if figure.get("ci_low") is not None and figure.get("ci_high") is not None:
-        low, high = (_scaled(figure[key], unit) for key in ("ci_low", "ci_high"))
-        change = f"{change} [{low[0]:+,.{low[2]}f} … {high[0]:+,.{high[2]}f}]"
     if figure["delta"] is None:
         return change
-    percent = f" ({figure['delta_pct']:+.1f} %)" if figure.get("delta_pct") is not None else ""
-    return f"{change}{percent}  {verdict_text(figure)}"
+    if figure.get("ci_low") is not None and figure.get("ci_high") is not None:
+        (low, _, digits), (high, _, _) = (_scaled(figure[key], unit) for key in ("ci_low", "ci_high"))
+        digits = max(0, digits - 1)  # the bounds are rougher than the change
+        change = f"{change} [{low:+,.{digits}f} … {high:+,.{digits}f}]"
+    return change + (f" ({figure['delta_pct']:+.1f} %)" if figure.get("delta_pct") is not None else "")
 
 
 def verdict_text(figure: dict) -> str:
-    """What a compared figure's interval allows, in words."""
+    """What a compared figure's interval allows, in a few words: "better", "tie (±5 %)", "not enough: n=4, ~16 more"."""
     verdict, n = figure.get("verdict"), min(figure.get("n_before") or 0, figure.get("n_after") or 0)
+    if figure.get("delta") is None:
+        return ""
     if verdict in ("better", "worse"):
         return verdict
     if verdict == "tie":
-        return f"tie (within ±{figure.get('practical_pct', 5):g} %)"
-    if figure.get("ci_low") is None and n <= 1:
-        return "one value a run: repeat the runs to tell"
+        return f"tie (±{figure.get('practical_pct', 5):g} %)"
+    if figure.get("ci_low") is None and n <= 1 and figure.get("more_requests") is None:
+        return "one value a run"
     more = figure.get("more_requests")
-    draws = f"{n} draw{'s' if n != 1 else ''}: requests close in time share the server's steps"
-    if more:
-        return f"not enough requests ({draws}); about {more:,} more a side would tell"
-    return f"not enough requests ({draws})"
+    return f"not enough: n={n}" + (f", ~{more:,} more" if more else "")
+
+
+def verdict_note(level: float, practical_pct: float) -> str:
+    """The line under a compare table that says what its verdicts mean."""
+    return (f"[low … high]: the change's {100 * level:g} % interval. better/worse: it excludes zero and the change is "
+            f"at least {practical_pct:g} %; tie: within ±{practical_pct:g} %. Not enough: n draws, each a stretch of time "
+            "(requests close together share the server's steps, so they count once); ~N more: about how many more "
+            "requests a side would tell. One value a run (a throughput): repeat the runs to tell.")
 
 
 def _setting(value: str | None) -> str:

@@ -12,8 +12,9 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from tui.core.compare_text import changes_lines, figure_change, figure_value, schedule_lines, started_text, workload_line
-from tui.core.uncertainty import LEVEL
+from tui.core.compare_text import (changes_lines, figure_change, figure_value, schedule_lines, started_text, verdict_note,
+                                   verdict_text, workload_line)
+from tui.core.uncertainty import LEVEL, PRACTICAL
 from tui.core.untrusted import one_line
 
 
@@ -36,12 +37,14 @@ class CompareScreen(Screen[None]):
             yield Static(config_lines(comparison), id="compare-config", markup=False,
                          classes="-changed" if changed else "")
             table: DataTable = DataTable(id="compare-figures", cursor_type="row", zebra_stripes=True)
-            table.add_columns("figure", "before", "after", f"change ({100 * LEVEL:g} % interval) and what it tells")
+            table.add_columns("figure", "before", "after", "change [interval]", "verdict")
             for figure in comparison["figures"]:
                 unit = figure["unit"]
                 table.add_row(Text(figure["label"]), Text(figure_value(figure["before"], unit), justify="right"),
-                              Text(figure_value(figure["after"], unit), justify="right"), Text(figure_change(figure)))
+                              Text(figure_value(figure["after"], unit), justify="right"), Text(figure_change(figure)),
+                              Text(verdict_text(figure)))
             yield table
+            yield Static(verdict_note(LEVEL, 100 * PRACTICAL), id="compare-note", markup=False)
         yield Footer()
 
 
