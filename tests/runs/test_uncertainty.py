@@ -9,7 +9,7 @@ import random
 import pytest
 
 from tui.cli.main import main
-from tui.core.runs import compare_runs, request_samples, run_from_bench_document
+from tui.core.runs import compare_runs, draw_block_of, request_figures, request_samples, run_from_bench_document
 from tui.core.uncertainty import BETTER, NOT_ENOUGH, TIE, WORSE, judge, verdict_of
 
 AA_TRIALS = 20
@@ -101,10 +101,13 @@ def test_a_server_four_times_slower_is_worse_on_itl_and_decode(sim_url, slow_sim
 def test_requests_sent_together_are_one_draw():
     sent_together = [{"ok": True, "ttft_s": 0.02 + k / 1000, "t_sent_unix": 100.0 + k / 10_000, "itl_s": [0.005] * 4}
                      for k in range(10)]
-    assert len(request_samples(sent_together, "ttft_s")) == 1
+    def draws(requests: list[dict], name: str) -> list:
+        return request_samples(requests, name, draw_block_of(request_figures(requests)))
+
+    assert len(draws(sent_together, "ttft_s")) == 1
     apart = [{**r, "t_sent_unix": 100.0 + k} for k, r in enumerate(sent_together)]
-    assert len(request_samples(apart, "ttft_s")) == 10
-    assert len(request_samples(apart, "itl_s")) == 10, "each stream's gaps end within one block, a second apart"
+    assert len(draws(apart, "ttft_s")) == 10
+    assert len(draws(apart, "itl_s")) == 10, "each stream's gaps end within one block, a second apart"
     judged = compare_runs({"requests": sent_together}, {"requests": sent_together})["figures"][0]
     assert (judged["verdict"], judged["n_before"]) == (NOT_ENOUGH, 1)
 

@@ -23,7 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "simulator flags, model, context length, version), the workload flags that differ, then TTFT, ITL, TPOT, "
         "decode and prefill rates and E2E with their deltas (and throughputs when both are bench runs). "
         "A and B are run ids, unique id prefixes, or run file paths (a file `bench --save` wrote is read as a bench run). "
-        "Each change comes with its 95 % interval and what it tells (better, worse, a tie, or not enough requests). "
+        f"Each change comes with its {100 * LEVEL:g} % interval and what it tells (better, worse, a tie, or not enough requests). "
         "Runs of different kinds or workloads are refused unless --force.",
     )
     parser.add_argument("before", metavar="A", help="the run before: id, unique id prefix, or file path")

@@ -157,8 +157,8 @@ FINDINGS = {
     "concurrency": _concurrency_finding,
     "interference": _interference_finding,
     "context": _context_finding,
-    "disaggregation": _disaggregation_finding,
 }
+"""Each experiment's finding from its rows (disaggregation's, which also weighs the SLOs, is `finding`'s own case)."""
 
 
 def number(value: float) -> str:
@@ -176,10 +176,6 @@ def _ms(seconds: float) -> str:
 
 def _times(ratio: float) -> str:
     return f"×{ratio:.1f}" if ratio >= 1 else f"×{ratio:.2f}"
-
-
-def _signed_ms(value_ms: float) -> str:
-    return f"{value_ms:+.0f}".replace("-", "−") if abs(value_ms) >= 10 else f"{value_ms:+.1f}".replace("-", "−")
 
 
 def _percent(value: float) -> str:

@@ -109,27 +109,36 @@ def request_figures(requests: list[dict]) -> dict[str, dict]:
     return out
 
 
-def request_samples(requests: list[dict], name: str) -> list[tuple[float, ...]]:
+def draw_block_of(figures: dict[str, dict]) -> float:
+    """How long a stretch of a run is one draw, from its `request_figures` (`tui.core.uncertainty.draw_block_s`)."""
+    return draw_block_s(figures["itl_s"]["p50"], figures["ttft_s"]["p50"])
+
+
+def request_samples(requests: list[dict], name: str, block_s: float) -> list[tuple[float, ...]]:
     """A figure's independent draws (`tui.core.uncertainty`) over the requests `request_figures` counts: the values
-    of the requests sent within one block of time, or the gaps of every stream that ended in one. A request with
-    no send time (an older file) is a draw of its own."""
-    done = [r for r in requests if r.get("ok") and not r.get("burst")]
-    figures = request_figures(done)
-    block_s = draw_block_s(figures["itl_s"]["p50"], figures["ttft_s"]["p50"])
+    of the requests sent within one block of `block_s` (`draw_block_of`), or the gaps of every stream that ended in
+    one. A request with no send time (an older file) is a draw of its own."""
     timed: list[tuple[float, float]] = []
     alone: list[tuple[float, ...]] = []
-    for r in done:
+    for r in requests:
+        if not r.get("ok") or r.get("burst"):
+            continue
         sent = _number(r.get("t_sent_unix"))
         if name != "itl_s":
             value = _number(r.get(name))
-            if value is not None:
-                (timed.append((sent, value)) if sent is not None else alone.append((value,)))
+            if value is None:
+                continue
+            if sent is None:
+                alone.append((value,))
+            else:
+                timed.append((sent, value))
             continue
         gaps = [g for g in map(_number, r.get("itl_s") or ()) if g is not None]
-        if sent is None or _number(r.get("ttft_s")) is None:
+        ttft = _number(r.get("ttft_s"))
+        if sent is None or ttft is None:
             alone.append(tuple(gaps))
             continue
-        at = sent + _number(r.get("ttft_s"))
+        at = sent + ttft
         for gap in gaps:  # a gap ends where the ones before it leave off (the client's own are not among them)
             at += gap
             timed.append((at, gap))
@@ -168,9 +177,10 @@ def compare_runs(a: dict, b: dict) -> dict:
     (`workload_differs`: each difference of kind or workload, in words; a figure then differs for that too)."""
     requests_a, requests_b = a.get("requests") or [], b.get("requests") or []
     before, after = request_figures(requests_a), request_figures(requests_b)
+    block_a, block_b = draw_block_of(before), draw_block_of(after)
     figures = [
         {**_figure_row(name, stat, label, unit, before[name][stat], after[name][stat]),
-         **judge(request_samples(requests_a, name), request_samples(requests_b, name), stat, before[name][stat],
+         **judge(request_samples(requests_a, name, block_a), request_samples(requests_b, name, block_b), stat, before[name][stat],
                  after[name][stat], higher_is_better=unit in HIGHER_IS_BETTER,
                  requests=(before[name]["n"] if name != "itl_s" else _streams(requests_a),
                            after[name]["n"] if name != "itl_s" else _streams(requests_b))).to_json()}

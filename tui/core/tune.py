@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tui.core.runs import request_samples
+from tui.core.runs import draw_block_of, request_figures, request_samples
 from tui.core.uncertainty import BETTER, TIE, Judged, judge
 
 
@@ -83,7 +83,8 @@ def standing(figures: Sequence[dict | None], requests: Sequence[list[dict]], rou
         samples = [[(value,) for value in round_values[i]] for i in (runner_up, leader)]
         stat = "mean"
     else:
-        samples = [request_samples(requests[i], objective.key) for i in (runner_up, leader)]
+        samples = [request_samples(requests[i], objective.key, draw_block_of(request_figures(requests[i])))
+                   for i in (runner_up, leader)]
         stat = objective.quantile
     values = [objective.value(figures[i]) for i in (runner_up, leader)]
     counts = tuple(sum(1 for r in requests[i] if r.get("ok")) for i in (runner_up, leader)) if objective.quantile else None

@@ -150,7 +150,7 @@ def worst_verdict(before: Clusters, after: Clusters, before_value: float, after_
     worst = sorted([(max(c), 0) for c in before if c] + [(max(c), 1) for c in after if c], reverse=True)
     run = next((k for k, (_, side) in enumerate(worst) if side != worst[0][1]), len(worst))  # top draws from one side
     side_n = (len(before), len(after))[worst[0][1]]
-    alike = math.comb(side_n, run) / math.comb(len(worst), run) if run <= side_n else 1.0
+    alike = math.comb(side_n, run) / math.comb(len(worst), run)
     change = after_value - before_value
     if alike <= (1 - LEVEL) / 2 and abs(change) >= PRACTICAL * abs(before_value):
         return BETTER if (change > 0) == higher_is_better else WORSE
@@ -168,13 +168,18 @@ def verdict_of(before: float, after: float, ci: tuple[float, float], n: int, hig
     # How far the interval must shrink about the change (to exclude zero past the threshold, or to fit within ±
     # the threshold); it shrinks as 1/√n, so n/k² requests would make it k times as wide.
     below, above = change - low, high - change
-    if abs(change) >= threshold:
-        k = abs(change) / (below if change > 0 else above) if (below if change > 0 else above) > 0 else 0.0
-    else:
-        k = min((threshold + change) / below if below > 0 else math.inf, (threshold - change) / above if above > 0 else math.inf)
+    if abs(change) >= threshold:  # the side toward zero must come within the change
+        room = below if change > 0 else above
+        k = abs(change) / room if room > 0 else 0.0
+    else:  # both sides must come within the threshold
+        k = min(_ratio(threshold + change, below), _ratio(threshold - change, above))
     if not 0 < k < 1:
         return NOT_ENOUGH, None
     return NOT_ENOUGH, max(1, math.ceil(n / k ** 2) - n)
+
+
+def _ratio(allowed: float, extent: float) -> float:
+    return allowed / extent if extent > 0 else math.inf
 
 
 def resampled(clusters: Clusters, stat: str, rng) -> list[float]:
