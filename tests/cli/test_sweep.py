@@ -135,7 +135,12 @@ async def test_the_driver_reports_progress_and_keeps_each_round_for_a_timeline(s
     row = result.rows[-1]  # one round per value: the last round is the last row's
     assert intruder.sent_s == pytest.approx(row["prefill_start_s"])
     assert intruder.first_token_s == pytest.approx(row["prefill_end_s"])
-    assert result.to_json() == {"vary": "interference", "rows": list(result.rows), "finding": result.finding, "scaled": []}
+    document = result.to_json()
+    assert {k: document[k] for k in ("vary", "rows", "finding", "scaled")} == {
+        "vary": "interference", "rows": list(result.rows), "finding": result.finding, "scaled": []}
+    (stall,) = document["finding_figures"]  # the worst gap during the prefill against the ITL before it
+    assert stall["figure"] == "itl_during_s" and stall["after"] == row["itl_during_s"]
+    assert stall["verdict"] == "not_enough_data"  # one round a value
 
 
 def test_itl_rises_with_the_token_position_in_a_long_generation(sim, capsys):

@@ -67,9 +67,13 @@ def test_three_values_give_three_rows_and_the_best_by_the_objective(capsys, tmp_
     # The physics the loop exists to show: a 2,000-token prompt in one step stalls the other streams;
     # cut into 256-token chunks, it does not.
     assert itl_p99[0] < itl_p99[2] / 2
-    runs = [load_run(header["id"], tmp_path / "runs") for header in list_runs(tmp_path / "runs")]
-    saved = sorted(run["params"]["settings"]["max-num-batched-tokens"] for run in runs)
-    assert saved == ["1024", "2048", "256"] and {row["run_id"] for row in rows} == {run["id"] for run in runs}
+    # Every round is saved as a run, the repeats too, each under its setting.
+    runs = {header["id"]: load_run(header["id"], tmp_path / "runs") for header in list_runs(tmp_path / "runs")}
+    assert all(len(row["repeat_run_ids"]) == row["rounds"] - 1 for row in rows)
+    assert {row["run_id"] for row in rows} | {i for row in rows for i in row["repeat_run_ids"]} == set(runs)
+    for row in rows:
+        for run_id in (row["run_id"], *row["repeat_run_ids"]):
+            assert runs[run_id]["params"]["settings"] == row["settings"]
 
 
 def test_a_bad_flag_is_a_row_with_the_servers_own_error_and_the_loop_goes_on(capsys):

@@ -3,7 +3,7 @@ import pytest
 from tui.core.disaggregation import KV_LINKS, link_of_rate
 from tui.core.experiment_columns import describe_row
 from tui.core.experiment_disaggregation import disaggregation_row, setups
-from tui.core.experiment_findings import finding
+from tui.core.experiment_findings import finding, finding_figures
 from tui.core.records import RequestTiming, ServerSplit
 
 
@@ -73,8 +73,9 @@ def test_over_10_gbe_1p1d_is_not_worth_it_and_chunked_prefill_buys_most_of_the_g
         disaggregation_row(by_key[key], 4000, [([stream(gap) for _ in range(8)], long_prompt(ttft, transfer))])
         for key, (gap, ttft, transfer) in measured.items()])
     assert line.startswith("1P1D over 10 GbE: not worth it") and "143 → 579 ms, 73 % of it the KV transfer, worse" in line
-    assert line.endswith("Chunked prefill buys most of the gain at no TTFT cost: chunks of 512 cut the worst gap "
-                         "143 → 21.9 ms, TTFT ×1.0"), line
+    assert ("Chunked prefill buys most of the gain at no TTFT cost: chunks of 512 cut the worst gap "
+            "143 → 21.9 ms, TTFT ×1.0") in line, line
+    assert line.endswith("(1 round a setup: called on ±5 % of the medians, not sure; --repeat 5 would tell)")
 
 
 def test_with_slos_a_setup_apart_is_worth_it_where_it_alone_meets_both():
@@ -89,3 +90,30 @@ def test_the_finding_without_the_baseline_or_when_one_device_wins():
     baseline_best = rows(("one-device",))[0] | {"itl_worst_s": 0.001}
     assert finding("disaggregation", [baseline_best, rows(("1p1d",))[0]]).startswith(
         "1P1D over InfiniBand NDR: not worth it — streams' worst gap ×5.5 of the best colocated")
+
+
+def test_with_five_rounds_a_setup_each_call_is_ranked_over_the_rounds_and_sure():
+    """10 GbE again, each setup's stall and TTFT a little different each round: 1P1D's TTFT is above every colocated
+    round (sure: worse), its worst gap below every one (sure: better)."""
+    measured = {"one-device": (0.143, 0.143, None), "chunked": (0.0219, 0.145, None), "1p1d": (0.0055, 0.579, 0.42),
+                "split": (0.010, 0.290, 0.0008)}
+    by_key = {s.key: s for s in setups(KV_LINKS["10gbe"])}
+
+    def rounds(gap, ttft, transfer):
+        return [([stream(gap * (1 + 0.01 * k)) for _ in range(8)], long_prompt(ttft * (1 + 0.01 * k), transfer))
+                for k in range(5)]
+
+    measured_rows = [disaggregation_row(by_key[key], 4000, rounds(*figures)) for key, figures in measured.items()]
+    assert measured_rows[2]["rounds"]["ttft_s"] == pytest.approx([0.579 * (1 + 0.01 * k) for k in range(5)])
+    line = finding("disaggregation", measured_rows)
+    assert line.startswith("1P1D over 10 GbE: not worth it") and "worse" in line and "not sure" not in line, line
+    figures = {(f["to"], f["figure"]): f for f in finding_figures("disaggregation", measured_rows)}
+    assert figures[("1P1D over 10 GbE", "ttft_s")]["verdict"] == "worse"
+    assert figures[("1P1D over 10 GbE", "itl_worst_s")]["verdict"] == "better"
+    assert figures[("1P1D over 10 GbE", "itl_worst_s")]["from"] == "one device, chunks of 512"
+
+
+def test_with_one_round_a_setup_the_figures_say_not_enough_whatever_the_band_calls():
+    figures = finding_figures("disaggregation", rows())
+    assert {f["verdict"] for f in figures} == {"not_enough_data"}
+    assert {f["more_requests"] for f in figures} == {4}  # 5 rounds a setup would tell

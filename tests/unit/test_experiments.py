@@ -1,10 +1,12 @@
 """Experiment rows and findings from fixed timings, and the plan's checks: no server, no event loop."""
 
+import random
+import re
 from dataclasses import replace
 
 import pytest
 
-from tui.core.experiment_findings import finding
+from tui.core.experiment_findings import finding, finding_figures
 from tui.core.experiment_columns import describe_row
 from tui.core.experiments import (
     BACKGROUND_PROMPT_TOKENS,
@@ -36,19 +38,42 @@ def stream(sent, offsets):
 
 
 def test_prompt_length_rows_take_medians_and_the_finding_compares_first_and_last():
-    short = prompt_length_row(200, [timing(0.007), timing(0.008), timing(0.030)])
-    long = prompt_length_row(2000, [timing(0.066, itl=0.0051), timing(0.066, itl=0.0051), timing(0.5, ok=False)])
+    short = prompt_length_row(200, [timing(0.007, sent=1), timing(0.008, sent=2), timing(0.030, sent=3)])
+    long = prompt_length_row(2000, [timing(0.066, itl=0.0051, sent=4), timing(0.066, itl=0.0051, sent=5),
+                                    timing(0.5, ok=False, sent=6)])
     assert short["ttft_s"] == pytest.approx(0.008) and short["n"] == 3
     assert long["n"] == 2  # the failed request counts for nothing
     assert short["decode_tok_s"] == pytest.approx(200)
-    assert finding("prompt-tokens", [short, long]) == "TTFT ×8.2 from 200 to 2,000 tokens (8.00 → 66.0 ms); decode −2.0 %"
+    # three requests a length give no interval: the finding says so, and about how many more would
+    assert finding("prompt-tokens", [short, long]) == (
+        "TTFT ×8.2 from 200 to 2,000 tokens (8.00 → 66.0 ms, not enough: n=2, ~12 more); decode −2.0 % (not enough: n=2, ~15 more)")
+
+
+def jittered(ttft, n, itl=0.005, start=0.0, seed=0):
+    """n requests one after another, each TTFT and ITL within ±10 % of the given ones."""
+    rng = random.Random(seed)
+    return [timing(ttft * rng.uniform(0.9, 1.1), itl=itl * rng.uniform(0.9, 1.1), sent=start + k) for k in range(n)]
+
+
+def test_with_enough_repeats_a_change_is_sure_with_its_interval_and_a_same_figure_is_a_tie():
+    short, long = prompt_length_row(200, jittered(0.008, 12)), prompt_length_row(2000, jittered(0.066, 12, seed=1))
+    low, high = short["intervals"]["ttft_s"]["ci"]
+    assert low < short["ttft_s"] < high and short["intervals"]["ttft_s"]["n"] == 12
+    line = finding("prompt-tokens", [short, long])
+    assert re.search(r"\(\d\.\d\d → 6\d\.\d ms, sure: \[\+5\d\.\d … \+6\d\.\d\] ms\)", line), line
+    ttft, decode = finding_figures("prompt-tokens", [short, long])
+    assert ttft["verdict"] == "worse" and ttft["ci_low"] > 0 and ttft["from"] == "200 prompt tokens"
+    assert ttft["level"] == pytest.approx(0.98)  # two 99 % intervals' far ends
+    assert decode["verdict"] != "worse"  # the same ITL spread at both lengths: no change named
+    assert describe_row("prompt-tokens", short).startswith(f"prompt tokens 200, TTFT {short['ttft_s'] * 1000:.2f} ±")
 
 
 def test_prefix_finding_names_a_hit_only_when_the_second_ttft_drops():
     split = ServerSplit(cached_tokens=1984)
     hit = prefix_row(2000, [timing(0.070)], [timing(0.071)], [timing(0.007, server_split=split)])
     assert hit["second_vs_first"] == pytest.approx(0.007 / 0.071) and hit["cached_tokens"] == 1984
-    assert finding("prefix", [hit]) == "a 2,000-token prefix sent again: TTFT ×0.10 (71.0 → 7.00 ms), prefix-cache hit; a unique prompt 70.0 ms"
+    assert finding("prefix", [hit]) == ("a 2,000-token prefix sent again: TTFT ×0.10 (71.0 → 7.00 ms, not enough: n=1, ~5 more), "
+                                        "prefix-cache hit; a unique prompt 70.0 ms")
     miss = prefix_row(2000, [timing(0.070)], [timing(0.071)], [timing(0.069)])
     assert "no prefix-cache hit" in finding("prefix", [miss])
 
@@ -66,8 +91,17 @@ def test_concurrency_finding_reports_throughput_and_tail_ratios():
     assert one["itl_p99_s"] == pytest.approx(0.005)
     assert eight["aggregate_tok_s"] == pytest.approx(8 * 101 / (0.010 + 100 * 0.0055))
     line = finding("concurrency", [one, eight])
-    assert line.startswith("aggregate ×7.2 from 1 to 8 streams (199 → 1,443 tok/s)")
-    assert line.endswith("p99 ITL ×1.1 (5.00 → 5.50 ms)")
+    # one round is one value of the aggregate: no interval until rounds are repeated
+    assert line.startswith("aggregate ×7.2 from 1 to 8 streams (199 → 1,443 tok/s, not enough: n=1, ~")
+    assert "p99 ITL ×1.1 (5.00 → 5.50 ms, " in line
+
+
+def test_concurrency_rows_judge_the_tail_over_stretches_of_the_run_not_gap_by_gap():
+    one = concurrency_row(1, [jittered(0.007, 1, itl=0.005)[0:1] for _ in range(1)])
+    many = concurrency_row(8, [[timing(0.010, itl=0.005 * (1.5 + 0.1 * (k % 3)), tokens=201, sent=5.0) for k in range(8)]])
+    assert one["intervals"]["itl_p99_s"]["n"] < 11 * 5  # 11 gaps a stretch: far fewer draws than gaps
+    assert many["intervals"]["itl_p99_s"]["n"] < 201  # 8 streams sent together: a stretch holds all 8 streams' gaps
+    assert many["intervals"]["ttft_p50_s"]["n"] == 1 and many["intervals"]["ttft_p50_s"]["ci"] is None
 
 
 def test_interference_places_each_gap_before_during_or_after_the_long_prefill():
@@ -85,9 +119,22 @@ def test_interference_places_each_gap_before_during_or_after_the_long_prefill():
     assert row["itl_during_s"] == pytest.approx(0.105)
     assert row["spike"] == pytest.approx(21)
     assert row["streams_end_s"] == pytest.approx(0.4)
+    assert row["stall"]["verdict"] == "not_enough_data"  # one round: its stall is one draw
     assert finding("interference", [row]) == (
-        "running streams' ITL ×21.0 while a 4,000-token prompt prefilled (5.00 → 105 ms worst gap), 5.00 ms after"
+        "running streams' ITL ×21.0 while a 4,000-token prompt prefilled (5.00 → 105 ms worst gap, not sure from 1 round: "
+        "more rounds (--repeat) would tell), 5.00 ms after"
     )
+
+
+def test_two_rounds_whose_stall_tops_every_stretch_before_it_make_the_stall_sure():
+    # 5 ms ticks for 1 s before the long prompt lands (40 stretches of 25 ms), then one 105 ms gap
+    ticks = [0.01 + 0.005 * i for i in range(199)] + [1.1 + 0.005 * i for i in range(20)]
+    rounds = [([stream(sent, ticks)], RequestTiming(ok=True, t_sent_unix=sent + 1.0, token_offsets_s=(0.1,), output_tokens=1))
+              for sent in (50.0, 60.0)]
+    one, two = interference_row(4000, rounds[:1]), interference_row(4000, rounds)
+    assert one["stall"]["verdict"] == "not_enough_data"  # 1 in 40 alike stretches would top the rest
+    assert two["stall"]["verdict"] == "worse"  # two rounds' stalls above every stretch before them
+    assert "100 ms worst gap, sure: above every stretch of gaps before it)" in finding("interference", [two])
 
 
 def test_context_rows_read_the_window_of_gaps_ending_at_each_position():
@@ -103,7 +150,7 @@ def test_context_rows_read_the_window_of_gaps_ending_at_each_position():
     assert rows[0]["itl_mean_s"] == pytest.approx(0.004 + 1e-6 * (300 - 127.5))
     assert rows[1]["itl_p50_s"] == pytest.approx(0.004 + 1e-6 * (1000 - 127.5))
     line = finding("context", rows)
-    assert line == "ITL +17 % from token 300 to 1,000 (4.17 → 4.87 ms)"
+    assert line.startswith("ITL +17 % from token 300 to 1,000 (4.17 → 4.87 ms, sure: [+0.")
 
 
 def test_context_rows_count_token_positions_where_a_token_came_with_no_text():
@@ -124,7 +171,8 @@ def test_context_finding_is_not_fooled_by_tokens_read_in_bursts():
     read = [true[min(4 * -(-i // 4), len(true) - 1)] for i in range(len(true))]
     rows = context_rows([544, 1056], [stream(0.0, read)], prompt)
     assert rows[0]["itl_p50_s"] == 0.0
-    assert finding("context", rows) == "ITL +0.0 % from token 544 to 1,056 (5.00 → 5.00 ms)"
+    assert finding("context", rows).startswith("ITL +0.0 % from token 544 to 1,056 (5.00 → 5.00 ms, ")
+    assert "sure" not in finding("context", rows)
 
 
 def test_findings_say_so_when_there_is_too_little_to_compare():

@@ -234,10 +234,12 @@ def _separate(args: argparse.Namespace, settings: Settings, command: ServeComman
         for i in (where.leader, where.runner_up):
             note(f"tune: repeat {repeats}, {_named(tried[i].point)}: the lead is not yet sure "
                  f"({where.judged.verdict.replace('_', ' ')})")
-            _, measured = _measure(args, settings, command, tried[i].point, f"repeat {repeats}", save=False)
+            repeated, measured = _measure(args, settings, command, tried[i].point, f"repeat {repeats}")
             if measured is None:
+                tried[i].row["repeat_error"] = f"repeat {repeats}: {repeated['error']}"
                 return where, repeats, "a repeat failed"
             spent += len(measured.requests)
+            tried[i].row["repeat_run_ids"].append(repeated["run_id"])
             _add_round(tried[i], measured, args, objective)
 
 
@@ -273,15 +275,15 @@ def _named(point: tuple[Setting, ...]) -> str:
 
 
 def _measure(args: argparse.Namespace, settings: Settings, base: ServeCommand, point: tuple[Setting, ...],
-             step: str, save: bool = True) -> tuple[dict, Measured | None]:
-    """One row and its measurement: start the command with `point`'s flags, run the workload, stop it (a failed
-    start or workload: the row says why, and no measurement)."""
+             step: str) -> tuple[dict, Measured | None]:
+    """One row and its measurement, saved as a run: start the command with `point`'s flags, run the workload, stop
+    it (a failed start or workload: the row says why, and no measurement)."""
     command = base
     for setting in point:
         command = command.with_setting(setting)
     named = _named(point)
     row = {"settings": {s.flag: s.value for s in point}, "command": str(command), "figures": None, "error": None,
-           "run_id": None, "rounds": 0}
+           "run_id": None, "repeat_run_ids": [], "repeat_error": None, "rounds": 0}
     note(f"tune {step} {named}: starting…")
     started = datetime.now(UTC)
     try:
@@ -303,7 +305,7 @@ def _measure(args: argparse.Namespace, settings: Settings, base: ServeCommand, p
     params = {"source": SOURCE, "settings": row["settings"], "workload": str(args.workload), **measured.params}
     record = new_run(measured.kind, params, measured.identity, [r.to_json() for r in measured.requests],
                      measured.document or measured.figures, started, datetime.now(UTC))
-    if save and save_run_from_cli(args, settings, record):
+    if save_run_from_cli(args, settings, record):
         row["run_id"] = record["id"]
     note(f"tune {step} {named}: {measured.figures['completed']} done, {describe(measured.figures)}")
     return row, measured
@@ -384,6 +386,8 @@ def table(rows: list[dict], objective: Objective, where: Standing) -> str:
         lines.append(f"{name:<{width}}  " + "  ".join(f"{c:>9}" for c in cells) + f"  {figures['output_throughput']:>12,.0f}{mark}")
         if figures.get("finding"):
             lines.append(f"{'':<{width}}  ↳ {one_line(figures['finding'], 300)}")
+        if row.get("repeat_error"):
+            lines.append(f"{'':<{width}}  ↳ not repeated: {one_line(row['repeat_error'], 200)}")
     return "\n".join(lines)
 
 

@@ -63,10 +63,15 @@ def figure_change(figure: dict) -> str:
     if figure["delta"] is None:
         return change
     if figure.get("ci_low") is not None and figure.get("ci_high") is not None:
-        (low, _, digits), (high, _, _) = (_scaled(figure[key], unit) for key in ("ci_low", "ci_high"))
-        digits = max(0, digits - 1)  # the bounds are rougher than the change
-        change = f"{change} [{low:+,.{digits}f} … {high:+,.{digits}f}]"
+        change = f"{change} {interval_text(figure['ci_low'], figure['ci_high'], unit, with_unit=False)}"
     return change + (f" ({figure['delta_pct']:+.1f} %)" if figure.get("delta_pct") is not None else "")
+
+
+def interval_text(low: float, high: float, unit: str, with_unit: bool = True) -> str:
+    """A change's interval, one digit rougher than the change itself: "[-12.1 … -7.6] ms"."""
+    (low, shown_unit, digits), (high, _, _) = _scaled(low, unit), _scaled(high, unit)
+    digits = max(0, digits - 1)
+    return f"[{low:+,.{digits}f} … {high:+,.{digits}f}]" + (f" {shown_unit}" if with_unit else "")
 
 
 def verdict_text(figure: dict) -> str:

@@ -1,4 +1,8 @@
-"""The table each experiment shows: its columns (key, header, scale, unit), and a row in words."""
+"""The table each experiment shows: its columns (key, header, scale, unit), and a row in words.
+
+A value with an interval in its row shows how far the interval reaches from it, the farther side
+("66.1 ±1.9": the 99 % interval lies within 64.2 … 68.0); `--json` has the interval itself.
+"""
 
 from __future__ import annotations
 
@@ -17,12 +21,19 @@ class Column:
     unit: str = ""
 
     def show(self, row: dict) -> str:
+        """The value, and where the row holds its interval, how far that reaches from it: "66.1 ±1.9"."""
         value = row.get(self.key)
         if value is None:
             return "-"
         if isinstance(value, str):
             return value
-        return number(value * self.scale) if isinstance(value, float) else f"{value:,}"
+        if not isinstance(value, float):
+            return f"{value:,}"
+        kept = (row.get("intervals") or {}).get(self.key)
+        if not kept or not kept["ci"]:
+            return number(value * self.scale)
+        low, high = kept["ci"]
+        return f"{number(value * self.scale)} ±{number(max(high - value, value - low) * self.scale)}"
 
 
 _MS = 1000.0

@@ -50,7 +50,8 @@ def setups_server(link: KvLink, gpu: str, model: str) -> dict:
 def disaggregation_row(setup: Setup, prompt_tokens: int,
                        rounds: Sequence[tuple[Sequence[RequestTiming], RequestTiming]]) -> dict:
     """The running streams' worst gap while the long prompt was in flight (its median round's) against their ITL over
-    the whole run, the long prompt's TTFT and the share of it its KV transfer took, and the aggregate rate."""
+    the whole run, the long prompt's TTFT and the share of it its KV transfer took, and the aggregate rate; `rounds`
+    keeps each round's worst gap and TTFT, which the finding ranks to say how sure it is."""
     interference = interference_row(prompt_tokens, rounds)
     itl = summarize(gap for background, _ in rounds for timing in _ok(background) for gap in timing.itl_s)
     intruders = [intruder for _, intruder in rounds if intruder.ok]
@@ -73,4 +74,5 @@ def disaggregation_row(setup: Setup, prompt_tokens: int,
         "aggregate_tok_s": _p50(aggregate_tok_s([*background, intruder]) for background, intruder in rounds),
         "n": len(rounds),
         "bursts": interference["bursts"],
+        "rounds": {"itl_worst_s": interference["itl_during_rounds_s"], "ttft_s": [t.ttft_s for t in intruders]},
     }

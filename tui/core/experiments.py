@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from tui.core.records import RequestTiming
+from tui.core.runs import draw_block_of, request_figures, request_samples
 from tui.core.stats import summarize
+from tui.core.uncertainty import BLOCK_GAPS, NOT_ENOUGH, by_block, interval, worst_verdict
 
 EXPERIMENTS = ("prompt-tokens", "prefix", "concurrency", "interference", "context", "disaggregation")
 """What `--vary` names, in the order the domain text tells them."""
@@ -207,13 +209,27 @@ def _p50(values) -> float | None:
     return summarize(values).p50
 
 
-# Rows: one per value; JSON-ready dicts with the unit in each key.
+def _request_intervals(timings: Sequence[RequestTiming], row: dict, figures: dict[str, tuple[str, str]]) -> dict:
+    """`{key: interval}` for the row's figures that are a statistic of these requests (key: (request figure, stat)),
+    each over the requests' draws (`tui.core.runs.request_samples`: requests sent together are one)."""
+    requests = [t.to_json() for t in timings]
+    block_s = draw_block_of(request_figures(requests))
+    return {key: interval(request_samples(requests, name, block_s), stat, row[key]).to_json()
+            for key, (name, stat) in figures.items()}
+
+
+def _rounds_interval(values: Sequence[float | None], value: float | None) -> dict:
+    """A median over rounds' interval, each round a draw."""
+    return interval([(v,) for v in values if v is not None], "p50", value).to_json()
+
+
+# Rows: one per value; JSON-ready dicts with the unit in each key, and "intervals": {key: tui.core.uncertainty.Interval}.
 
 
 def prompt_length_row(prompt_tokens: int, timings: Sequence[RequestTiming]) -> dict:
     """TTFT and decode rate (medians over the repeats) for one prompt length."""
     done = _ok(timings)
-    return {
+    row = {
         "prompt_tokens": prompt_tokens,
         "ttft_s": _p50(t.ttft_s for t in done),
         "decode_tok_s": _p50(t.decode_tok_s for t in done),
@@ -222,6 +238,8 @@ def prompt_length_row(prompt_tokens: int, timings: Sequence[RequestTiming]) -> d
         "n": len(done),
         "bursts": _bursts(timings),
     }
+    return row | {"intervals": _request_intervals(timings, row, {"ttft_s": ("ttft_s", "p50"),
+                                                                 "decode_tok_s": ("decode_tok_s", "p50")})}
 
 
 def prefix_row(
@@ -234,7 +252,7 @@ def prefix_row(
     first_ttft = _p50(t.ttft_s for t in _ok(first))
     second_ttft = _p50(t.ttft_s for t in _ok(second))
     cached = [t.server_split.cached_tokens for t in _ok(second) if t.server_split and t.server_split.cached_tokens is not None]
-    return {
+    row = {
         "prefix_tokens": prefix_tokens,
         "unique_ttft_s": _p50(t.ttft_s for t in _ok(unique)),
         "first_ttft_s": first_ttft,
@@ -244,6 +262,10 @@ def prefix_row(
         "n": len(_ok(second)),
         "bursts": _bursts([*unique, *first, *second]),
     }
+    ttft = {"ttft_s": ("ttft_s", "p50")}
+    intervals = {key: _request_intervals(timings, {"ttft_s": row[key]}, ttft)["ttft_s"]
+                 for key, timings in (("unique_ttft_s", unique), ("first_ttft_s", first), ("second_ttft_s", second))}
+    return row | {"intervals": intervals}
 
 
 def aggregate_tok_s(timings: Sequence[RequestTiming]) -> float | None:
@@ -264,9 +286,10 @@ def concurrency_row(streams: int, rounds: Sequence[Sequence[RequestTiming]]) -> 
     done = [t for batch in rounds for t in _ok(batch)]
     itl = summarize(gap for t in done for gap in t.itl_s)
     ttft = summarize(t.ttft_s for t in done)
-    return {
+    aggregates = [aggregate_tok_s(batch) for batch in rounds]
+    row = {
         "streams": streams,
-        "aggregate_tok_s": _p50(aggregate_tok_s(batch) for batch in rounds),
+        "aggregate_tok_s": _p50(aggregates),
         "per_stream_tok_s": _p50(t.decode_tok_s for t in done),
         "itl_p50_s": itl.p50,
         "itl_p99_s": itl.p99,
@@ -275,6 +298,9 @@ def concurrency_row(streams: int, rounds: Sequence[Sequence[RequestTiming]]) -> 
         "n": len(done),
         "bursts": _bursts([t for batch in rounds for t in batch]),
     }
+    intervals = _request_intervals([t for batch in rounds for t in batch], row, {
+        "itl_p50_s": ("itl_s", "p50"), "itl_p99_s": ("itl_s", "p99"), "ttft_p50_s": ("ttft_s", "p50")})
+    return row | {"intervals": {"aggregate_tok_s": _rounds_interval(aggregates, row["aggregate_tok_s"]), **intervals}}
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,21 +348,31 @@ def interference_row(prompt_tokens: int, rounds: Sequence[tuple[Sequence[Request
     Means, as in `context_rows`, so tokens read in bursts by a busy client do not fake a short ITL.
     Over several rounds: before and after pool every gap, during is the median round's worst gap.
     The times are the first round's, in seconds from its first stream's send, so a timeline can
-    draw before (0 → prefill start), during (→ prefill end) and after (→ streams end).
+    draw before (0 → prefill start), during (→ prefill end) and after (→ streams end). `stall`'s verdict: "worse"
+    when the worst gap during the prefill is surely above every one before it (`worst_verdict`, over stretches of
+    gaps as draws: one round's stall is one draw, so it takes a few rounds to be sure).
     """
     phases: dict[str, list[float]] = {"before": [], "during": [], "after": []}
+    draws: dict[str, list[tuple[float, ...]]] = {"before": [], "during": [], "after": []}
     worst: list[float] = []
     windows = []
     for background, intruder in rounds:
         gaps, sent, first = interference_gaps(_ok(background), intruder)
-        for gap in gaps:
-            phases[gap.phase].append(gap.gap_s)
+        block_s = draw_block_of(request_figures([t.to_json() for t in background]))
+        for phase, values in phases.items():
+            timed = [(g.end_s, g.gap_s) for g in gaps if g.phase == phase]
+            values.extend(gap for _, gap in timed)
+            draws[phase].extend(by_block(timed, block_s))
         during = [g.gap_s for g in gaps if g.phase == "during"]
         if during:
             worst.append(max(during))
         windows.append((sent, first, max((g.end_s for g in gaps), default=None), intruder.ttft_s))
     before, during_worst = summarize(phases["before"]).mean, _p50(worst)
     sent, first, end, ttft = windows[0] if windows else (None, None, None, None)
+    intervals = {"itl_before_s": interval(draws["before"], "mean", before).to_json(),
+                 "itl_after_s": interval(draws["after"], "mean", summarize(phases["after"]).mean).to_json()}
+    stalled = (worst_verdict(draws["before"], draws["during"], max(phases["before"]), during_worst, higher_is_better=False)
+               if phases["before"] and during_worst is not None else NOT_ENOUGH)
     return {
         "prompt_tokens": prompt_tokens,
         "streams": max((len(b) for b, _ in rounds), default=0),
@@ -346,11 +382,14 @@ def interference_row(prompt_tokens: int, rounds: Sequence[tuple[Sequence[Request
         "prefill_ttft_s": ttft,
         "itl_before_s": before,
         "itl_during_s": during_worst,
+        "itl_during_rounds_s": worst,
         "itl_after_s": summarize(phases["after"]).mean,
         "spike": during_worst / before if before and during_worst is not None else None,
         "gaps_during": len(phases["during"]),
         "n": len(rounds),
         "bursts": _bursts([t for background, _ in rounds for t in background]),
+        "intervals": intervals,
+        "stall": {"verdict": stalled, "n_before": len(draws["before"]), "n_during": len(draws["during"])},
     }
 
 
@@ -361,16 +400,19 @@ def context_rows(positions: Sequence[int], generations: Sequence[RequestTiming],
     prompt_tokens + i, so a generation of `position − prompt_tokens + 1` tokens reaches `position`.
     The finding compares means: a mean of consecutive gaps is the window's span over its count, so
     a busy client that reads a few tokens late moves only the window's edges, where it would drag
-    the median of single gaps down with every burst.
+    the median of single gaps down with every burst. A draw of the mean's interval is `BLOCK_GAPS` consecutive
+    steps (a step shared, and the next few).
     """
     rows = []
-    steps = [step for t in _ok(generations) for step in _step_gaps(t)]
+    generation_steps = [_step_gaps(t) for t in _ok(generations)]
     for position in positions:
         lo, hi = position - CONTEXT_WINDOW - prompt_tokens + 1, position - prompt_tokens
-        window = [gap for i, gap in steps if lo <= i <= hi]
-        summary = summarize(window)
+        windows = [[gap for i, gap in steps if lo <= i <= hi] for steps in generation_steps]
+        summary = summarize(gap for window in windows for gap in window)
+        draws = [tuple(window[k:k + BLOCK_GAPS]) for window in windows for k in range(0, len(window), BLOCK_GAPS)]
         rows.append({"position": position, "itl_p50_s": summary.p50, "itl_mean_s": summary.mean, "n": summary.n,
-                     "bursts": _bursts(generations)})
+                     "bursts": _bursts(generations),
+                     "intervals": {"itl_mean_s": interval(draws, "mean", summary.mean).to_json()}})
     return rows
 
 

@@ -32,6 +32,8 @@ from dataclasses import dataclass, replace
 LEVEL = 0.99
 """The intervals' confidence level. A comparison judges nine figures at once: at 95 % a figure, the same workload
 twice named a difference in 6 trials of 100 on the simulator (bench/aa_rate.py); at 99 %, in none of 100."""
+JOINT_LEVEL = round(1 - 2 * (1 - LEVEL), 6)
+"""How often a change's interval built from two intervals' far ends holds it (`judge_intervals`)."""
 RESAMPLES = 1000
 SEED = 0
 MIN_REQUESTS = 5
@@ -68,12 +70,14 @@ class Judged:
     n_before: int
     n_after: int
     """The draws each side's interval rests on."""
+    level: float = LEVEL
+    """How often the change's interval holds the change."""
 
     def to_json(self) -> dict:
         return {
             "ci_low": self.ci[0] if self.ci else None,
             "ci_high": self.ci[1] if self.ci else None,
-            "level": LEVEL,
+            "level": self.level,
             "verdict": self.verdict,
             "more_requests": self.more_requests,
             "before_ci": list(self.before_ci) if self.before_ci else None,
@@ -118,6 +122,54 @@ def _judge(before: Clusters, after: Clusters, stat: str, before_value: float | N
     return Judged(_bounds(sorted(drawn_before)), _bounds(sorted(drawn_after)), ci, verdict, more, n_before, n_after)
 
 
+@dataclass(frozen=True, slots=True)
+class Interval:
+    """One run's figure with its interval, where a row keeps no draws to resample later (an experiment's rows)."""
+
+    ci: tuple[float, float] | None
+    n: int
+    """The draws it rests on."""
+    more: int | None
+    """Without an interval: about how many more draws would give one; None where no number would."""
+
+    def to_json(self) -> dict:
+        return {"ci": list(self.ci) if self.ci else None, "n": self.n, "more": self.more}
+
+
+def interval(clusters: Clusters, stat: str, value: float | None) -> Interval:
+    """`stat`'s interval over one run's draws, under `judge`'s rules (none for "max", none until there are
+    `MIN_REQUESTS` draws, and for a percentile as many beyond it on each side)."""
+    n = _usable(clusters)
+    if value is None or stat == "max":
+        return Interval(None, n, None)
+    values = {v for cluster in clusters for v in cluster if math.isfinite(v)}
+    if n >= MIN_REQUESTS and len(values) == 1:  # every draw alike: so is every resample
+        return Interval((value, value), n, None)
+    if n < MIN_REQUESTS:
+        return Interval(None, n, MIN_REQUESTS - n if stat == "mean" else max(MIN_REQUESTS - n, _tail_shortfall(clusters, value)))
+    more = 0 if stat == "mean" else _tail_shortfall(clusters, value)
+    if more:
+        return Interval(None, n, more)
+    return Interval(_bounds(sorted(resampled(clusters, stat, _rng()))), n, None)
+
+
+def judge_intervals(before: float | None, after: float | None, before_ci: Interval | None, after_ci: Interval | None,
+                    higher_is_better: bool) -> Judged:
+    """The verdict two figures' own intervals allow, where their draws are gone: the change's interval is from the
+    two intervals' far ends, so it holds the change whenever both hold their figure (at least 1 − 2 × (1 − `LEVEL`)
+    of the time); better or worse then means the two intervals do not overlap."""
+    if before is None or after is None or before_ci is None or after_ci is None:
+        return Judged(None, None, None, NOT_ENOUGH, None, 0, 0, JOINT_LEVEL)
+    n = min(before_ci.n, after_ci.n)
+    if before_ci.ci is None or after_ci.ci is None:
+        missing = [i.more for i in (before_ci, after_ci) if i.ci is None]
+        more = None if None in missing else max(missing)
+        return Judged(before_ci.ci, after_ci.ci, None, NOT_ENOUGH, more, before_ci.n, after_ci.n, JOINT_LEVEL)
+    ci = (after_ci.ci[0] - before_ci.ci[1], after_ci.ci[1] - before_ci.ci[0])
+    verdict, more = verdict_of(before, after, ci, n, higher_is_better)
+    return Judged(before_ci.ci, after_ci.ci, ci, verdict, more, before_ci.n, after_ci.n, JOINT_LEVEL)
+
+
 def draw_block_s(median_gap_s: float | None, median_ttft_s: float | None) -> float:
     """How long a stretch of a run is one draw (see the module's docstring); 0 where the run has no timing."""
     return max(BLOCK_GAPS * (median_gap_s or 0.0), median_ttft_s or 0.0)
@@ -155,6 +207,12 @@ def worst_verdict(before: Clusters, after: Clusters, before_value: float, after_
     if alike <= (1 - LEVEL) / 2 and abs(change) >= PRACTICAL * abs(before_value):
         return BETTER if (change > 0) == higher_is_better else WORSE
     return TIE if abs(change) < PRACTICAL * abs(before_value) else NOT_ENOUGH
+
+
+def draws_to_rank() -> int:
+    """The fewest draws a side with which `worst_verdict` can be sure: all of one side's above all of the other's
+    happens to two alike sides 1 / C(2n, n) of the time."""
+    return next(n for n in range(1, 64) if 1 / math.comb(2 * n, n) <= (1 - LEVEL) / 2)
 
 
 def verdict_of(before: float, after: float, ci: tuple[float, float], n: int, higher_is_better: bool) -> tuple[str, int | None]:

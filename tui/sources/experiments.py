@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import httpx
 
 from tui.core.delivery import flag_bursts
-from tui.core.experiment_findings import finding
+from tui.core.experiment_findings import finding, finding_figures
 from tui.core.experiment_columns import describe_row
 from tui.core.experiments import (
     BACKGROUND_PROMPT_TOKENS,
@@ -77,7 +77,8 @@ class ExperimentResult:
     the last round, the long prompt's prefill span below the streams' gap."""
 
     def to_json(self) -> dict:
-        return {"vary": self.plan.vary, "rows": list(self.rows), "finding": self.finding, "scaled": list(self.plan.scaled)}
+        return {"vary": self.plan.vary, "rows": list(self.rows), "finding": self.finding,
+                "finding_figures": finding_figures(self.plan.vary, self.rows, self.plan.slos), "scaled": list(self.plan.scaled)}
 
 
 class ExperimentFailed(SourceError):
