@@ -162,6 +162,32 @@ async def test_a_flag_the_server_refuses_is_its_own_error_line_and_a_good_one_re
         await pilot.press("q")
 
 
+async def test_after_a_restart_that_failed_the_first_command_and_the_probe_restart_it_and_probe_the_new_one(served):
+    seen = []
+    async with measuring(served, seen) as (app, pilot):
+        screen, notes = app.screen, []
+        app.notify = lambda message, **kwargs: notes.append(message)
+        await edit_flags(pilot, app, served.command.with_setting(Setting("max-num-batched-tokens", "bogus")))
+        await wait_for(pilot, lambda: any("invalid int value: 'bogus'" in n for n in notes), 60)
+        (toast,) = [n for n in notes if "invalid int value: 'bogus'" in n]
+        assert toast.count("invalid int value: 'bogus'") == 1, "the error's line once, not again from the log's tail"
+        assert not served.running
+        # The command as it first ran, and the probe: with nothing running there is no "before" to probe, so the
+        # server starts again at once and the probe runs on it (it used to wait on a probe of the dead server).
+        await pilot.press("f")
+        await wait_for(pilot, lambda: isinstance(app.screen, FlagEditorScreen))
+        app.screen.query_one(Input).value = str(served.first)
+        app.screen.query_one("#rerun-probe", RadioButton).value = True
+        await pilot.pause(0.1)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: served.running, 60)
+        await wait_for(pilot, lambda: len(completed(seen)) == 9, 120)
+        assert any("the server is down: restarting now" in n for n in notes)
+        screen.send_requests(Send(screen.state.send(1), "typed", "hello", None, 1, 16))  # nothing left jammed
+        await wait_for(pilot, lambda: len(completed(seen)) == 10, 60)
+        await pilot.press("q")
+
+
 async def test_o_shows_the_served_commands_log_filtered_as_you_type(served):
     from textual.widgets import TextArea
 

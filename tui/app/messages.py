@@ -128,11 +128,13 @@ class ServerCameUp(Fact):
 
 
 class NotSent(Fact):
-    """A send could not begin (the server refused its connections): `reason` says why."""
+    """A send could not begin (the server refused its connections, or its prompts could not be made): `reason` says
+    why; `request_ids`: the ids it had been given, none of which will start or complete."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, request_ids: range) -> None:
         super().__init__()
         self.reason = reason
+        self.request_ids = request_ids
 
 
 class SimulatorExited(Fact):

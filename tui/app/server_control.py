@@ -38,6 +38,8 @@ PROBE = (("concurrent", 0.0), ("long", 1.0))
 long prompt lands among them: both phases and their interference, the same on every restart."""
 SENDS, EXPERIMENT, PROBE_SET, NOTHING = "sends", "experiment", "probe", "nothing"
 """What a restart runs again (the flag editor's choice)."""
+PROBE_AFTER = "probe after"
+"""The probe picked while no server ran (a restart had failed): it runs after the restart only."""
 
 
 def probe() -> list[tuple[float, Send]]:
@@ -155,10 +157,17 @@ class ServerControl:
     def _restart(self, restart: Restart | None) -> None:
         """The editor's answer. For the probe, it runs first on the server as it is (so both sides ran it), then
         the restart; otherwise the restart goes at once."""
-        if restart is None or restart.command == self._screen.served.command:
+        served = self._screen.served
+        if restart is None or (restart.command == served.command and served.running):
             return
         self._rerun = restart.rerun
-        if restart.rerun == PROBE_SET:
+        if restart.rerun == PROBE_SET and not served.running:
+            # A restart that failed left nothing running: there is no "before" to probe, so the probe runs after.
+            self._rerun = PROBE_AFTER
+            self._screen.notify("the server is down: restarting now; the probe runs after it, with nothing before "
+                                "it to compare", title="probe", markup=False)
+            self._begin_restart(restart.command)
+        elif restart.rerun == PROBE_SET:
             self._screen.notify("the probe first, on the server as it is; then the restart", title="probe", markup=False)
             self._play(probe(), partial(self._begin_restart, restart.command))
         else:
@@ -195,9 +204,11 @@ class ServerControl:
             screen.lab.restarted((f"phasetop restarted it: {changes}",))
         if event.error:
             self._rerun_after = None
-            tail = "\n".join(one_line(line, 200) for line in event.log_tail.splitlines()[-3:])
-            screen.notify(f"{one_line(event.error, 300)}\n{tail}".strip(), title="server not restarted",
-                          severity="error", timeout=30, markup=False)
+            error = one_line(event.error, 300)
+            tail = "\n".join(line for line in (one_line(line, 200) for line in event.log_tail.splitlines()[-3:])
+                             if line not in error)  # the error often quotes the log's last line
+            screen.notify(f"{error}\n{tail}".strip(), title="server not restarted", severity="error", timeout=30,
+                          markup=False)
 
     def session_identified(self) -> None:
         """A session was identified: after a restart, the new server's; run the picked workload again."""
@@ -209,6 +220,10 @@ class ServerControl:
             self._experiment_before = self._experiment
             screen.notify("restarted: the experiment again, then before → after", title="server restarted", markup=False)
             screen.lab.sweep(self._experiment["params"]["vary"], self.experiment_ran)
+            return
+        if self._rerun == PROBE_AFTER:
+            screen.notify("restarted: the probe, on the new server alone", title="server restarted", markup=False)
+            self._play(probe(), lambda: None)
             return
         workload = self._workload if self._rerun == SENDS else probe() if self._rerun == PROBE_SET else []
         if not workload:
@@ -235,9 +250,16 @@ class ServerControl:
             self._then = None
 
     def request_completed(self, request_id: int) -> None:
-        if request_id not in self._rerun_ids:
+        self._ended(range(request_id, request_id + 1))
+
+    def not_sent(self, request_ids: range) -> None:
+        """A send that could not begin ends its requests as far as the workload playing is concerned."""
+        self._ended(request_ids)
+
+    def _ended(self, request_ids: range) -> None:
+        if self._rerun_ids.isdisjoint(request_ids):
             return
-        self._rerun_ids.discard(request_id)
+        self._rerun_ids.difference_update(request_ids)
         if not self._rerun_ids and not self._rerun_sends and self._then is not None:
             then, self._then = self._then, None
             then()

@@ -113,18 +113,18 @@ class RequestSender:
             meter = self._meter_for(client)
             try:
                 connect_s = await meter.warm_up(WARM_UP_PATHS[api], send.concurrency)
+                # Fresh when it came up; confirmed now (after the warm-up has timed the connect), since the load
+                # dial or another client may have used it since.
+                cold_id = send.first_id if fresh and await server_is_fresh(client) else None
+                # Every prompt made first, then every request sent: a /tokenize call while the first streams are
+                # already on the server would sit in front of the next one's arrival (its TTFT's send side).
+                requests = [await self._request(client, send, api, model) for _ in range(send.concurrency)]
             except SourceError as error:
-                self._post(NotSent(str(error)))
+                self._post(NotSent(str(error), range(send.first_id, send.first_id + send.concurrency)))
                 return
-            # Fresh when it came up; confirmed now (after the warm-up has timed the connect), since the load
-            # dial or another client may have used it since.
-            cold_id = send.first_id if fresh and await server_is_fresh(client) else None
             # The timeline shows the newest lanes: of a send, its last few; the prompt pane its last one's answer.
             last_id = send.first_id + send.concurrency - 1
             batches = TokenBatches(self._post, range(max(send.first_id, last_id - SHOWN_LANES + 1), last_id + 1), last_id)
-            # Every prompt made first, then every request sent: a /tokenize call while the first streams are
-            # already on the server would sit in front of the next one's arrival (its TTFT's send side).
-            requests = [await self._request(client, send, api, model) for _ in range(send.concurrency)]
             jobs = []
             for n, request in enumerate(requests):
                 lane = send.label if send.concurrency == 1 else f"{send.label} {n + 1}"

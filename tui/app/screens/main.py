@@ -293,6 +293,7 @@ class MainScreen(Screen):
     @on(NotSent)
     def _not_sent(self, event: NotSent) -> None:
         self.notify(event.reason, title="not sent", severity="error", markup=False)
+        self.control.not_sent(event.request_ids)
 
     @on(MeterDied)
     def _meter_died(self, event: MeterDied) -> None:
