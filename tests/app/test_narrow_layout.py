@@ -48,7 +48,7 @@ async def test_the_fixed_keys_stay_in_the_80_column_footer_whatever_pane_has_foc
                 break
             await pilot.press("tab")
             await pilot.pause()
-        assert {"preset-short", "timeline-pane", "metrics-pane", "gpu-pane"} <= checked
+        assert {"timeline-pane", "metrics-pane", "gpu-pane"} <= checked
 
 
 async def test_the_send_button_lies_inside_the_prompt_pane():

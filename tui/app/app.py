@@ -18,7 +18,7 @@ from tui.config import Settings
 from tui.config_file import remember_setting
 from tui.core.untrusted import printable
 from tui.sim.launcher import SimulatorProcess
-from tui.sources.served_command import ServedCommand
+from tui.sources.served_command import ServedProcess
 
 class PhasetopApp(App[None]):
     """phasetop's UI. It is handed its settings and the server URL; it reads no globals."""
@@ -29,7 +29,7 @@ class PhasetopApp(App[None]):
 
     def __init__(self, settings: Settings, server_url: str, simulated: str | None = None,
                  ceiling: tuple[float, float, float] | None = None, live: bool = True, save_runs: bool = True,
-                 simulator: SimulatorProcess | None = None, served: ServedCommand | None = None, first: Screen | None = None,
+                 simulator: SimulatorProcess | None = None, served: ServedProcess | None = None, first: Screen | None = None,
                  theme_file: Path | None = None) -> None:
         super().__init__()
         for theme in THEMES:

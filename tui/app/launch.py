@@ -22,7 +22,7 @@ from tui.core.untrusted import one_line
 from tui.runs_store import default_runs_dir, remove_dead_temps
 from tui.sim.launcher import SimulatorError, SimulatorProcess, simulator_args
 from tui.sources.managed_server import ServerStartError
-from tui.sources.served_command import ServedCommand, start_served
+from tui.sources.served_command import ServedCommand, ServedSimulator, start_served
 from tui.spawn import keep_drawing_apart, keep_priority
 
 PROBE_TIMEOUT_S = 0.5
@@ -83,9 +83,10 @@ def run_ui(settings: Settings, url_given: bool, save_runs: bool = True, serve: s
             print(f"phasetop: {one_line(str(error), 500)}", file=sys.stderr)
             return 1
         url = simulator.url
+    served = ServedSimulator(simulator, simulator_args(settings)) if simulator is not None else None
     try:
         return run_app(PhasetopApp(settings, url, simulated, decode_ceiling, save_runs=save_runs, simulator=simulator,
-                                   theme_file=theme_file))
+                                   served=served, theme_file=theme_file))
     finally:
         if simulator is not None:
             simulator.stop()

@@ -69,17 +69,20 @@ class SimulatorProcess:
 
         `env` adds variables for the child (e.g. VLLM_API_KEY, which keeps a key off the command line).
         """
-        command = [sys.executable, "-m", "tui", "sim", "--host", host, "--port", "0", "--stop-on-stdin-close", *args]
+        command = _command(host, args)
         simulator = cls(command, {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
         simulator._launch(command, timeout_s)
         return simulator
 
-    def restart(self, timeout_s: float = START_TIMEOUT_S) -> None:
-        """Start the child again with the same flags on the same port (so the URL the UI holds stays right).
+    def restart(self, timeout_s: float = START_TIMEOUT_S, args: Sequence[str] | None = None) -> None:
+        """Start the child again on the same port (so the URL the UI holds stays right), with the same flags or
+        `args` in their place.
 
-        Raises SimulatorError when it does not start (the port taken meanwhile, say)."""
+        Raises SimulatorError when it does not start (the port taken meanwhile, a flag it refuses)."""
         self.stop()
         port = urlsplit(self.url).port
+        if args is not None:
+            self._command = _command(urlsplit(self.url).hostname or "127.0.0.1", args)
         self._stopping = False
         self._launch([*self._command, "--port", str(port)] if port else self._command, timeout_s)
 
@@ -168,6 +171,11 @@ class SimulatorProcess:
 
     def __exit__(self, *exc_info) -> None:
         self.stop()
+
+
+def _command(host: str, args: Sequence[str]) -> list[str]:
+    """`phasetop sim` on a free port of `host` with `args`, stopping when our end of its stdin closes."""
+    return [sys.executable, "-m", "tui", "sim", "--host", host, "--port", "0", "--stop-on-stdin-close", *args]
 
 
 def _kill(process: subprocess.Popen) -> None:

@@ -1,13 +1,17 @@
 """A server command a person gave phasetop to run (`phasetop --serve`, `phasetop tune`): started in its own
-process group on the port its arguments name, waited on until /health answers, stopped as a group."""
+process group on the port its arguments name, waited on until /health answers, stopped as a group; and the
+simulator phasetop started itself, served the same way (`ServedSimulator`)."""
 
 from __future__ import annotations
 
+import shlex
 import socket
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit
 
 from tui.core.serve_command import ServeCommand
+from tui.sim.launcher import SimulatorError, SimulatorProcess
 from tui.sources.managed_server import ManagedServer, ServerStartError
 from tui.sources.vllm_server import renice_engine
 
@@ -84,3 +88,62 @@ class ServedCommand:
         if self._server is not None:
             self._server.stop()
             self._server = None
+
+
+SIMULATOR_PROGRAM = (sys.executable, "-m", "tui", "sim")
+
+
+class ServedSimulator:
+    """The simulator phasetop started, as a served command: its flags edited and it started again with them on its
+    port, so the tuning loop (f, o, before → after) runs in the demo with no server of one's own. The child stays
+    the one `SimulatorProcess` watches (R starts it again once it has exited)."""
+
+    def __init__(self, simulator: SimulatorProcess, args: Sequence[str]) -> None:
+        self._simulator = simulator
+        self.url = simulator.url
+        self.command = ServeCommand((*SIMULATOR_PROGRAM, "--port", str(urlsplit(simulator.url).port), *args))
+        self.first = self.command
+
+    @property
+    def running(self) -> bool:
+        return self._simulator.running
+
+    @property
+    def pid(self) -> int | None:
+        return self._simulator.pid
+
+    def log_tail(self, lines: int) -> str:
+        return "\n".join(self._simulator.log_text().splitlines()[-lines:])
+
+    def restart(self, command: ServeCommand, on_wait: Callable[[float, str], None] | None = None) -> None:
+        """Start the simulator again with `command`'s flags (blocking: from a thread); ServerStartError when it
+        cannot, and then nothing runs."""
+        if command.argv[:len(SIMULATOR_PROGRAM)] != SIMULATOR_PROGRAM:
+            raise ServerStartError(f"this is phasetop's simulator: keep `{shlex.join(SIMULATOR_PROGRAM)}` and change its flags")
+        if command.port != self.command.port:
+            raise ServerStartError(f"the port is the UI's: keep --port {self.command.port}")
+        try:
+            self._simulator.restart(args=_without_port(command.argv[len(SIMULATOR_PROGRAM):]))
+        except SimulatorError as error:
+            raise ServerStartError(str(error), self.log_tail(20)) from None
+        self.command = command
+
+    def stop(self) -> None:
+        self._simulator.stop()
+
+
+def _without_port(args: Sequence[str]) -> list[str]:
+    """The flags less `--port P` (the restart keeps the port it has)."""
+    kept, skip = [], False
+    for word in args:
+        if skip:
+            skip = False
+        elif word == "--port":
+            skip = True
+        elif not word.startswith("--port="):
+            kept.append(word)
+    return kept
+
+
+ServedProcess = ServedCommand | ServedSimulator
+"""What the UI's restarts, flag editor and log work on: a command phasetop was given, or its own simulator."""

@@ -11,7 +11,7 @@ from tui.app.messages import ServedProgress, ServedRestarted, SimulatorExited, S
 from tui.core.serve_command import ServeCommand
 from tui.sim.launcher import SimulatorError, SimulatorProcess
 from tui.sources.managed_server import ServerStartError
-from tui.sources.served_command import ServedCommand
+from tui.sources.served_command import ServedProcess
 
 
 def follow_simulator(simulator: SimulatorProcess, post: Callable[[Message], object]) -> None:
@@ -31,7 +31,7 @@ def restart_simulator(simulator: SimulatorProcess, post: Callable[[Message], obj
         post(SimulatorRestarted())
 
 
-def restart_served(served: ServedCommand, command: ServeCommand, post: Callable[[Message], object]) -> None:
+def restart_served(served: ServedProcess, command: ServeCommand, post: Callable[[Message], object]) -> None:
     """Stop the served command and start `command` in its place (blocking: run in a thread), posting its progress.
 
     Textual runs thread workers on the loop's executor, whose threads live as long as the app: the server is

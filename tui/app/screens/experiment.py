@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 from rich.text import Text
 from textual import on, work
-from textual.app import ComposeResult
+from textual.app import ComposeResult, RenderResult
 from textual.binding import Binding
 from textual.content import Content
 from textual.reactive import reactive
@@ -25,6 +25,7 @@ from textual_plotext import PlotextPlot
 
 from tui.app.feeds.lab import save_quietly
 from tui.app.lab_messages import ExperimentFinished, ExperimentProgressed, RunSaved
+from tui.app.layout import SHORT_HEIGHT
 from tui.config import Settings
 from tui.core.experiment_columns import COLUMNS, Column
 from tui.core.disaggregation import DEFAULT_KV_LINK, find_link
@@ -99,6 +100,10 @@ def legend(vary: str) -> Content:
     return Content("   ").join(parts)
 
 
+MIN_CHART_ROWS = 5
+"""Fewer rows than this (a short terminal gave them to the table and finding) and the chart is left blank."""
+
+
 class ExperimentChart(PlotextPlot):
     """The rows drawn against the value swept (the table's first column)."""
 
@@ -113,6 +118,11 @@ class ExperimentChart(PlotextPlot):
 
     def watch_rows(self) -> None:
         self.replot()
+
+    def render(self) -> RenderResult:
+        if self.size.height < MIN_CHART_ROWS:  # the rows a short terminal left it hold no readable chart
+            return Text("the chart needs a taller terminal; the table below has its values", style="dim")
+        return super().render()
 
     def replot(self) -> None:
         self.plt.clear_data()
@@ -236,6 +246,9 @@ class ExperimentScreen(Screen[None]):
         yield table
         yield Static("", id="experiment-finding", markup=False)
         yield Footer()
+
+    def on_resize(self) -> None:
+        self.set_class(self.size.height < SHORT_HEIGHT, "-short")
 
     def on_mount(self) -> None:
         self.run_plan()

@@ -10,7 +10,7 @@ from dataclasses import replace
 from functools import partial
 from time import monotonic
 
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.containers import Container, Vertical
 from textual.reactive import reactive
@@ -22,6 +22,7 @@ from tui.app.feeds.requests import RequestSender, Send
 from tui.app.feeds.samples import poll_gpu
 from tui.app.feeds.server import find_server, poll_metrics
 from tui.app.lab import NOT_KNOWN_YET, Lab
+from tui.app.layout import NARROW_WIDTH, SHORT_HEIGHT
 from tui.app.lab_messages import LoadProgressed, LoadStopped, RunSaved, SessionIdentified
 from tui.app.messages import (ClientSampled, GpuSampled, HostSampled, MeterDied, MetricsScraped, MetricsUnavailable,
                               NotSent, RequestCompleted, RequestStarted, ServedProgress, ServedRestarted, ServerCameUp,
@@ -47,12 +48,11 @@ from tui.sim.launcher import SimulatorProcess
 from tui.sources.host import local_port
 from tui.sources.http import ServerClient, client_for
 from tui.sources.scrape import MetricsScraper
-from tui.sources.served_command import ServedCommand
+from tui.sources.served_command import ServedProcess
 
 PUBLISH_INTERVAL_S = 1 / 8
 """State reaches the panes at most this often (the frame budget): at 32 streams a batch lands every 50 ms,
 and painting each one cost the main thread more than reading the streams did."""
-NARROW_WIDTH = 100
 
 
 class MainScreen(Screen):
@@ -97,8 +97,8 @@ class MainScreen(Screen):
     """False: nothing is saved (the UI's --no-save)."""
     simulator: SimulatorProcess | None = None
     """The simulator phasetop started for this screen, if it did."""
-    served: ServedCommand | None = None
-    """The server command phasetop runs for this screen (`--serve`), if it does."""
+    served: ServedProcess | None = None
+    """The server command phasetop runs for this screen (`--serve`, or the simulator it started), if it does."""
 
     def __init__(self, settings: Settings, server_url: str, simulated: str | None = None,
                  ceiling: tuple[float, float, float] | None = None, live: bool = True) -> None:
@@ -149,6 +149,17 @@ class MainScreen(Screen):
         yield LoadDialPane(id="load-dial").data_bind(state=MainScreen.dial)
         yield Footer()
 
+    def on_key(self, event: events.Key) -> None:
+        """Typing at once writes a prompt: a printable key no shortcut takes, pressed outside the prompt box, opens
+        it with that character (a sentence typed at the start lands there, not in the experiments' keys)."""
+        if not event.is_printable or self.focused is self.query_one("#prompt-text"):
+            return
+        if event.key in self.app.active_bindings:  # a shortcut, or one that says why it cannot act now
+            return
+        event.stop()
+        event.prevent_default()
+        self.query_one(PromptPane).type_into(event.character)
+
     def on_mount(self) -> None:
         if not self.live:  # a recorded feed: every replot at once, so no timer is live at a snapshot
             self.client = client_for(self.settings, self.server_url)
@@ -185,7 +196,9 @@ class MainScreen(Screen):
     def on_resize(self) -> None:
         narrow = self.size.width < NARROW_WIDTH
         self.set_class(narrow, "-narrow")
+        self.set_class(self.size.height < SHORT_HEIGHT, "-short")
         self.query_one(Footer).compact = narrow
+        self.query_one(PromptPane).border_title = "Prompt · below: m Server metrics, h GPU / host" if narrow else "Prompt"
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "restart_simulator" and self.simulator is None:
@@ -197,6 +210,11 @@ class MainScreen(Screen):
         return self.control.why_disabled(action) or self.lab.why_disabled(action)
 
     # ---- actions -------------------------------------------------------------------------------
+
+    def action_show_pane(self, pane_id: str) -> None:
+        pane = self.query_one(f"#{pane_id}")
+        pane.focus()
+        pane.scroll_visible()
 
     def action_send(self) -> None:
         self.query_one(PromptPane).request_typed()

@@ -59,6 +59,14 @@ MAIN_BINDINGS = [
     Binding("4", "preset('concurrent')", "8 at once", tooltip="Send 8 short prompts at once", id="preset.concurrent",
             group=PRESET_KEYS),
     Binding("c", "clear", "Clear", tooltip="Clear the timeline", id="clear"),
+    # On a narrow terminal the panes are stacked and scrolled: these bring one into view (the prompt pane's title
+    # names them there).
+    Binding("m", "show_pane('metrics-pane')", "Server metrics", show=False, id="pane.metrics",
+            tooltip="Bring the Server metrics pane into view"),
+    Binding("h", "show_pane('gpu-pane')", "GPU / host", show=False, id="pane.gpu",
+            tooltip="Bring the GPU / host pane into view"),
+    Binding("t", "show_pane('timeline-pane')", "Timeline", show=False, id="pane.timeline",
+            tooltip="Bring the token timeline into view"),
     Binding("v", "timeline_view", "View", tooltip="Timeline: each lane from its own send (aligned), or one wall clock",
             id="timeline.view"),
     # Not priority bindings: a focused prompt box (or the answer) keeps its own arrows.

@@ -7,6 +7,7 @@ from time import monotonic
 
 from textual import on
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Button, TextArea
@@ -71,14 +72,22 @@ class PromptPane(Vertical):
             """The preset to generate from, or None for the typed text."""
 
     def compose(self) -> ComposeResult:
+        # The buttons are for the mouse (their keys are 1–4 and s): Tab goes from the prompt box to the answer.
         with Horizontal(id="presets"):
             for preset in PRESETS:
-                yield Button(preset.label, id=f"preset-{preset.key}", compact=True)
+                yield _unfocusable(Button(preset.label, id=f"preset-{preset.key}", compact=True))
         # Send sits beside the text it sends: on the presets row it ran off a narrow pane.
         with Horizontal(id="compose"):
-            yield TextArea(id="prompt-text", soft_wrap=True, placeholder="type a prompt, or pick a preset")
-            yield Button("send typed", id="send-typed", variant="primary", compact=True)
+            yield PromptText(id="prompt-text", soft_wrap=True, placeholder="type a prompt (Esc: back to the keys)")
+            yield _unfocusable(Button("send typed", id="send-typed", variant="primary", compact=True))
         yield AnswerView(ANSWER_LINES, id="answer")
+
+    def type_into(self, character: str) -> None:
+        """Start (or go on with) the typed prompt: the box takes focus and `character` at its end."""
+        box = self.query_one(PromptText)
+        box.focus()
+        box.move_cursor(box.document.end)
+        box.insert(character)
 
     @on(Button.Pressed)
     def _pressed(self, event: Button.Pressed) -> None:
@@ -116,6 +125,20 @@ class PromptPane(Vertical):
         answer.stream(strip_control(text[:len(text) - held]))
         if final:
             answer.flush()
+
+
+class PromptText(TextArea):
+    """The typed prompt; Esc leaves it, so the keys are shortcuts again."""
+
+    BINDINGS = [Binding("escape", "leave", "Back to the keys", show=False)]
+
+    def action_leave(self) -> None:
+        self.screen.set_focus(None)
+
+
+def _unfocusable(button: Button) -> Button:
+    button.can_focus = False
+    return button
 
 
 class AnswerView(TextArea):

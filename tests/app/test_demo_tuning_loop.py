@@ -1,0 +1,59 @@
+"""The tuning loop in the demo: the simulator phasetop started itself is a served command (`ServedSimulator`), so f
+edits its flags, Enter starts it again with them on its port, the sends run again and before → after opens."""
+
+from __future__ import annotations
+
+from tests.app.test_app import completed, settings, wait_for
+from tests.app.test_tuning_loop import edit_flags
+from tui.app.app import PhasetopApp
+from tui.app.feeds.requests import Send
+from tui.app.screens.compare import CompareScreen
+from tui.app.screens.server_log import ServerLogScreen
+from tui.core.serve_command import ServeCommand, Setting
+from tui.sim.launcher import SimulatorProcess
+from tui.sources.managed_server import ServerStartError
+from tui.sources.served_command import ServedSimulator
+
+import pytest
+
+ARGS = ["--time-scale", "4", "--max-num-batched-tokens", "2048"]
+
+
+async def test_f_restarts_the_simulator_phasetop_started_with_a_changed_flag_and_compares():
+    with SimulatorProcess.start(ARGS) as simulator:
+        served = ServedSimulator(simulator, ARGS)
+        url = simulator.url
+        seen = []
+        app = PhasetopApp(settings(), url, "simulated H100 SXM · Llama-3.1-8B", save_runs=False, simulator=simulator,
+                          served=served)
+        async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
+            screen = app.screen
+            await wait_for(pilot, lambda: screen.lab.server_info is not None)
+            assert screen.why_disabled("edit_flags") is None and screen.why_disabled("server_log") is None
+            screen.send_requests(Send(screen.state.send(8), "8 streams", None, 200, 8, 48))
+            await wait_for(pilot, lambda: len(screen.timings) == 8 and all(len(t.token_offsets_s) >= 4 for t in screen.timings))
+            screen.send_requests(Send(screen.state.send(1), "long", None, 2000, 1, 48))
+            await wait_for(pilot, lambda: len(completed(seen)) == 9, 60)
+            await edit_flags(pilot, app, served.command.with_setting(Setting("max-num-batched-tokens", "256")))
+            await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen), 120)
+            diff = {(r["key"], r["before"], r["after"]) for r in app.screen.comparison["config_diff"]}
+            assert ("max_num_batched_tokens", "2048", "256") in diff
+            assert simulator.url == url and served.command.value("max-num-batched-tokens") == "256"
+            await pilot.press("escape", "o")
+            await wait_for(pilot, lambda: isinstance(app.screen, ServerLogScreen))
+            await pilot.press("escape", "q")
+
+
+def test_the_served_simulator_keeps_its_program_and_port_and_says_why_a_flag_fails():
+    with SimulatorProcess.start(ARGS) as simulator:
+        served = ServedSimulator(simulator, ARGS)
+        assert served.command.argv[1:4] == ("-m", "tui", "sim") and served.command.port == int(simulator.url.rsplit(":", 1)[1])
+        with pytest.raises(ServerStartError, match="keep --port"):
+            served.restart(served.command.with_setting(Setting("port", "1")))
+        with pytest.raises(ServerStartError, match="phasetop's simulator"):
+            served.restart(ServeCommand(("vllm", "serve", "m", "--port", str(served.command.port))))
+        with pytest.raises(ServerStartError, match="bogus"):
+            served.restart(served.command.with_setting(Setting("max-num-batched-tokens", "bogus")))
+        assert not served.running  # a refused flag leaves nothing running; the first command starts it again
+        served.restart(served.first)
+        assert served.running and served.command == served.first

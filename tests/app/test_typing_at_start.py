@@ -1,0 +1,35 @@
+"""A person who starts typing at once writes a prompt: the keys no shortcut takes open the prompt box."""
+
+from textual.widgets import TextArea
+
+from tests.app.test_app import completed, settings, wait_for
+from tui.app.app import PhasetopApp
+from tui.app.screens.main import MainScreen
+from tui.app.messages import RequestStarted
+
+
+async def test_a_sentence_typed_at_start_lands_in_the_prompt_box_and_starts_nothing(sim_url):
+    seen = []
+    app = PhasetopApp(settings(), sim_url, save_runs=False)
+    async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
+        screen = app.screen
+        await wait_for(pilot, lambda: screen.lab.server_info is not None)
+        sentence = "Why is the sky blue? Explain it in 3 lines, please."
+        await pilot.press(*[{" ": "space", "?": "question_mark", ",": "comma", ".": "full_stop"}.get(c, c) for c in sentence])
+        await pilot.pause(0.2)
+        box = screen.query_one("#prompt-text", TextArea)
+        assert box.text == sentence and app.focused is box
+        assert isinstance(app.screen, MainScreen), "no experiment opened, no help screen"
+        assert not [m for m in seen if isinstance(m, RequestStarted)], "nothing sent while typing"
+        await pilot.press("ctrl+s" if False else "escape")  # out of the box: keys are shortcuts again
+        assert app.focused is not box
+        await pilot.press("1")
+        await wait_for(pilot, lambda: len(completed(seen)) == 1, 60)
+
+
+async def test_tab_goes_to_the_prompt_box_not_through_every_button(sim_url):
+    app = PhasetopApp(settings(), sim_url, save_runs=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.screen.lab.server_info is not None)
+        await pilot.press("tab")
+        assert app.focused is app.screen.query_one("#prompt-text", TextArea)
