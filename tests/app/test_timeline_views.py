@@ -153,7 +153,7 @@ async def test_thirty_two_streams_get_thirty_two_lanes_each_reachable_with_the_a
     async with app.run_test(size=size, message_hook=seen.append) as pilot:
         await started(pilot, seen)
         screen = app.screen
-        screen.send_requests(Send(screen.state.send(32), "32 at once", None, 200, 32, 16))
+        await pilot.press("5")  # the preset: 32 streams at once
         await wait_for(pilot, lambda: len(completed(seen)) == 32, 60)
         pane = screen.query_one(TimelinePane)
         drawn = await drawn_with(pilot, pane, 32)

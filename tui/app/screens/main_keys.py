@@ -58,6 +58,8 @@ MAIN_BINDINGS = [
             id="preset.system", group=PRESET_KEYS),
     Binding("4", "preset('concurrent')", "8 at once", tooltip="Send 8 short prompts at once", id="preset.concurrent",
             group=PRESET_KEYS),
+    Binding("5", "preset('many')", "32 at once", tooltip="Send 32 short prompts at once: a lane each",
+            id="preset.many", group=PRESET_KEYS),
     Binding("c", "clear", "Clear", tooltip="Clear the timeline", id="clear"),
     # On a narrow terminal the panes are stacked and scrolled: these bring one into view (the prompt pane's title
     # names them there).

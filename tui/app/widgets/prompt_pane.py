@@ -27,6 +27,8 @@ class Preset:
     concurrency: int = 1
     shared_prefix: bool = False
     max_tokens: int = 128
+    button: bool = True
+    """Also a button on the presets row (the row has room for four in the narrowest pane; the rest are keys)."""
 
     def send(self, first_id: int) -> Send:
         """This preset's requests, ids from `first_id`."""
@@ -46,9 +48,10 @@ PRESETS = (
     Preset("long", "long 2000", 2000),
     Preset("system", "shared prefix", 2000, shared_prefix=True),
     Preset("concurrent", "8 at once", 200, concurrency=8, max_tokens=512),
+    Preset("many", "32 at once", 200, concurrency=32, max_tokens=512, button=False),
 )
-"""8 at once decode 512 tokens each (about 2.5 s on the simulated H100): long enough that the long prompt, sent
-while they run, lands among them and its prefill stalls their decode on the wall clock."""
+"""8 (or 32) at once decode 512 tokens each (about 2.5 s on the simulated H100): long enough that the long prompt,
+sent while they run, lands among them and its prefill stalls their decode on the wall clock."""
 TYPED_MAX_TOKENS = 128
 """Tokens a typed prompt asks for."""
 SHARED_PREFIX = filler_text("[shared system prompt]", 1800)
@@ -74,7 +77,7 @@ class PromptPane(Vertical):
     def compose(self) -> ComposeResult:
         # The buttons are for the mouse (their keys are 1–4 and s): Tab goes from the prompt box to the answer.
         with Horizontal(id="presets"):
-            for preset in PRESETS:
+            for preset in (p for p in PRESETS if p.button):
                 yield _unfocusable(Button(preset.label, id=f"preset-{preset.key}", compact=True))
         # Send sits beside the text it sends: on the presets row it ran off a narrow pane.
         with Horizontal(id="compose"):
