@@ -23,3 +23,14 @@ def test_a_bad_setting_for_the_ui_is_one_line_not_a_traceback(tmp_path, env, fie
     assert result.stdout == ""
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("phasetop: bad settings:") and field in lines[0]
+
+
+def test_version_names_the_python_and_where_this_copy_runs_from(tmp_path):
+    import tui
+
+    result = subprocess.run([sys.executable, "-m", "tui", "--version"], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=60, env={**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(tui.__file__))})
+    assert result.returncode == 0
+    line = result.stdout.strip()
+    assert line.startswith(f"phasetop {tui.__version__} (Python {sys.version.split()[0]}, ")
+    assert line.endswith(f"{os.path.dirname(tui.__file__)})")

@@ -104,12 +104,20 @@ def add_ui_options(ui: argparse._ArgumentGroup) -> None:
                     "Textual theme (default: settings, else textual-dark); one picked in the UI is remembered")
 
 
+def version_line() -> str:
+    """"phasetop 0.1.0 (Python 3.11.7, /home/me/.local/pipx/venvs/phasetop/lib/python3.11/site-packages/tui)":
+    which copy runs, where a checkout's and an installed one could both be on PATH."""
+    import tui
+
+    return f"phasetop {__version__} (Python {sys.version.split()[0]}, {os.path.dirname(tui.__file__)})"
+
+
 def build_parser() -> Parser:
     parser = Parser(
         prog="phasetop",
         description="Watch LLM inference split into prefill (time to first token) and decode (tokens per second).",
     )
-    parser.add_argument("--version", action="version", version=f"phasetop {__version__}")
+    parser.add_argument("--version", action="version", version=version_line())
     parser.add_argument("--config", metavar="FILE", help="TOML settings file (default: the user config dir)")
     add_ui_options(parser.add_argument_group("the UI (no subcommand)"))
     fleet = parser.add_argument_group("the fleet view (no subcommand)")
