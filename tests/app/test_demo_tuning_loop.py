@@ -3,18 +3,17 @@ edits its flags, Enter starts it again with them on its port, the sends run agai
 
 from __future__ import annotations
 
-from tests.app.test_app import completed, settings, wait_for
-from tests.app.test_tuning_loop import edit_flags
+import pytest
+
+from tests.app.test_app import settings, wait_for
+from tests.app.test_tuning_loop import edit_flags, long_among_streams
 from tui.app.app import PhasetopApp
-from tui.app.feeds.requests import Send
 from tui.app.screens.compare import CompareScreen
 from tui.app.screens.server_log import ServerLogScreen
 from tui.core.serve_command import ServeCommand, Setting
 from tui.sim.launcher import SimulatorProcess
 from tui.sources.managed_server import ServerStartError
 from tui.sources.served_command import ServedSimulator
-
-import pytest
 
 ARGS = ["--time-scale", "4", "--max-num-batched-tokens", "2048"]
 
@@ -30,10 +29,7 @@ async def test_f_restarts_the_simulator_phasetop_started_with_a_changed_flag_and
             screen = app.screen
             await wait_for(pilot, lambda: screen.lab.server_info is not None)
             assert screen.why_disabled("edit_flags") is None and screen.why_disabled("server_log") is None
-            screen.send_requests(Send(screen.state.send(8), "8 streams", None, 200, 8, 48))
-            await wait_for(pilot, lambda: len(screen.timings) == 8 and all(len(t.token_offsets_s) >= 4 for t in screen.timings))
-            screen.send_requests(Send(screen.state.send(1), "long", None, 2000, 1, 48))
-            await wait_for(pilot, lambda: len(completed(seen)) == 9, 60)
+            await long_among_streams(pilot, screen, seen)
             await edit_flags(pilot, app, served.command.with_setting(Setting("max-num-batched-tokens", "256")))
             await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen), 120)
             diff = {(r["key"], r["before"], r["after"]) for r in app.screen.comparison["config_diff"]}

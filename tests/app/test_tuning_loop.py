@@ -61,15 +61,19 @@ async def edit_flags(pilot, app, command: ServeCommand, rerun: str | None = None
     await pilot.press("enter")
 
 
+async def long_among_streams(pilot, screen, seen) -> None:
+    """8 short streams, then the long prompt among them (its prefill stalls them while it runs), to their end."""
+    screen.send_requests(Send(screen.state.send(8), "8 streams", None, 200, 8, 48))
+    await wait_for(pilot, lambda: len(screen.timings) == 8 and all(len(t.token_offsets_s) >= 4 for t in screen.timings))
+    screen.send_requests(Send(screen.state.send(1), "long", None, 2000, 1, 48))
+    await wait_for(pilot, lambda: len(completed(seen)) == 9, 60)
+
+
 async def test_a_flag_change_restarts_the_server_reruns_the_sends_and_compares(served):
     seen = []
     async with measuring(served, seen) as (app, pilot):
         screen = app.screen
-        # 8 short streams, then the long prompt among them: its prefill stalls them while it runs.
-        screen.send_requests(Send(screen.state.send(8), "8 streams", None, 200, 8, 48))
-        await wait_for(pilot, lambda: len(screen.timings) == 8 and all(len(t.token_offsets_s) >= 4 for t in screen.timings))
-        screen.send_requests(Send(screen.state.send(1), "long", None, 2000, 1, 48))
-        await wait_for(pilot, lambda: len(completed(seen)) == 9, 60)
+        await long_among_streams(pilot, screen, seen)
         await edit_flags(pilot, app, served.command.with_setting(Setting("max-num-batched-tokens", "256")))
         await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen), 120)
         comparison = app.screen.comparison
