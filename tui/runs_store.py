@@ -25,7 +25,7 @@ from platformdirs import user_data_dir
 
 from tui.core.run_schema import RunInvalid, check_run
 from tui.core.runs import is_bench_document, run_from_bench_document, run_header
-from tui.core.untrusted import redact_all, without_credentials
+from tui.core.untrusted import redact_all, surrogates_escaped, without_credentials
 
 TEMP_SUFFIX = ".tmp"
 STALE_TEMP_S = 600.0
@@ -88,12 +88,19 @@ def save_run(run: dict, directory: Path) -> Path:
     Raises OSError when the directory cannot be written.
     """
     # orjson: a live session saved at every batch's end is some 16,000 offsets at 32 streams (json took 20× longer).
-    text = orjson.dumps(_finite(redact_all(_without_url_credentials(run))),
-                        option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE).decode()
+    document = _finite(redact_all(_without_url_credentials(run)))
+    try:
+        text = _dumps(document)
+    except orjson.JSONEncodeError:  # a lone surrogate from the server (a model id of `\ud93f`): saved as that text
+        text = _dumps(surrogates_escaped(document))
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     remove_dead_temps(directory)
     return write_atomic(directory / f"{run['id']}.json", text)
+
+
+def _dumps(document: dict) -> str:
+    return orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE).decode()
 
 
 def write_atomic(path: Path, text: str) -> Path:

@@ -10,9 +10,12 @@ Two jobs, one module, because every output path needs both:
   or split lines (bidi overrides, U+2028/9) visible as `\\x1b`-style escapes and caps the length, so a model
   id or error body cannot set a pane title, write the clipboard (OSC 52) or clear the screen.
   `one_line` also folds newlines, tabs and carriage returns into single spaces, for a field or an error
-  body inside one line.
+  body inside one line. A lone surrogate (JSON's `\\ud93f`, valid JSON, but no UTF-8 encodes it) is shown
+  as that escape too: printed raw it would raise in the terminal's encoder.
 
-JSON output needs no `printable`: the encoder escapes control characters itself (`\\u001b`).
+JSON output needs no `printable`: the encoder escapes control characters (`\\u001b`) and lone surrogates
+itself (json.dumps's ensure_ascii). A file written as UTF-8 by another encoder (orjson: run files) is given
+`surrogates_escaped` first.
 """
 
 from __future__ import annotations
@@ -30,9 +33,14 @@ MAX_LINE_CHARS = 2000
 MAX_FIELD_CHARS = 200
 """Longest single field (a model id, a version, a label value) shown from a server."""
 
-_UNSAFE = "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+_SURROGATES = "\ud800-\udfff"
+"""Code points no UTF-8 encodes: a str holds one alone when a server's JSON said `\\ud93f` (or bytes were
+decoded with surrogateescape)."""
+_UNSAFE = "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069" + _SURROGATES
 _UNSAFE_IN_TEXT = re.compile(f"[{_UNSAFE}]")
+_SURROGATE = re.compile(f"[{_SURROGATES}]")
 _LINE_BREAKS = re.compile("[\t\n\r\x0b\x0c\u2028\u2029 ]+")
+_LINE_ENDS = re.compile("[ \t]*[\n\r\x0b\x0c\u2028\u2029]+[ \t]*")
 
 _secrets: set[str] = set()
 
@@ -95,6 +103,24 @@ def one_line(text: object, limit: int = MAX_FIELD_CHARS) -> str:
     space. Any type: a model id that is a number or a list is shown as what it is."""
     flat = _LINE_BREAKS.sub(" ", redact(text if isinstance(text, str) else repr(text))).strip()
     return _capped(_UNSAFE_IN_TEXT.sub(_visible, flat), limit)
+
+
+def folded(text: str) -> str:
+    """`text` with each line break (and the blanks around it) one space: a message made of another's lines
+    (an HTTP parser's, with its caret line) as the one line every failure is."""
+    return _LINE_ENDS.sub(" ", text).strip()
+
+
+def surrogates_escaped(value: Any) -> Any:
+    """A JSON-like document with every lone surrogate in its strings (keys too) written as the text `\\ud93f`,
+    as `one_line` shows it: for an encoder that refuses them (orjson, UTF-8). Anything else is left as it is."""
+    if isinstance(value, str):
+        return _SURROGATE.sub(_visible, value) if _SURROGATE.search(value) else value
+    if isinstance(value, dict):
+        return {surrogates_escaped(k): surrogates_escaped(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [surrogates_escaped(v) for v in value]
+    return value
 
 
 def without_credentials(url: str) -> str:

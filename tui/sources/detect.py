@@ -11,7 +11,7 @@ import httpx
 
 from tui.core.untrusted import one_line, without_credentials
 from tui.sources.documents import listed_model, llamacpp_props, ollama_first, version_of
-from tui.sources.errors import ProtocolError, from_httpx, rejected
+from tui.sources.errors import ProtocolError, ServerUnavailable, from_httpx, rejected
 
 API_KINDS = ("openai", "ollama", "llamacpp")
 
@@ -39,8 +39,18 @@ class ServerInfo:
 
 
 async def detect_api(client: httpx.AsyncClient) -> str:
-    """The API the server at the client's base URL speaks; raises ServerUnavailable if nothing answers."""
-    if _looks_ollama(await _get_json(client, "/api/version")):
+    """The API the server at the client's base URL speaks; raises ServerUnavailable if nothing answers.
+
+    A connection that fails names the server's URL, not the first path asked (Ollama's /api/version, alien to
+    a vLLM user): the API is not known yet, only that nothing answered there."""
+    base = _base(client)
+    try:
+        version = await _get_json(client, "/api/version", failure_url=base)
+    except ServerUnavailable as error:
+        if str(error).endswith(_NOTHING_ANSWERED):
+            raise ServerUnavailable(f"{error}; nothing answered there, so no API could be detected") from None
+        raise
+    if _looks_ollama(version):
         return "ollama"
     if _looks_llamacpp(await _get_json(client, "/props")):
         return "llamacpp"
@@ -104,15 +114,20 @@ async def describe_server(client: httpx.AsyncClient, kind: str, model: str | Non
     )
 
 
-async def _get_json(client: httpx.AsyncClient, path: str, strict_auth: bool = False) -> object:
+_NOTHING_ANSWERED = ("connection refused", "timed out")
+"""How `from_httpx`'s "cannot connect" ends when no server answered at all (a TLS error is an answer)."""
+
+
+async def _get_json(client: httpx.AsyncClient, path: str, strict_auth: bool = False, failure_url: str | None = None) -> object:
     """The parsed JSON body of a GET, or None when the path is missing or not JSON.
 
-    Unreachable servers raise; with `strict_auth`, so does a 401/403 (the key is wrong, say so).
+    Unreachable servers raise, naming `failure_url` (default: the path's URL); with `strict_auth`, so does a
+    401/403 (the key is wrong, say so).
     """
     try:
         response = await client.get(path)
     except httpx.HTTPError as error:
-        raise from_httpx(error, _base(client) + path) from None
+        raise from_httpx(error, failure_url or _base(client) + path) from None
     if response.is_redirect:  # never followed: it could lead to another host, the API key with it
         raise rejected(response.status_code, _base(client) + path, "", response.headers.get("location"))
     if response.status_code in (401, 403) and strict_auth:

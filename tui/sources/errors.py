@@ -1,7 +1,9 @@
 """Failures of a source, each worded as one line a person can act on.
 
 Messages never contain the API key: they are built from the URL, the status and the server's
-own error text only, and that text is redacted as the error is made (a server may echo the key).
+own error text only, and that text is redacted as the error is made (a server may echo the key). Nor
+do they hold a line break: one made of several lines (an HTTP parser's, with its caret under the bad
+byte) is folded into one as the error is made.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import ssl
 
 import httpx
 
-from tui.core.untrusted import one_line, redact
+from tui.core.untrusted import folded, one_line, redact
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 """Statuses that send the client elsewhere (with a Location): phasetop never follows one."""
@@ -21,7 +23,7 @@ class SourceError(Exception):
     """A source could not get what it asked for; `str()` is one line for a person, secrets redacted."""
 
     def __init__(self, message: str = "") -> None:
-        super().__init__(redact(message))
+        super().__init__(folded(redact(message)))
 
 
 class ServerUnavailable(SourceError):
@@ -67,12 +69,28 @@ def from_httpx(error: httpx.HTTPError, url: str) -> SourceError:
     if isinstance(error, httpx.ReadTimeout | httpx.WriteTimeout | httpx.PoolTimeout):
         return ServerTimeout(f"{url}: no answer within the timeout")
     if isinstance(error, httpx.RemoteProtocolError):
-        return ProtocolError(f"{url}: connection closed mid-answer ({one_line(str(error))})")
+        if any(words in str(error).lower() for words in _CLOSED):
+            return ProtocolError(f"{url}: connection closed mid-answer ({one_line(str(error))})")
+        return ProtocolError(f"{url}: not an HTTP answer ({parser_reason(str(error))})")
     if isinstance(error, httpx.ReadError | httpx.WriteError) and connection_reset(error):
         return ProtocolError(f"{url}: connection reset by the server")
     if isinstance(error, httpx.HTTPStatusError):
         return rejected(error.response.status_code, url, "", error.response.headers.get("location"))
     return SourceError(f"{url}: {type(error).__name__}" + (f": {one_line(str(error))}" if str(error) else ""))
+
+
+_CLOSED = ("disconnected", "peer closed")
+"""httpcore's and h11's words for a server that closed the connection ("Server disconnected without sending a
+response", "peer closed connection without sending complete message body"); any other RemoteProtocolError is
+bytes that are not HTTP ("illegal status line: ...")."""
+
+
+def parser_reason(message: str) -> str:
+    """An HTTP parser's complaint as one short line. aiohttp's has several ("Bad status line:", "Invalid
+    status code:", a blank, the bytes, a caret line under the bad one): the caret line goes, the rest is joined,
+    "Bad status line: Invalid status code: b'HTTP/1.1 abc OK'"."""
+    lines = (line.strip() for line in message.splitlines())
+    return one_line(" ".join(line for line in lines if line and line.strip("^ ")), 160)
 
 
 def rejected(status: int, url: str, body_message: str, location: str | None = None) -> ServerRejected:

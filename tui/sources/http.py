@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import ssl
 import zlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 import httpx
+import orjson
 from pydantic import SecretStr
 
 from tui import __version__
@@ -245,6 +247,19 @@ class _Inflater:
             return [self._zlib.flush()] if room >= 0 else []
         except zlib.error as error:
             raise AnswerRefused(f"a compressed answer that does not inflate ({error})", request=self._request) from None
+
+
+def json_body(document: object) -> bytes:
+    """A request body as JSON bytes. A lone surrogate in it (a model id the server itself listed as `\\ud93f`)
+    goes back as that JSON escape, so the server gets what it said: orjson and httpx's `json=` encode UTF-8,
+    which has no such character, and would raise."""
+    try:
+        return orjson.dumps(document)
+    except TypeError:  # "str is not valid UTF-8: surrogates not allowed"; json's ensure_ascii escapes them
+        return json.dumps(document, separators=(",", ":")).encode("ascii")
+
+
+JSON_HEADERS = {"Content-Type": "application/json"}
 
 
 def size_text(n_bytes: int) -> str:

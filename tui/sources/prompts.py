@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from tui.sources.http import JSON_HEADERS, json_body
+
 FILLER_WORDS = (
     "the quick brown fox jumps over a lazy dog while the small cat sleeps near the warm fire and "
     "old men talk about rain in the green hills of the north where the river runs cold and clear"
@@ -74,7 +76,7 @@ async def count_tokens(client: httpx.AsyncClient, api: str, model: str, text: st
 
 async def _tokenize(client: httpx.AsyncClient, body: dict) -> int | None:
     try:
-        response = await client.post("/tokenize", json=body)
+        response = await client.post("/tokenize", content=json_body(body), headers=JSON_HEADERS)
         if response.status_code != 200:
             return None
         reply = response.json()

@@ -21,7 +21,7 @@ from tui.core.sse import SSE_DONE, LineSplitter, sse_field
 from tui.core.untrusted import one_line
 from tui.sources.chunks import Tally, read_llamacpp, read_ollama, read_openai
 from tui.sources.errors import ProtocolError, SourceError, rejected
-from tui.sources.http import ServerClient, size_text
+from tui.sources.http import ServerClient, json_body, size_text
 from tui.sources.wall_clock import unix_at_ns
 
 ApiName = str
@@ -145,7 +145,7 @@ async def stream(client: ServerClient, request: StreamRequest, connect_s: float 
     url = tokens.base_url + route.path
     answered = False
     try:
-        async with await tokens.post(route.path, orjson.dumps(route.body), clock) as response:
+        async with await tokens.post(route.path, json_body(route.body), clock) as response:
             answered = True
             sent_ns = clock.sent_ns or start_ns
             yield RequestSent(unix_at_ns(sent_ns))
@@ -155,17 +155,18 @@ async def stream(client: ServerClient, request: StreamRequest, connect_s: float 
             splitter = LineSplitter()
             max_line = tokens.line_max_bytes
             payloads_of = _sse_payloads if route.sse else _ndjson_payloads
-            async for data in response.content.iter_any():
-                # perf_counter_ns right after the read: nothing slower between read and stamp.
-                offset_s = (perf_counter_ns() - sent_ns) / 1e9
-                lines = splitter.feed(data)
-                if len(splitter.pending) > max_line:  # a line that never ends must not grow without bound
-                    raise ProtocolError(f"{url}: a stream line longer than {size_text(max_line)}: stopped reading")
-                for text, events in _texts(payloads_of(lines, tally), route, tally, url):
-                    offsets.append(offset_s)
-                    texts.append(text)
-                    positions.append(events - 1)
-                    yield ChunkArrived(offset_s, text)
+            with tokens.body_watched(response):  # a body that breaks HTTP ends the read, never hangs it
+                async for data in response.content.iter_any():
+                    # perf_counter_ns right after the read: nothing slower between read and stamp.
+                    offset_s = (perf_counter_ns() - sent_ns) / 1e9
+                    lines = splitter.feed(data)
+                    if len(splitter.pending) > max_line:  # a line that never ends must not grow without bound
+                        raise ProtocolError(f"{url}: a stream line longer than {size_text(max_line)}: stopped reading")
+                    for text, events in _texts(payloads_of(lines, tally), route, tally, url):
+                        offsets.append(offset_s)
+                        texts.append(text)
+                        positions.append(events - 1)
+                        yield ChunkArrived(offset_s, text)
             if splitter.pending.strip():  # a last line without its line end
                 for text, events in _texts(payloads_of([splitter.pending], tally), route, tally, url):
                     offsets.append(offset_s)
@@ -233,10 +234,24 @@ def _parse(payload: bytes | str, url: str) -> dict:
     try:
         chunk = orjson.loads(payload)
     except ValueError:
-        raise ProtocolError(f"{url}: malformed chunk, not JSON: {one_line(_text(payload), 80)!r}") from None
+        chunk = _parse_lenient(payload, url)
     if not isinstance(chunk, dict):
         raise ProtocolError(f"{url}: malformed chunk, not a JSON object: {one_line(_text(payload), 80)!r}")
     return chunk
+
+
+def _parse_lenient(payload: bytes | str, url: str) -> object:
+    """What orjson refuses but is JSON all the same: a lone surrogate's escape (`\\ud93f`, a model id a server
+    listed, echoed in every chunk). Read by json, on this path only; NaN and Infinity stay refused, as orjson
+    refuses them."""
+    try:
+        return json.loads(payload, parse_constant=_not_json)
+    except ValueError:
+        raise ProtocolError(f"{url}: malformed chunk, not JSON: {one_line(_text(payload), 80)!r}") from None
+
+
+def _not_json(constant: str) -> None:
+    raise ValueError(f"{constant} is not JSON")
 
 
 def _check_framing(content_type: str, sse: bool, url: str) -> None:

@@ -21,17 +21,22 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
-from collections.abc import Mapping
+import weakref
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from time import perf_counter_ns
 from types import SimpleNamespace
 
 import aiohttp
+from aiohttp.http_exceptions import HttpProcessingError
 
-from tui.sources.errors import ProtocolError, ServerTimeout, ServerUnavailable, SourceError, connection_reset, redirected
+from tui.sources.errors import (ProtocolError, ServerTimeout, ServerUnavailable, SourceError, connection_reset, parser_reason,
+                                redirected)
 from tui.sources.wall_clock import unix_at_ns
 
-STREAM_ERRORS = (aiohttp.ClientError, TimeoutError)
-"""Everything a request on a TokenSession can raise that is the server's or the network's doing."""
+STREAM_ERRORS = (aiohttp.ClientError, HttpProcessingError, TimeoutError)
+"""Everything a request on a TokenSession can raise that is the server's or the network's doing. A body that is
+not HTTP (a bad chunk size) raises the parser's own HttpProcessingError, which is no ClientError."""
 STALE_CONNECTION_ERRORS = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)
 """How a request written into a connection the server had already closed fails: its FIN or its reset,
 before any response. ClientConnectorError is a ClientOSError too: that one opened a connection, so the
@@ -177,9 +182,46 @@ class TokenSession:
                     left -= len(data)
                     if left <= 0:
                         break
-        except (TimeoutError, aiohttp.ClientError):
+        except STREAM_ERRORS:
             pass
         return b"".join(parts)
+
+    @contextmanager
+    def body_watched(self, response: aiohttp.ClientResponse) -> Iterator[None]:
+        """While a stream's body is read: a parser failure on it ends the read with that failure, never a wait.
+
+        aiohttp's C parser, failing on a body after the head (garbage where a chunk size goes), closes the
+        connection and keeps the error on the connection's protocol, but never hands it to the body's reader,
+        whose wait then has no end (its sock_read timer is dropped with the connection; aiohttp 3.14). So when
+        the connection goes with the body unfinished and a parser error on it, the reader is given that error.
+        """
+        connection = response.connection
+        protocol = connection.protocol if connection is not None else None
+        if protocol is None:
+            yield
+            return
+        reader = response.content
+
+        def lost(_: asyncio.Future | None = None) -> None:
+            failure = protocol.exception()
+            if isinstance(failure, HttpProcessingError) and not reader.is_eof() and reader.exception() is None:
+                reader.set_exception(failure)
+
+        closed = protocol.closed  # None: the connection is gone already
+        if closed is None:
+            lost()
+            yield
+            return
+        if protocol not in _CLOSE_WATCHED:
+            # Asking for `closed` made the future; a connection later lost to a reset sets an exception on it that
+            # no one would read (asyncio's "Future exception was never retrieved" on stderr). Read, once a connection.
+            _CLOSE_WATCHED.add(protocol)
+            closed.add_done_callback(_read_outcome)
+        closed.add_done_callback(lost)
+        try:
+            yield
+        finally:  # a pooled connection serves many requests: no callback of a finished one stays on it
+            closed.remove_done_callback(lost)
 
     def _too_slow(self, url: str) -> ServerTimeout:
         return ServerTimeout(f"{url}: no complete answer within {self.timeout_s:g} s")
@@ -190,6 +232,15 @@ class TokenSession:
     async def aclose(self) -> None:
         await self._pooled.close()
         await self._fresh.close()
+
+
+_CLOSE_WATCHED: weakref.WeakSet = weakref.WeakSet()
+"""Connections (their protocols) whose `closed` future `body_watched` has asked for, and reads the outcome of."""
+
+
+def _read_outcome(future: asyncio.Future) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def _connector(limit: int, force_close: bool = False) -> aiohttp.TCPConnector:
@@ -216,8 +267,9 @@ def from_aiohttp(error: Exception, url: str, answered: bool, timeout_s: float | 
         if answered:
             return ProtocolError(f"{url}: connection closed mid-answer ({_reason(error)})")
         return ProtocolError(f"{url}: the server closed the connection without sending a response")
-    if isinstance(error, aiohttp.ClientResponseError):
-        return ProtocolError(f"{url}: not an HTTP answer ({error.message})")
+    if isinstance(error, aiohttp.ClientResponseError | HttpProcessingError):
+        what = "not valid HTTP mid-answer" if answered else "not an HTTP answer"
+        return ProtocolError(f"{url}: {what} ({parser_reason(str(error.message))})")
     return SourceError(f"{url}: {type(error).__name__}: {_reason(error)}")
 
 
@@ -235,4 +287,4 @@ def _connect_reason(error: aiohttp.ClientConnectorError) -> str:
 
 
 def _reason(error: Exception) -> str:
-    return str(error).splitlines()[0] if str(error) else type(error).__name__
+    return parser_reason(str(error)) if str(error).strip() else type(error).__name__
