@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import httpx
 import psutil
 from PIL import Image
 from playwright.sync_api import sync_playwright
@@ -30,6 +31,8 @@ API_KEY = "sk-web-test-4f1c9a"
 LONG = re.compile(r"long 2000 ([\d,]+(?:\.\d)?) ms")
 SHORT = re.compile(r"short 200 ([\d,]+(?:\.\d)?) ms")
 VIEWPORT = {"width": 1440, "height": 900}
+STARTING = "starting phasetop…"
+"""What the page says from its first byte until the app paints."""
 
 
 # textual.js keeps its xterm.js Terminal to itself; this catches it as it is assigned (`this.terminal = …`), so
@@ -67,13 +70,16 @@ def start_web(tmp_path: Path, *args: str) -> tuple[subprocess.Popen, str]:
     return server, line
 
 
-def open_tab(browser, url: str, others: list[str]):
-    """A new page at `url` whose terminal the test can read; any request to another host is refused and noted."""
+def open_tab(browser, url: str, others: list[str], wait_until: str = "load", errors: list[str] | None = None):
+    """A new page at `url` whose terminal the test can read; any request to another host is refused and noted, and
+    the page's uncaught errors too where `errors` is given."""
     page = browser.new_page(viewport=VIEWPORT)
+    if errors is not None:
+        page.on("pageerror", lambda error: errors.append(str(error)))
     page.route("**/*", lambda route: route.continue_() if urlsplit(route.request.url).hostname == "127.0.0.1"
                else (others.append(route.request.url), route.abort()))
     page.add_init_script(CATCH_TERMINAL)
-    page.goto(url)
+    page.goto(url, wait_until=wait_until)
     return page
 
 
@@ -160,6 +166,51 @@ def test_the_ui_in_a_browser_tab_runs_prompts_and_stops_with_the_tab_or_the_serv
         for process in server_children(server):
             process.kill()
         server.kill()
+
+
+def test_the_page_says_it_is_starting_until_the_app_paints_and_takes_keys_without_a_click(tmp_path):
+    """A tab's UI takes seconds to start: meanwhile the page says so, white on its black (it was a black page), and
+    once the app has painted the terminal has the keyboard (keys did nothing until the page was clicked)."""
+    assert CHROMIUM, "chromium is not installed (CI installs it: .ci/run)"
+    server, url = start_web(tmp_path, "--theme", "phasetop-projector")
+    others: list[str] = []
+    try:
+        html = httpx.get(url, timeout=10).text  # the page as served, before any UI: no websocket yet, no process
+        assert STARTING in html and server_children(server) == []
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=[
+                "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"])
+            try:
+                errors: list[str] = []
+                page = open_tab(browser, url, others, wait_until="domcontentloaded", errors=errors)
+                starting = page.locator(".starting")
+                assert starting.inner_text() == STARTING and starting.is_visible()
+                style = starting.evaluate("e => [getComputedStyle(e).color, getComputedStyle(e).backgroundColor]")
+                assert style == ["rgb(255, 255, 255)", "rgb(0, 0, 0)"], style
+                assert "-painted" not in page.evaluate("document.body.className"), "painted before a UI could start"
+                check_has_text(page.screenshot())
+
+                wait_for_text(page, lambda text: " · up · " in text, "header saying the simulator is up", 90)
+                assert "-painted" in page.evaluate("document.body.className") and not starting.is_visible()
+                focused = page.evaluate("document.activeElement.className")
+                assert "xterm-helper-textarea" in focused, f"the terminal does not have the keyboard: {focused!r}"
+                page.keyboard.press("2")  # no click and no focus(): the page gave the terminal the keyboard
+                wait_for_text(page, ended("long 2000").search, "the long answer's end (key 2 without a click)", 90)
+                assert errors == [], f"the page's script failed: {errors}"
+            finally:
+                browser.close()
+        assert others == [], f"the page asked another host: {others}"
+    finally:
+        for process in server_children(server):
+            process.kill()
+        server.kill()
+
+
+def check_has_text(png: bytes) -> None:
+    """Bright pixels on the page's black: the starting line is drawn, and readable."""
+    image = Image.open(io.BytesIO(png)).convert("L")
+    bright = sum(image.histogram()[201:])
+    assert 100 < bright < 0.05 * image.width * image.height, f"{bright} bright pixels: no starting line on the page"
 
 
 def server_children(server: subprocess.Popen) -> list[psutil.Process]:
