@@ -87,9 +87,9 @@ async def test_an_unknown_model_says_so_and_shows_no_share(monkeypatch):
             assert "ceiling: unknown model 'mistralai/Mistral-7B-Instruct-v0.3'" in shown(screen, "#gpu-text")
             await pilot.press("1")
             await wait_for(pilot, lambda: len(completed(seen)) == 1)
-            await pilot.pause(0.1)
-            figures = shown(screen, "#timeline-figures")
-            assert "decode" in figures and "ceiling" not in figures
+            # The panes are given state at most every PUBLISH_INTERVAL_S: wait for the completed request's figures.
+            await wait_for(pilot, lambda: "decode" in shown(screen, "#timeline-figures"))
+            assert "ceiling" not in shown(screen, "#timeline-figures")
     finally:
         server.stop()
 
