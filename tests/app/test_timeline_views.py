@@ -8,7 +8,6 @@ from textual.app import App, ComposeResult
 
 import tui.app
 from tui.app.app import PhasetopApp
-from tui.app.feeds.requests import Send
 from tui.app.messages import ServerCameUp
 from tui.app.widgets.timeline_pane import AXIS_ROWS, BURST_MARK, TimelinePane, TimelinePlot
 from tui.core.records import RequestTiming
