@@ -8,21 +8,12 @@ import pytest
 
 from tests.loopback import closed_port_url
 from tests.sources.raw_answers import BAD_STATUS_LINE, GARBAGE_CHUNK, ONE_TOKEN, SSE_HEAD, raw_generation, raw_server
-from tui.cli.main import main
+from tests.cli.running import run
 
 pytestmark = pytest.mark.usefixtures("isolated")
 
 PROBE = ["probe", "--prompt-tokens", "10", "--max-tokens", "4", "--no-save"]
 BENCH = ["bench", "--num-prompts", "2", "--prompt-tokens", "10", "--max-tokens", "4", "--no-save"]
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as exit_:  # argparse's own errors exit
-        code = exit_.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def failure_line(command: str, err: str) -> str:

@@ -10,19 +10,10 @@ import sys
 import pytest
 
 from tests.app.test_restart import free_port
-from tui.cli.main import main
+from tests.cli.running import run
 from tui.web.server import WebServer
 
 pytestmark = pytest.mark.usefixtures("isolated")
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as exit_:  # argparse's own errors exit
-        code = exit_.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture
