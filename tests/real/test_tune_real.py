@@ -30,7 +30,7 @@ def llama_command() -> ServeCommand:
     return ServeCommand.parse(server_command(binary_path(), model_path(), "127.0.0.1", port, parallel=4, threads=1))
 
 
-def test_tune_starts_llama_server_once_per_setting_and_each_ran_with_its_flag(capsys, tmp_path):
+def test_tune_starts_llama_server_for_each_round_and_each_ran_with_its_flag(capsys, tmp_path):
     command = llama_command()
     code = main(["tune", "--serve", shlex.join(command.argv), "--vary", "parallel=1,4", "--optimize", "ttft-p99",
                  "--num-prompts", "4", "--max-concurrency", "4", "--prompt-tokens", "64", "--max-tokens", "8",
@@ -41,9 +41,13 @@ def test_tune_starts_llama_server_once_per_setting_and_each_ran_with_its_flag(ca
     assert [row["error"] for row in document["rows"]] == [None, None]
     ttft_p99 = [row["figures"]["ttft_s"]["p99"] for row in document["rows"]]
     assert ttft_p99[document["best"]] == min(ttft_p99)
-    runs = [load_run(header["id"], tmp_path / "runs") for header in list_runs(tmp_path / "runs")]
-    # The server's own command line, read from its process: each setting really ran with its flag.
-    assert sorted(run["server"]["command_flags"]["parallel"] for run in runs) == ["1", "4"]
+    saved = {header["id"] for header in list_runs(tmp_path / "runs")}
+    rounds = {row["settings"]["parallel"]: [row["run_id"], *row["repeat_run_ids"]] for row in document["rows"]}
+    assert sorted(rounds) == ["1", "4"] and saved == {i for ids in rounds.values() for i in ids}
+    # The server's own command line, read from its process: each round (a fresh start) really ran with its flag.
+    for parallel, run_ids in rounds.items():
+        assert [load_run(i, tmp_path / "runs")["server"]["command_flags"]["parallel"] for i in run_ids] == \
+            [parallel] * len(run_ids)
     assert not listening(command.host, command.port)
 
 
