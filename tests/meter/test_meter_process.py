@@ -9,11 +9,14 @@ from contextlib import aclosing
 
 import pytest
 
+from tui.meter.link import LoopSink, MeterEnded
 from tui.meter.pool import MeterPool
+from tui.meter.protocol import Failed, OpenServer, Stream, WarmUp
+from tui.meter.service import MeterService
 from tui.sources import wall_clock
 from tui.sources.errors import ServerUnavailable
 from tui.sources.http import make_client
-from tui.sources.meter import ChunksArrived
+from tui.sources.meter import ChunksArrived, LocalMeter
 from tui.sources.stream import RequestFinished, RequestSent, StreamRequest
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
@@ -114,3 +117,33 @@ async def test_closing_a_stream_early_stops_it_in_the_meter_and_a_warm_up_to_not
     async with make_client("http://127.0.0.1:1") as nowhere:
         with pytest.raises(ServerUnavailable, match="connection refused"):
             await pool.meter_for(nowhere).warm_up("/v1/models")
+
+
+async def test_a_stream_that_hits_a_bug_in_the_meter_ends_as_a_failed_request_and_nothing_waits(sim_url, monkeypatch):
+    """Not a SourceError (those are the stream's answer): the meter tells its parent, which ends the job with it."""
+    async def buggy(self, request, connect_s=None, text=False):
+        yield RequestSent(wall_clock.now_unix())
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(LocalMeter, "stream", buggy)
+    said: list[object] = []
+    service = MeterService(said.append)
+    service.handle(OpenServer(1, make_client(sim_url).stream_target))
+    service.handle(Stream(7, 1, request(4), None, False))
+    for _ in range(100):
+        if any(isinstance(event, Failed) for event in said):
+            break
+        await asyncio.sleep(0.01)
+    await service.close()
+    assert Failed(7, "internal error in the meter: ZeroDivisionError: a bug") in said
+
+    pool = MeterPool(1)
+    try:
+        link = pool.links[0]
+        sink = LoopSink()
+        link.submit(8, WarmUp(8, 1, "/v1/models", 1), sink, 1, make_client(sim_url).stream_target)
+        link._deliver(Failed(8, "internal error in the meter: ZeroDivisionError: a bug"))
+        assert await asyncio.wait_for(sink.queue.get(), 5) == MeterEnded("internal error in the meter: ZeroDivisionError: a bug")
+        assert link.in_flight == 0
+    finally:
+        pool.close()

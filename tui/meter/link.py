@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from tui.core.exit_status import exit_status, last_line
-from tui.meter.protocol import Cancel, Finished, Frame, Frames, Hello, OpenServer, WarmedUp, encode
+from tui.meter.protocol import Cancel, Failed, Finished, Frame, Frames, Hello, OpenServer, WarmedUp, encode
 from tui.sources import wall_clock
 from tui.sources.http import StreamTarget
 from tui.spawn import meter_cores, popen
@@ -30,7 +30,8 @@ READ_BYTES = 1 << 16
 
 @dataclass(frozen=True, slots=True)
 class MeterEnded:
-    """The meter process died with the job in flight; `reason` says how, in one line."""
+    """The meter could not finish the job (its process died with it in flight, or it hit a bug of the meter's own);
+    `reason` says how, in one line."""
 
     reason: str
 
@@ -168,11 +169,11 @@ class MeterLink:
                 held = self._jobs.get(lane.job)
                 if held is not None:
                     held[1].put(lane)
-        elif isinstance(event, Finished | WarmedUp):
+        elif isinstance(event, Finished | WarmedUp | Failed):
             with self._lock:
                 held = self._jobs.pop(event.job, None)
             if held is not None:
-                held[1].put(event)
+                held[1].put(MeterEnded(event.reason) if isinstance(event, Failed) else event)
 
     def _ended(self, process: subprocess.Popen, reason: str) -> None:
         """The process is gone: every job it had hears why (unless it was closed on purpose), and so does the owner."""

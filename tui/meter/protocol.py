@@ -129,6 +129,15 @@ class Finished:
     timing: RequestTiming
 
 
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """A job (a stream, a warm-up) hit an error the meter does not expect (a bug of its own): `reason`, one line.
+    Its parent ends the job as it ends one whose process died, so nothing waits for an answer that never comes."""
+
+    job: int
+    reason: str
+
+
 def error_of(failure: errors.SourceError) -> tuple[str, str]:
     return type(failure).__name__, str(failure)
 

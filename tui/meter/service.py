@@ -15,8 +15,9 @@ import sys
 from collections.abc import Callable
 
 from tui.core.gaps import read_lateness, theirs
-from tui.meter.protocol import (FRAME_S, Cancel, Finished, Frame, Frames, Hello, LaneFrame, OpenServer, Stream, WarmedUp, WarmUp,
-                                encode, error_of)
+from tui.core.untrusted import one_line
+from tui.meter.protocol import (FRAME_S, Cancel, Failed, Finished, Frame, Frames, Hello, LaneFrame, OpenServer, Stream,
+                                WarmedUp, WarmUp, encode, error_of)
 from tui.sources import loop, wall_clock
 from tui.sources.errors import SourceError
 from tui.sources.http import ServerClient, StreamTarget
@@ -100,7 +101,13 @@ class MeterService:
     def _start(self, job: int, work) -> None:
         task = asyncio.create_task(work)
         self._tasks[job] = task
-        task.add_done_callback(lambda _task: self._tasks.pop(job, None))
+        task.add_done_callback(lambda done: self._done(job, done))
+
+    def _done(self, job: int, task: asyncio.Task) -> None:
+        """A job's end; one that raised (not a SourceError: those are its answer) tells its parent so."""
+        self._tasks.pop(job, None)
+        if not task.cancelled() and (error := task.exception()) is not None:
+            self._send(Failed(job, f"internal error in the meter: {type(error).__name__}: {one_line(str(error), 200)}"))
 
     async def _warm(self, command: WarmUp) -> None:
         try:
