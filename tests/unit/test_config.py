@@ -93,7 +93,7 @@ def one_error(**kwargs) -> str:
     ("[sim]\ngpu = 'Z9000'\n", ["sim.gpu in", "unknown device 'Z9000'"]),
     ("[sim]\nmodel = 'huge-9000b'\n", ["sim.model in", "unknown model 'huge-9000b'"]),
     ("url = 'http://127.0.0.1:99999'\n", ["url in", "bad URL", "port out of range"]),
-    ("url = 'localhost:8000'\n", ["url in", "bad URL"]),
+    ("url = 'localhost:8000'\n", ["url in", "bad URL 'localhost:8000': no scheme; did you mean http://localhost:8000?"]),
     ("timeout_s = nan\n", ["timeout_s in", "finite"]),
     ("timeout_s = \n", ["c.toml is not valid TOML", "line 1"]),
 ])
@@ -107,7 +107,7 @@ def test_a_bad_config_file_is_one_line_naming_the_key_and_the_file(workdir, toml
 @pytest.mark.parametrize(("env", "words"), [
     ({"PHASETOP_SIM__GPU": "Z9000"}, ["sim.gpu from PHASETOP_SIM__GPU", "unknown device 'Z9000'"]),
     ({"PHASETOP_SIM__TIME_SCALE": "0"}, ["sim.time_scale from PHASETOP_SIM__TIME_SCALE"]),
-    ({"PHASETOP_URL": "http://127.0.0.1:99999"}, ["url from PHASETOP_URL", "bad URL"]),
+    ({"PHASETOP_URL": "http://127.0.0.1:99999"}, ["url from PHASETOP_URL", "bad URL 'http://127.0.0.1:99999'"]),
     ({"PHASETOP_TIMOUT_S": "5"}, ["unknown setting PHASETOP_TIMOUT_S in the environment (did you mean PHASETOP_TIMEOUT_S?)"]),
     ({"PHASETOP_SIM__GPUS": "H200"}, ["unknown setting PHASETOP_SIM__GPUS", "(did you mean PHASETOP_SIM__GPU?)"]),
 ])

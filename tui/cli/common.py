@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from pydantic import ValidationError
 
 from tui.cli.output import EXIT_USAGE, CliError, note
-from tui.config import Settings, load_settings, url_problem
+from tui.config import Settings, bad_url, load_settings
 from tui.meter.pool import MeterPool, default_meters
 from tui.sources.ceiling import server_decode_ceiling
 from tui.sources.http import ServerClient
@@ -113,54 +113,10 @@ def note_short_answers(command: str, server_kind: str, timings, max_tokens: int)
 
 
 def check_url(url: str) -> None:
-    """A usage error, before any connection, for a URL that is not http(s)://HOST[:PORT] (port 1–65535).
-
-    The message repeats the URL as typed, but for a `user:password@` in it (not yet registered for redaction),
-    and suggests http:// where the scheme is missing: "bad URL 'localhost:8000': no scheme; did you mean
-    http://localhost:8000?"."""
-    problem = url_problem(url)
+    """A usage error, before any connection, for a URL that is not http(s)://HOST[:PORT] (port 1–65535)."""
+    problem = bad_url(url)
     if problem:
-        raise CliError(f"bad URL {_shown_url(url)!r}: {_url_reason(url, problem)}", EXIT_USAGE)
-
-
-_GIVE_URL = "give http://HOST:PORT or https://HOST:PORT"
-
-
-def _url_reason(url: str, problem: str) -> str:
-    """What is wrong with `url`, a step further than `url_problem` where the scheme or the host is the trouble."""
-    scheme, sep, rest = url.strip().partition("://")
-    if not sep:
-        scheme, rest = "", url.strip().lstrip("/")
-    if scheme.lower() not in ("http", "https"):
-        what = f"the scheme {scheme!r} is not http or https" if scheme else "no scheme"
-        guess = f"http://{rest}"
-        still = url_problem(guess) if rest else _GIVE_URL
-        if still is None:
-            return f"{what}; did you mean {_shown_url(guess)}?"
-        return f"{what}; {still}" if still == _GIVE_URL else f"{what}, and {still}"
-    try:
-        host = urlsplit(url).hostname
-    except ValueError:  # a broken IPv6 literal: url_problem says so
-        return problem
-    return problem if host else f"no host; {_GIVE_URL}"
-
-
-def _authority(rest: str) -> tuple[str, str]:
-    """`rest` (a URL after its `scheme://`) as its authority (`user:password@host:port`) and what follows."""
-    for index, char in enumerate(rest):
-        if char in "/?#":
-            return rest[:index], rest[index:]
-    return rest, ""
-
-
-def _shown_url(url: str) -> str:
-    """`url` as typed without its `user:password@`, for a message: it is checked before its credentials are
-    registered for redaction (nor can `without_credentials` parse a URL this broken)."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        scheme, rest = "", url
-    authority, tail = _authority(rest)
-    return f"{scheme}{sep}{authority.rpartition('@')[2]}{tail}"
+        raise CliError(problem, EXIT_USAGE)
 
 
 def check_writable(path: Path, flag: str) -> None:
