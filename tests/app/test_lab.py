@@ -240,7 +240,7 @@ async def test_runs_view_shows_a_run_files_text_as_plain_text(tmp_path):
         assert row[3] == "[/oops] 2026" and row[4] == "[b]m[/b]"
 
 
-async def test_turning_the_load_dial_up_raises_the_achieved_rate(sim_url, tmp_path):
+async def test_turning_the_load_dial_up_raises_the_achieved_rate_and_its_requests_stream_on_the_timeline(sim_url, tmp_path):
     seen = []
     runs_dir = tmp_path / "runs"
     app = PhasetopApp(settings(runs_dir), sim_url, None, CEILING)
@@ -264,7 +264,10 @@ async def test_turning_the_load_dial_up_raises_the_achieved_rate(sim_url, tmp_pa
         assert fast > 3 * max(slow, 0.2), (slow, fast)
         dial = str(screen.query_one("#load-dial").render())
         assert "rate 8 req/s" in dial and "achieved" in dial
-        assert screen.timings == []  # the load's requests are summed up on the dial, never drawn as lanes
+        # The load's requests stream on the timeline as lanes of their own (not the session's: they are their run).
+        await wait_for(pilot, lambda: any(t.output_tokens for t in screen.timings), 10, "a load lane with tokens")
+        assert screen.labels and all(label.startswith("load ") for label in screen.labels), screen.labels
+        assert screen.lab.sessions.current.requests == []
         await pilot.press("l")
         await wait_for(pilot, lambda: seen_of(seen, LoadStopped), 30, "load stopped")
         [stopped] = seen_of(seen, LoadStopped)

@@ -64,6 +64,31 @@ def test_only_the_newest_request_of_the_latest_send_writes_the_answer():
     assert live.publish().answer == "typed answer"
 
 
+def test_the_load_dials_requests_join_the_timeline_but_not_the_answer_nor_the_selection():
+    live = LiveSession()
+    for n in range(2):
+        typed = live.send(1)
+        live.started(typed, f"typed {n}", T0 + n, None)
+    live.tokens([LaneTokens.detailed(typed, (0.1,), "the answer")])
+    live.publish()
+    live.select(1)  # on "typed 0"
+    load = live.take_ids(1)
+    assert load == typed + 1
+    live.started(load, "load 1", T0 + 2, 200, follow=False)
+    live.tokens([LaneTokens.detailed(load, (0.1,), "")])
+    live.completed(load, done(T0 + 2))
+    shown = live.publish()
+    assert shown.labels == ["typed 0", "typed 1", "load 1"] and shown.batch_of == [0, 1, 2]
+    assert shown.selected_back == 2 and live.diagnosis().startswith("typed 0"), "the selection stays on its request"
+    assert shown.answer is None and not shown.answer_final, "the load's end is not the answer's"
+    typed = live.send(1)
+    assert typed == load + 1, "ids the load took are no send's"
+    live.started(typed, "typed 2", T0 + 3, None)
+    later = live.take_ids(1)
+    live.started(later, "load 2", T0 + 3.1, 200, follow=False)
+    assert live.publish().selected_back == 1, "a send's lane is selected, the load's after it or not"
+
+
 def test_the_oldest_requests_past_the_keep_are_dropped_and_a_late_record_for_one_is_ignored():
     live = LiveSession()
     ids = [send_one(live, sent=T0 + n) for n in range(KEEP_REQUESTS + 3)]

@@ -53,6 +53,12 @@ def test_a_batch_is_the_requests_sent_at_once():
     assert batches([]) == []
 
 
+def test_the_load_dials_lanes_are_each_a_batch_by_themselves_however_close_they_arrive():
+    timings = [RequestTiming(True, 100.0 + i * 0.05, ()) for i in range(5)]
+    assert batches(timings) == [0] * 5
+    assert batches(timings, alone={1, 2}) == [0, 1, 2, 3, 3], "a lane after a lone one starts a batch of its own"
+
+
 @pytest.mark.parametrize(("batch_of", "view"), [([], ALIGNED), ([0, 1, 2], ALIGNED), ([0, 1, 1], WALL_CLOCK),
                                                  ([0, 0, 1], ALIGNED)])
 def test_a_batch_defaults_to_wall_clock_a_single_send_to_aligned(batch_of, view):

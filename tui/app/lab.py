@@ -239,7 +239,8 @@ class Lab:
         screen.load_running = True
         screen.dial = DialState(running=True, rate=rate, concurrency=concurrency)
         workload = Workload(LOAD_PROMPT_TOKENS, LOAD_MAX_TOKENS, backlog=LOAD_BACKLOG, exact_length=screen.settings.exact_length)
-        driver = LoadDriver(screen.settings, screen.server_url, screen.meters.meter_for, screen.post_message, screen.save_runs)
+        driver = LoadDriver(screen.settings, screen.server_url, screen.meters.meter_for, screen.post_message, screen.save_runs,
+                            screen.state.take_ids)
         screen.run_worker(partial(driver.run, info, self._load_dial, workload, self._load_stop),
                           group="load", exclusive=True, thread=True, exit_on_error=False)
 

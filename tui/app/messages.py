@@ -23,9 +23,13 @@ class LatestFact(Fact):
 class RequestStarted(Fact):
     """A request was sent."""
 
-    def __init__(self, request_id: int, label: str, t_sent_unix: float, prompt_tokens: int | None) -> None:
+    def __init__(self, request_id: int, label: str, t_sent_unix: float, prompt_tokens: int | None,
+                 load: bool = False) -> None:
         super().__init__()
         self.request_id = request_id
+        self.load = load
+        """One of the load dial's: on the timeline, not the prompt pane's answer nor the session's requests (the
+        load is saved as its own run)."""
         self.prompt_tokens = prompt_tokens
         """The prompt's length as counted before sending, when it was."""
         self.label = label
@@ -45,10 +49,12 @@ class TokenBatch(Fact):
 class RequestCompleted(Fact):
     """A request ended, well or not; `timing` is the exact record."""
 
-    def __init__(self, request_id: int, timing: RequestTiming) -> None:
+    def __init__(self, request_id: int, timing: RequestTiming, load: bool = False) -> None:
         super().__init__()
         self.request_id = request_id
         self.timing = timing
+        self.load = load
+        """One of the load dial's (see `RequestStarted.load`): its failures are the dial's to count."""
 
 
 class ClientSampled(LatestFact):

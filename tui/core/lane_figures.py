@@ -28,10 +28,13 @@ def moved(back: int, step: int, count: int) -> int:
     return min(max(back + step, 0), count - 1)
 
 
-def after_send(back: int, new_send: bool, count: int) -> int:
-    """The selection once the timings change: the newest after a new send (or when its batch grew), else the
-    same request, kept among `count`."""
-    return NEWEST if new_send else moved(back, 0, count)
+def after_send(back: int, new_send: bool, count: int, newer: int = 0) -> int:
+    """The selection once the timings change, kept among `count`: after a new send (or when its batch grew), its
+    newest lane, `newer` lanes (the load dial's) after it; else the same request, `newer` lanes having come
+    since (a selection on the newest follows them, one further back stays on its request)."""
+    if new_send:
+        return moved(newer, 0, count)
+    return moved(back + newer if back != NEWEST else back, 0, count)
 
 
 def selected_index(count: int, back: int) -> int | None:

@@ -8,6 +8,7 @@ knows Textual, so the arithmetic is tested without a terminal."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -62,6 +63,8 @@ class Published:
     """Answer text that arrived since the last publish; None: nothing to write."""
     answer_final: bool
     """The answer's request has ended: its text is whole."""
+    batch_of: list[int]
+    """One batch number per timing (`tui.core.timeline.batches`: the load dial's lanes each alone)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,9 +114,16 @@ class LiveSession:
         self._shown: list[int] = []
         """The request id of each published timing."""
         self._timings: list[RequestTiming] = []
+        self._batch_of: list[int] = []
         self._new_send = False
         """A request started since the last publish: the selection goes back to the newest."""
+        self._joined = 0
+        """Lanes that started since the last publish without taking the selection (the load dial's)."""
+        self._alone: set[int] = set()
+        """The ids of those lanes: no key's batch, each is one by itself."""
         self._next_id = 1
+        self._ids_lock = threading.Lock()
+        """Ids are taken on the screen's thread (sends) and on the load dial's (its requests)."""
         self._answer: list[str] = []
         self._answer_id: int | None = None
         """The request whose answer the prompt pane shows: the newest of the latest send."""
@@ -177,14 +187,23 @@ class LiveSession:
     def send(self, count: int) -> int:
         """Ids for a send of `count` requests (the first returned); the prompt pane shows its last one's answer
         from here on: text of an earlier request still arriving is not it."""
-        first_id = self._next_id
-        self._next_id += count
+        first_id = self.take_ids(count)
         self._answer_id, self._answer_ended = first_id + count - 1, False
         self._answer.clear()
         return first_id
 
-    def started(self, request_id: int, label: str, t_sent_unix: float, prompt_tokens: int | None) -> None:
-        """A request sent, or (again, from its meter) the moment its body went on the wire."""
+    def take_ids(self, count: int) -> int:
+        """`count` ids no other request has (the first returned), from any thread; the prompt pane's answer stays."""
+        with self._ids_lock:
+            first_id = self._next_id
+            self._next_id += count
+        return first_id
+
+    def started(self, request_id: int, label: str, t_sent_unix: float, prompt_tokens: int | None,
+                follow: bool = True) -> None:
+        """A request sent, or (again, from its meter) the moment its body went on the wire. `follow`: a send of
+        the user's, whose answer the prompt pane shows and to which the selection goes back (the load dial's
+        requests only join the timeline)."""
         record = self._records.get(request_id)
         if record is not None:
             self._records[request_id] = replace(record, t_sent_unix=t_sent_unix)
@@ -192,8 +211,12 @@ class LiveSession:
         self.server_fresh = False  # whichever request this is, the server has now been sent one
         self._records[request_id] = RequestTiming(ok=True, t_sent_unix=t_sent_unix, prompt_tokens=prompt_tokens)
         self._labels[request_id] = label
-        self._answer_id = max(self._answer_id or 0, request_id)  # a send's own id is set ahead, in send()
-        self._new_send = True
+        if follow:
+            self._answer_id = max(self._answer_id or 0, request_id)  # a send's own id is set ahead, in send()
+            self._new_send = True
+        else:
+            self._joined += 1
+            self._alone.add(request_id)
 
     def tokens(self, lanes: Sequence[LaneTokens]) -> None:
         for lane in lanes:
@@ -225,11 +248,12 @@ class LiveSession:
         self._arrived.clear()
         self._client_gaps.clear()
         self._done.clear()
+        self._alone.clear()
         self._new_send = True
 
     def select(self, step: int) -> None:
         """The arrows: +1 one lane older, −1 one newer, kept among the lanes the timeline keeps."""
-        self.selected_back = moved(self.selected_back, step, keep_count(batches(self._timings), KEEP_LANES))
+        self.selected_back = moved(self.selected_back, step, keep_count(self._batch_of, KEEP_LANES))
 
     def publish(self) -> Published:
         """Fold what arrived into the records, drop the oldest past `KEEP_REQUESTS`, and say what the panes show."""
@@ -239,16 +263,24 @@ class LiveSession:
             self._arrived.pop(stale, None)
             self._client_gaps.pop(stale, None)
             self._done.discard(stale)
+            self._alone.discard(stale)
         for i, offsets in self._arrived.items():
             if len(offsets) != len(self._records[i].token_offsets_s):
                 self._records[i] = replace(self._records[i], token_offsets_s=tuple(offsets),
                                            client_gaps=tuple(self._client_gaps.get(i, ())))
         self._timings = [self._records[i] for i in ids]
         self._shown = ids
-        self.selected_back = after_send(self.selected_back, self._new_send, keep_count(batches(self._timings), KEEP_LANES))
-        self._new_send = False
+        self._batch_of = batches(self._timings, {n for n, i in enumerate(ids) if i in self._alone})
+        if self._new_send:  # the send's newest lane: the lanes the load dial started after it come after it
+            newest_sent = max((i for i in ids if i not in self._alone), default=None)
+            newer = sum(1 for i in ids if newest_sent is not None and i > newest_sent)
+        else:
+            newer = self._joined
+        self.selected_back = after_send(self.selected_back, self._new_send, keep_count(self._batch_of, KEEP_LANES), newer)
+        self._new_send, self._joined = False, 0
         answer = "".join(self._answer) if self._answer or self._answer_ended else None
-        published = Published(self._timings, [self._labels[i] for i in ids], self.selected_back, answer, self._answer_ended)
+        published = Published(self._timings, [self._labels[i] for i in ids], self.selected_back, answer, self._answer_ended,
+                              self._batch_of)
         self._answer.clear()
         self._answer_ended = False
         return published

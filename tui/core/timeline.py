@@ -5,7 +5,7 @@ A disaggregated server's request has a third phase between them: its KV cache's 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 
 from tui.core.gaps import Gap, attribute, typical_gap_s
@@ -77,15 +77,16 @@ MIN_AXIS_S = 0.01
 """The shortest axis drawn: a lane still in prefill has no length yet."""
 
 
-def batches(timings: Sequence[RequestTiming]) -> list[int]:
+def batches(timings: Sequence[RequestTiming], alone: Collection[int] = ()) -> list[int]:
     """One batch number per timing (0 for the first): a new batch starts with a send more than `BATCH_GAP_S`
     after the current batch's first send (one key sends a batch at once; its lanes are labelled "8 at once 1",
-    "8 at once 2", …, so the label does not tell). Timings are oldest first."""
+    "8 at once 2", …, so the label does not tell). Timings are oldest first. The timings at the indexes in
+    `alone` are no key's batch (the load dial's, arriving at random): each is a batch by itself."""
     result: list[int] = []
-    batch, first_sent = -1, 0.0
-    for timing in timings:
-        if batch < 0 or timing.t_sent_unix - first_sent > BATCH_GAP_S:
-            batch, first_sent = batch + 1, timing.t_sent_unix
+    batch, first_sent, single = -1, 0.0, False
+    for index, timing in enumerate(timings):
+        if batch < 0 or single or index in alone or timing.t_sent_unix - first_sent > BATCH_GAP_S:
+            batch, first_sent, single = batch + 1, timing.t_sent_unix, index in alone
         result.append(batch)
     return result
 

@@ -17,6 +17,7 @@ import httpx
 from textual.message import Message
 from textual.worker import get_current_worker
 
+from tui.app.feeds.requests import LaneMeter
 from tui.app.lab_messages import LoadProgressed, LoadStopped, RunSaved, SessionIdentified
 from tui.config import Settings
 from tui.core.delivery import flag_bursts
@@ -67,16 +68,18 @@ async def identify_session(client: httpx.AsyncClient, settings: Settings, number
 
 class LoadDriver:
     """The dial's load against one server, timed by `meter_for`'s meter: sent until `stop` is set, the dial turning
-    meanwhile; progress and the end posted; the run saved when `save` (a request the meter timed while it was late
+    meanwhile; each request on the timeline as it streams, progress and the end posted; the run saved when `save` (a request the meter timed while it was late
     or near a core is marked, and left out of the dial's medians)."""
 
     def __init__(self, settings: Settings, url: str, meter_for: Callable[[ServerClient], Meter], post: Post,
-                 save: bool) -> None:
+                 save: bool, take_ids: Callable[[int], int]) -> None:
         self._settings = settings
         self._url = url
         self._meter_for = meter_for
         self._post = post
         self._save = save
+        self._take_ids = take_ids
+        """Lane ids for the timeline, where each of the load's requests shows as it streams."""
 
     def run(self, info: ServerInfo, dial: LoadDial, workload: Workload, stop: threading.Event) -> None:
         """In the (thread) worker calling this; cancelled (the app quits), requests in flight are dropped at once."""
@@ -86,8 +89,10 @@ class LoadDriver:
         started = datetime.now(UTC)
         recent: deque[RequestTiming] = deque(maxlen=LOAD_RECENT)
         async with client_for(self._settings, self._url) as client:
-            runner = LoadRunner(client, info, workload, dial, self._meter_for(client))
+            lanes = LaneMeter(self._meter_for(client), self._take_ids, self._post)
+            runner = LoadRunner(client, info, workload, dial, lanes)
             task = asyncio.create_task(runner.run(on_finished=lambda _request, timing: recent.append(timing)))
+            poster = asyncio.create_task(lanes.post_batches())
             try:
                 while not task.done():
                     await asyncio.wait({task}, timeout=LOAD_PROGRESS_S)
@@ -101,6 +106,8 @@ class LoadDriver:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
                 raise
+            finally:
+                poster.cancel()
             try:
                 result = task.result()
             except SourceError as error:

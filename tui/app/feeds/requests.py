@@ -16,7 +16,7 @@ from textual.message import Message
 from tui.app.messages import NotSent, RequestCompleted, RequestStarted, TokenBatch
 from tui.config import Settings
 from tui.core.live import LaneTokens
-from tui.core.records import mark_cold
+from tui.core.records import RequestTiming, mark_cold
 from tui.core.timeline import KEEP_LANES
 from tui.sources.detect import WARM_UP_PATHS
 from tui.sources.errors import SourceError
@@ -129,8 +129,8 @@ class RequestSender:
             for n, request in enumerate(requests):
                 lane = send.label if send.concurrency == 1 else f"{send.label} {n + 1}"
                 request_id = send.first_id + n
-                jobs.append(self._stream_one(meter, batches, request_id, lane, request, connect_s, request_id == cold_id,
-                                             request_id == last_id))
+                jobs.append(stream_lane(meter, batches, self._post, request_id, lane, request, connect_s,
+                                        texted=request_id == last_id, cold=request_id == cold_id))
             poster = asyncio.create_task(batches.post_every(TOKEN_BATCH_S))
             try:
                 await asyncio.gather(*jobs)
@@ -149,18 +149,68 @@ class RequestSender:
         return StreamRequest(api=api, model=model, prompt=body, max_tokens=send.max_tokens, prompt_tokens=tokens,
                              prompt_tokens_estimated=estimated, exact_length=self._settings.exact_length)
 
-    async def _stream_one(self, meter: Meter, batches: TokenBatches, request_id: int, label: str, request: StreamRequest,
-                          connect_s: float | None, first_to_fresh: bool, texted: bool) -> None:
-        """Stream one request; `first_to_fresh`: it is the first a fresh server serves, so it is marked cold;
-        `texted`: its answer is the one the prompt pane shows."""
-        self._post(RequestStarted(request_id, label, now_unix(), request.prompt_tokens))
-        async with aclosing(meter.stream(request, connect_s, text=texted)) as events:
-            async for event in events:
-                if isinstance(event, ChunksArrived):
-                    batches.add(request_id, event.offsets_s, event.text, event.client_gaps)
-                elif isinstance(event, RequestSent):
-                    self._post(RequestStarted(request_id, label, event.t_sent_unix, request.prompt_tokens))
-                elif isinstance(event, RequestFinished):
-                    batches.post(request_id)  # its last chunks before its completion
-                    timing = mark_cold([event.timing], server_fresh=True)[0] if first_to_fresh else event.timing
-                    self._post(RequestCompleted(request_id, timing))
+
+async def stream_lane(meter: Meter, batches: TokenBatches, post: Post, request_id: int, label: str,
+                      request: StreamRequest, connect_s: float | None = None, texted: bool = False, cold: bool = False,
+                      load: bool = False) -> RequestTiming:
+    """One request through `meter`, as the screen's facts for lane `request_id`: its start, its chunks (batched),
+    its exact record (marked cold when `cold`: the first a fresh server serves), which is returned. `texted`: its
+    answer is the one the prompt pane shows; `load`: one of the load dial's."""
+    post(RequestStarted(request_id, label, now_unix(), request.prompt_tokens, load))
+    timing = None
+    async with aclosing(meter.stream(request, connect_s, text=texted)) as events:
+        async for event in events:
+            if isinstance(event, ChunksArrived):
+                batches.add(request_id, event.offsets_s, event.text, event.client_gaps)
+            elif isinstance(event, RequestSent):
+                post(RequestStarted(request_id, label, event.t_sent_unix, request.prompt_tokens, load))
+            elif isinstance(event, RequestFinished):
+                batches.post(request_id)  # its last chunks before its completion
+                timing = mark_cold([event.timing], server_fresh=True)[0] if cold else event.timing
+                post(RequestCompleted(request_id, timing, load))
+    assert timing is not None, "a meter's stream ends with its record"
+    return timing
+
+
+class NewestIds:
+    """The `count` newest ids handed out (by `take`): the lanes a timeline can show, for `TokenBatches`."""
+
+    def __init__(self, count: int) -> None:
+        self._count = count
+        self._newest = 0
+
+    def seen(self, request_id: int) -> None:
+        self._newest = max(self._newest, request_id)
+
+    def __contains__(self, request_id: object) -> bool:
+        return isinstance(request_id, int) and request_id > self._newest - self._count
+
+
+class LaneMeter:
+    """A `Meter` that puts each request it measures on the timeline as lane "load N" (the load dial's), with ids
+    from `take_ids` (the screen's, taken from the load's thread), every offset posted for the newest lanes the
+    timeline can show, a count for the rest. `post_batches` must run beside it in the load's loop."""
+
+    def __init__(self, meter: Meter, take_ids: Callable[[int], int], post: Post) -> None:
+        self._meter = meter
+        self._take_ids = take_ids
+        self._post = post
+        self._shown = NewestIds(SHOWN_LANES)
+        self._batches = TokenBatches(post, self._shown)
+        self._sent = 0
+
+    async def warm_up(self, path: str, connections: int = 1) -> float | None:
+        return await self._meter.warm_up(path, connections)
+
+    def stream(self, request: StreamRequest, connect_s: float | None = None, text: bool = False):
+        return self._meter.stream(request, connect_s, text)
+
+    async def measure(self, request: StreamRequest, connect_s: float | None = None) -> RequestTiming:
+        request_id = self._take_ids(1)
+        self._shown.seen(request_id)
+        self._sent += 1
+        return await stream_lane(self._meter, self._batches, self._post, request_id, f"load {self._sent}", request,
+                                 connect_s, load=True)
+
+    async def post_batches(self) -> None:
+        await self._batches.post_every(TOKEN_BATCH_S)

@@ -65,6 +65,8 @@ class MainScreen(Screen):
     timings: reactive[list[RequestTiming]] = reactive(list, always_update=True, repaint=False)
     """Requests finished and in flight, oldest first."""
     labels: reactive[list[str]] = reactive(list, always_update=True, repaint=False)
+    batch_of: reactive[list[int]] = reactive(list, always_update=True, repaint=False)
+    """One batch number per request in `timings` (the load dial's each alone)."""
     """One timeline label per request in `timings`."""
     metrics: reactive[MetricsSnapshot | None] = reactive(None, always_update=True, repaint=False)
     """The latest /metrics snapshot."""
@@ -132,7 +134,8 @@ class MainScreen(Screen):
         with Container(id="panes"):
             # The timeline first: the whole top row (stacked: the top pane), the split is what this screen shows.
             yield TimelinePane(id="timeline-pane", classes="pane").data_bind(
-                timings=MainScreen.timings, labels=MainScreen.labels, decode_ceiling_tok_s=MainScreen.decode_ceiling_tok_s,
+                timings=MainScreen.timings, labels=MainScreen.labels, batch_of=MainScreen.batch_of,
+                decode_ceiling_tok_s=MainScreen.decode_ceiling_tok_s,
                 diagnosis=MainScreen.diagnosis, client_busy=MainScreen.client_busy, selected_back=MainScreen.selected_back)
             prompt = PromptPane(id="prompt-pane", classes="pane")
             prompt.border_title = "Prompt"
@@ -291,7 +294,7 @@ class MainScreen(Screen):
 
     @on(RequestStarted)
     def _started(self, event: RequestStarted) -> None:
-        self.state.started(event.request_id, event.label, event.t_sent_unix, event.prompt_tokens)
+        self.state.started(event.request_id, event.label, event.t_sent_unix, event.prompt_tokens, follow=not event.load)
         self._publish_soon()
 
     @on(TokenBatch)
@@ -302,6 +305,9 @@ class MainScreen(Screen):
     @on(RequestCompleted)
     def _completed(self, event: RequestCompleted) -> None:
         self.state.completed(event.request_id, event.timing)
+        if event.load:  # the load is saved as its own run; the dial counts its failures
+            self._publish_soon()
+            return
         self.lab.request_completed(event.timing)
         self.control.request_completed(event.request_id)
         if not event.timing.ok:
@@ -426,6 +432,7 @@ class MainScreen(Screen):
         if published.answer is not None:
             self.query_one(PromptPane).append_answer(published.answer, final=published.answer_final)
         self.labels = published.labels
+        self.batch_of = published.batch_of
         self.selected_back = published.selected_back  # before the timings: the pane draws both once, when the timings come
         self.timings = published.timings
         self.diagnosis = self.state.diagnosis()

@@ -192,6 +192,8 @@ class TimelinePane(Vertical):
     """The last requests (finished and in flight), oldest first."""
     labels: reactive[list[str]] = reactive(list, always_update=True, repaint=False)
     """One label per timing (the preset or prompt size)."""
+    batch_of: reactive[list[int]] = reactive(list, always_update=True, repaint=False)
+    """One batch number per timing, where the live session gave them (else each send's, from the send times)."""
     decode_ceiling_tok_s: reactive[float | None] = reactive(None, repaint=False)
     """Single-stream decode ceiling for this model and device, when known."""
 
@@ -284,7 +286,7 @@ class TimelinePane(Vertical):
 
     def _show_timings(self) -> None:
         labels = self.labels if len(self.labels) == len(self.timings) else None
-        batch_of = batches(self.timings)
+        batch_of = self.batch_of if len(self.batch_of) == len(self.timings) else batches(self.timings)
         keep = keep_count(batch_of, KEEP_LANES)
         last = [t.t_sent_unix for t, b in zip(self.timings, batch_of, strict=True) if b == batch_of[-1]]
         batch = (last[0], len(last)) if last else None
