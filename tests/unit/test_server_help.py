@@ -64,6 +64,8 @@ def test_the_simulators_own_help_states_its_defaults():
     assert shown["max-num-batched-tokens"] == (True, "--max-num-batched-tokens 256 (default 2048)")
     assert shown["enable-prefix-caching"] == (False, "--enable-prefix-caching (default on)")
     assert shown["max-num-seqs"][0] is False and shown["model"][0] is True
+    # "(default: settings, else 'H100 SXM'; …)": with no settings file, the preset after "else"
+    assert defaults["gpu"] == "H100 SXM"
 
 
 def test_a_help_without_defaults_gives_none_and_every_given_flag_counts_as_changed():

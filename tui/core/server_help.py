@@ -22,6 +22,8 @@ _PAREN_DEFAULT = re.compile(r"[(;,]\s*default:?\s+([^;,)]*?)\s*[;,)]")
 """`(default X)`, `(…; default X)`, `(…, default: X)`: a default in its own clause, not prose
 ("will use the default value of 0.92")."""
 _COLON_DEFAULT = re.compile(r"\bdefault:\s+([^;,)]*?)\s*[;,)]")
+_SETTINGS_DEFAULT = re.compile(r"\bdefault:\s+settings\b[^;,)]*,\s*else\s+([^;,)]*?)\s*[;,)]")
+"""phasetop's own `(default: settings, else 'H100 SXM'; …)`: the default with no settings file is after "else"."""
 UNSET = ("none", "unset", "null")
 """Defaults that mean the server decides at start-up."""
 ENABLED = ("enabled", *ON)
@@ -61,7 +63,7 @@ def defaults_in_help(text: str) -> dict[str, str]:
     a `--no-x` form gives x's. A flag whose entry states none is absent."""
     defaults: dict[str, str] = {}
     for definition, entry in _entries(text):
-        found = _PAREN_DEFAULT.findall(entry) or _COLON_DEFAULT.findall(entry)
+        found = _SETTINGS_DEFAULT.findall(entry) or _PAREN_DEFAULT.findall(entry) or _COLON_DEFAULT.findall(entry)
         if not found:
             continue
         default = found[-1].strip().strip("'\"")  # vLLM ends its text with the default; "the default value of" before it is prose

@@ -16,6 +16,7 @@ from textual.suggester import Suggester
 from textual.widgets import Input, RadioButton, RadioSet, Static
 from textual.worker import Worker, WorkerState
 
+from tui.app.widgets.editing import EditInput
 from tui.app.widgets.text import set_text
 from tui.core.serve_command import CommandError, ServeCommand, changed_flags
 from tui.core.server_help import against_defaults, complete_flag, defaults_in_help, flags_in_help, help_argv
@@ -81,7 +82,7 @@ class FlagEditorScreen(ModalScreen[Restart | None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="flags-body"):
             yield Static("Server command", id="flags-title", markup=False)
-            yield Input(self._command.shown(), id="flags-command", select_on_focus=False, suggester=self._suggester)
+            yield EditInput(self._command.shown(), id="flags-command", select_on_focus=False, suggester=self._suggester)
             yield Static(DEFAULTS_READING, id="flags-defaults", markup=False)
             yield Static("", id="flags-changed", markup=False)
             yield Static("After the restart, run again:", id="flags-rerun-title", markup=False)

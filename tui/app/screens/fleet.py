@@ -27,6 +27,7 @@ from tui.app.fleet_messages import FleetRead, FleetUnreadable
 from tui.app.screens.help import HelpScreen
 from tui.app.screens.main import MainScreen
 from tui.app.screens.main_keys import MAIN_BINDINGS
+from tui.app.widgets.editing import EditInput
 from tui.app.widgets.text import set_text
 from tui.config import Settings
 from tui.core.fleet import Fleet, FleetRow, sort_rows
@@ -121,7 +122,7 @@ class FleetScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static("", id="fleet-title", markup=False)
         yield Static("", id="fleet-error", markup=False)
-        yield Input(placeholder="label filter: role=decode  job=~\"vllm.*\"  model_name!~\".*1B.*\"  (/ to type, Enter applies)",
+        yield EditInput(placeholder="label filter: role=decode  job=~\"vllm.*\"  model_name!~\".*1B.*\"  (/ to type, Enter applies)",
                     id="fleet-filter", compact=True)
         yield Static("", id="fleet-callouts", markup=False)
         # The mark and the name stay put while a narrow terminal scrolls the figures sideways.

@@ -154,11 +154,15 @@ class MainScreen(Screen):
 
     def on_key(self, event: events.Key) -> None:
         """Typing at once writes a prompt: a printable key no shortcut takes, pressed outside the prompt box, opens
-        it with that character (a sentence typed at the start lands there, not in the experiments' keys)."""
-        if not event.is_printable or self.focused is self.query_one("#prompt-text"):
+        it with that character (a sentence typed at the start lands there, not in the experiments' keys).
+
+        The keys typed after it in one burst reach this screen too, not the box (the app hands each key on as it
+        reads it, before this screen has moved the focus): once the box has the focus, a printable key arriving
+        here is one of those, and goes into the box in its order (the box takes every key typed into it)."""
+        if not event.is_printable:
             return
-        if event.key in self.app.active_bindings:  # a shortcut, or one that says why it cannot act now
-            return
+        if self.focused is not self.query_one("#prompt-text") and event.key in self.app.active_bindings:
+            return  # a shortcut, or one that says why it cannot act now
         event.stop()
         event.prevent_default()
         self.query_one(PromptPane).type_into(event.character)

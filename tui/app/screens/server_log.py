@@ -10,6 +10,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static, TextArea
 
+from tui.app.widgets.editing import EditInput
 from tui.app.widgets.text import set_text
 from tui.core.untrusted import printable
 
@@ -37,7 +38,7 @@ class ServerLogScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Static(self._title, id="log-title", markup=False)
-        yield Input(placeholder="filter: only the lines containing this", id="log-filter")
+        yield EditInput(placeholder="filter: only the lines containing this", id="log-filter")
         yield TextArea(id="log-text", read_only=True, soft_wrap=True, show_cursor=False, highlight_cursor_line=False)
         yield Footer()
 

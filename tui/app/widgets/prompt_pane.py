@@ -13,6 +13,7 @@ from textual.message import Message
 from textual.widgets import Button, TextArea
 
 from tui.app.feeds.requests import Send
+from tui.app.widgets.editing import EditArea
 from tui.core.untrusted import redact, secret_begun
 from tui.sources.prompts import filler_text
 
@@ -86,9 +87,12 @@ class PromptPane(Vertical):
         yield AnswerView(ANSWER_LINES, id="answer")
 
     def type_into(self, character: str) -> None:
-        """Start (or go on with) the typed prompt: the box takes focus and `character` at its end."""
+        """Start (or go on with) the typed prompt: the box takes focus and `character` at its end.
+
+        The focus moves now, not as `focus()` moves it (after the events already queued): the keys typed after
+        this one, in the same burst, are the box's too, not the shortcuts they name."""
         box = self.query_one(PromptText)
-        box.focus()
+        self.screen.set_focus(box)
         box.move_cursor(box.document.end)
         box.insert(character)
 
@@ -130,7 +134,7 @@ class PromptPane(Vertical):
             answer.flush()
 
 
-class PromptText(TextArea):
+class PromptText(EditArea):
     """The typed prompt; Esc leaves it, so the keys are shortcuts again."""
 
     BINDINGS = [Binding("escape", "leave", "Back to the keys", show=False)]
