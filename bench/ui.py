@@ -258,10 +258,10 @@ def app_under_load(url: str, idle_s: float, window_s: float, profile: str | None
 
 def child(url: str, streams: int = STREAMS, rounds: int | None = None) -> None:
     """The app as `phasetop --url URL` runs it, plus SIGUSR1: `streams` at once in rounds, `rounds` of them (None: endless)."""
-    from tui.app.feeds.requests import Send
     from tui.app.app import PhasetopApp
     from tui.app.launch import draw_apart, run_app
     from tui.config import Settings
+    from tui.core.sends import Send
 
     class LoadedApp(PhasetopApp):
         CSS_PATH = str(Path(sys.modules[PhasetopApp.__module__].__file__).with_name("phasetop.tcss"))

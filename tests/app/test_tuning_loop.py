@@ -14,10 +14,10 @@ from textual.widgets import Input, RadioButton
 from tests.app.test_app import completed, settings, wait_for
 from tests.loopback import closed_port_url
 from tui.app.app import PhasetopApp
-from tui.app.feeds.requests import Send
 from tui.app.screens.compare import CompareScreen
 from tui.app.screens.flags import FlagEditorScreen
 from tui.config import PollSettings
+from tui.core.sends import Send
 from tui.core.serve_command import ServeCommand, Setting
 from tui.sources.served_command import ServedCommand, listening, start_served
 

@@ -13,10 +13,10 @@ from tests.app.test_app import completed, settings, wait_for
 from tests.loopback import closed_port_url
 from tests.real.conftest import model_path
 from tui.app.app import PhasetopApp
-from tui.app.feeds.requests import Send
 from tui.app.screens.compare import CompareScreen
 from tui.app.screens.flags import FlagEditorScreen
 from tui.cli.main import main
+from tui.core.sends import Send
 from tui.core.serve_command import ServeCommand, Setting
 from tui.runs_store import list_runs, load_run
 from tui.sources.llamacpp_server import binary_path, server_command

@@ -10,9 +10,9 @@ from textual.widgets import Input
 from tests.app.test_app import completed, settings, wait_for
 from tests.real_vllm.conftest import CLIENT_TIMEOUT_S, MEASURING_FLAGS
 from tui.app.app import PhasetopApp
-from tui.app.feeds.requests import Send
 from tui.app.screens.compare import CompareScreen
 from tui.app.screens.flags import FlagEditorScreen
+from tui.core.sends import Send
 from tui.core.serve_command import ServeCommand, Setting
 from tui.sources.managed_server import free_port
 from tui.sources.served_command import ServedCommand, listening, start_served

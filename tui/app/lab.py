@@ -21,7 +21,7 @@ from tui.app.screens.compare import CompareScreen
 from tui.app.screens.experiment import ExperimentScreen
 from tui.app.screens.runs import RunsScreen
 from tui.app.widgets.load_dial import DialState
-from tui.core.experiments import OWN_SIMULATORS, make_plan
+from tui.core.experiments import EXPERIMENT_NAMES, OWN_SIMULATORS, make_plan
 from tui.core.load_steps import LOAD_CONCURRENCIES, LOAD_RATES, step
 from tui.core.records import RequestTiming
 from tui.core.sessions import Session, SessionLog, compare_sessions, session_run
@@ -42,9 +42,6 @@ LOAD_PROMPT_TOKENS = 200
 LOAD_MAX_TOKENS = 64
 LOAD_BACKLOG = 256
 """Arrivals waiting for a slot past this many pause the schedule: an endless load must not pile up without bound."""
-EXPERIMENT_NAMES = {"prompt-tokens": "prompt-length sweep", "prefix": "prefix cache", "concurrency": "concurrency sweep",
-                    "interference": "long-prompt interference", "context": "context growth",
-                    "disaggregation": "disaggregation"}
 NOT_KNOWN_YET = "the server is not known yet: wait for the header to say it is up"
 
 

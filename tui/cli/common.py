@@ -11,7 +11,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 

@@ -11,7 +11,6 @@ import shlex
 import socket
 import sys
 import webbrowser
-from collections.abc import Callable
 from pathlib import Path
 
 from tui.cli.common import ui_settings, whole_number

@@ -16,6 +16,11 @@ from tui.core.runs import draw_block_of, request_figures, request_samples
 from tui.core.stats import summarize
 from tui.core.uncertainty import BLOCK_GAPS, NOT_ENOUGH, by_block, interval, worst_verdict
 
+EXPERIMENT_NAMES = {"prompt-tokens": "prompt-length sweep", "prefix": "prefix cache", "concurrency": "concurrency sweep",
+                    "interference": "long-prompt interference", "context": "context growth",
+                    "disaggregation": "disaggregation"}
+"""What each experiment is called where a person reads of it (toasts, the flag editor's reruns)."""
+
 EXPERIMENTS = ("prompt-tokens", "prefix", "concurrency", "interference", "context", "disaggregation")
 """What `--vary` names, in the order the domain text tells them."""
 OWN_SIMULATORS = ("disaggregation",)

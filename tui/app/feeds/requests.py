@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Collection
 from contextlib import aclosing
-from dataclasses import dataclass
 
 from textual.message import Message
 
@@ -17,6 +16,7 @@ from tui.app.messages import NotSent, RequestCompleted, RequestStarted, TokenBat
 from tui.config import Settings
 from tui.core.live import LaneTokens
 from tui.core.records import RequestTiming, mark_cold
+from tui.core.sends import Send
 from tui.core.timeline import KEEP_LANES
 from tui.sources.detect import WARM_UP_PATHS
 from tui.sources.errors import SourceError
@@ -33,22 +33,6 @@ TOKEN_BATCH_S = 0.05
 """Token arrivals are posted in batches this far apart: about 20 timeline updates a second at most."""
 SHOWN_LANES = KEEP_LANES
 """Lanes the timeline can show: of each send, this many newest get every offset posted."""
-
-
-@dataclass(frozen=True, slots=True)
-class Send:
-    """One key's requests: `concurrency` of them at once, ids from `first_id`."""
-
-    first_id: int
-    label: str
-    """The lanes' name ("short 200"; "8 at once 3" for the third of a batch)."""
-    text: str | None
-    """The typed prompt; None: a filler prompt of `prompt_tokens`."""
-    prompt_tokens: int | None
-    concurrency: int
-    max_tokens: int
-    shared_prefix: str | None = None
-    """Put before every prompt (the shared-system-prompt preset), so prefix caching can hit."""
 
 
 class TokenBatches:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from textual import on
 from textual.app import ComposeResult
@@ -20,6 +19,7 @@ from tui.app.widgets.editing import EditInput
 from tui.app.widgets.text import set_text
 from tui.core.serve_command import CommandError, ServeCommand, changed_flags
 from tui.core.server_help import against_defaults, complete_flag, defaults_in_help, flags_in_help, help_argv
+from tui.core.tuning_loop import RestartRequest
 from tui.core.untrusted import printable
 
 HELP_TIMEOUT_S = 90.0
@@ -27,14 +27,6 @@ HELP_TIMEOUT_S = 90.0
 HINT = ("Enter restarts the server with this command, waits for it, runs what is picked below again and opens "
         "before → after. Tab: pick what runs. Escape keeps the server as it is.")
 DEFAULTS_READING = "reading the server's --help for its defaults…"
-
-
-@dataclass(frozen=True, slots=True)
-class Restart:
-    """What the editor asks for: start `command`, then run `rerun` (one of the ids it was offered) again."""
-
-    command: ServeCommand
-    rerun: str
 
 
 class FlagSuggester(Suggester):
@@ -62,7 +54,7 @@ def read_help(command: ServeCommand) -> str:
     return ""
 
 
-class FlagEditorScreen(ModalScreen[Restart | None]):
+class FlagEditorScreen(ModalScreen[RestartRequest | None]):
     """Edit `command` (the one running now): each flag beside the server's own default (read from its `--help`),
     those that differ highlighted; what differs from `first` (the one started first) listed; and what runs
     again after the restart, one of `reruns` ((id, label), the first picked). A credential on the command line
@@ -121,7 +113,7 @@ class FlagEditorScreen(ModalScreen[Restart | None]):
             return
         pressed = self.query_one(RadioSet).pressed_button
         rerun = pressed.id.removeprefix("rerun-") if pressed is not None and pressed.id else self._reruns[0][0]
-        self.dismiss(Restart(command, rerun))
+        self.dismiss(RestartRequest(command, rerun))
 
     def _show_changes(self, text: str) -> None:
         try:

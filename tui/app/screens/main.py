@@ -18,7 +18,7 @@ from textual.screen import Screen
 from textual.widgets import Footer
 from textual.worker import Worker
 
-from tui.app.feeds.requests import RequestSender, Send
+from tui.app.feeds.requests import RequestSender
 from tui.app.feeds.samples import poll_gpu
 from tui.app.feeds.server import find_server, poll_metrics
 from tui.app.lab import NOT_KNOWN_YET, Lab
@@ -41,6 +41,7 @@ from tui.core.client_load import CLIENT_BUSY_PCT, busy_line
 from tui.core.live import LiveSession, Served
 from tui.core.lane_figures import NEWEST
 from tui.core.records import RequestTiming
+from tui.core.sends import Send
 from tui.core.telemetry import GpuSample, HostSample, MetricsSnapshot
 from tui.core.timeline import KEEP_LANES
 from tui.meter.pool import MeterPool, default_meters

@@ -12,8 +12,8 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Button, TextArea
 
-from tui.app.feeds.requests import Send
 from tui.app.widgets.editing import EditArea
+from tui.core.sends import Send
 from tui.core.untrusted import redact, secret_begun
 from tui.sources.prompts import filler_text
 
