@@ -1,42 +1,15 @@
 """The whole app against a real simulator, and single panes in small host apps."""
 
-import time
 
 from textual.app import App, ComposeResult
-from textual.geometry import Region
 
+from tests.app.harness import CEILING, completed, settings, wait_for
 from tui.app.app import PhasetopApp
 from tui.app.messages import RequestCompleted, ServerCameUp, ServerWentDown
 from tui.app.screens.help import HelpScreen
 from tui.app.screens.main import MainScreen
 from tui.app.widgets.prompt_pane import AnswerView, PromptPane
-from tui.config import Settings
 from tui.core.delivery import flag_bursts
-
-CEILING = (3350e9 / 16e9, 131072.0, 16e9)
-
-
-async def wait_for(pilot, condition, timeout_s=20.0):
-    """Pause until `condition()` holds; a deadline, not a fixed sleep."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await pilot.pause(0.05)
-
-
-def rendered(widget) -> str:
-    """What a widget draws, as text, a line a row."""
-    return "\n".join(strip.text for strip in widget.render_lines(Region(0, 0, *widget.size)))
-
-
-def completed(seen):
-    """Each RequestCompleted once (the hook can see one message at more than one pump)."""
-    unique = {id(m): m for m in seen if isinstance(m, RequestCompleted)}
-    return sorted(unique.values(), key=lambda m: m.request_id)
-
-
-def settings(**values):
-    return Settings(_env_file=None, **values)
 
 
 async def test_short_preset_streams_and_the_figures_match_the_record(sim_url):

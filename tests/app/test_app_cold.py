@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from tests.app.test_app import CEILING, completed, settings, wait_for
+from tests.app.harness import CEILING, completed, settings, wait_for
 from tests.scripted_server import Script, ScriptedServer
 from tui.app.app import PhasetopApp
 from tui.app.messages import ServerCameUp

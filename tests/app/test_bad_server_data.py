@@ -8,11 +8,16 @@ import math
 
 from textual.widgets import Sparkline
 
-from tests.app.test_app import completed, rendered, settings, wait_for
+from tests.app.harness import completed, rendered, settings, wait_for
 from tests.hostile import serving
 from tests.scripted_server import Reply, Script
 from tui.app.app import PhasetopApp
-from tui.app.messages import MetricsScraped, RequestCompleted, ServerCameUp, ServerWentDown
+from tui.app.messages import (
+    MetricsScraped,
+    RequestCompleted,
+    ServerCameUp,
+    ServerWentDown,
+)
 from tui.app.widgets.timeline_pane import FAILED_MARK, TimelinePlot
 
 

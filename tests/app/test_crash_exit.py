@@ -3,7 +3,7 @@
 from pathlib import Path
 
 import tui.app.app
-from tests.app.test_app import settings
+from tests.app.harness import settings
 from tests.hostile import SECRET
 from tui.app import launch
 from tui.app.app import PhasetopApp

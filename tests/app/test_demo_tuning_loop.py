@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.app.test_app import settings, wait_for
-from tests.app.test_tuning_loop import edit_flags, long_among_streams
+from tests.app.harness import settings, wait_for
+from tests.app.tuning_steps import edit_flags, long_among_streams
 from tui.app.app import PhasetopApp
 from tui.app.screens.compare import CompareScreen
 from tui.app.screens.server_log import ServerLogScreen

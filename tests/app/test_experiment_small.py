@@ -9,7 +9,7 @@ from textual.geometry import Region
 from textual.widgets import DataTable, Static
 from textual.widgets._toast import Toast
 
-from tests.app.test_lab import CEILING, seen_of, settings, text_of, wait_for
+from tests.app.harness import CEILING, seen_of, settings, text_of, wait_for
 from tui.app.app import PhasetopApp
 from tui.app.lab_messages import ExperimentFinished, RunSaved, SessionIdentified
 from tui.app.screens.experiment import ExperimentChart, ExperimentScreen

@@ -4,19 +4,13 @@ import time
 
 from textual.app import App, ComposeResult
 
+from tests.app.harness import wait_for
 from tui.app.app import PhasetopApp
 from tui.app.messages import ServerCameUp
 from tui.app.widgets.status_line import ServerState, StatusLine, describe
 from tui.config import Settings
 
 TCSS = "../../tui/app/phasetop.tcss"
-
-
-async def wait_for(pilot, condition, timeout_s=20.0):
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await pilot.pause(0.05)
 
 
 def rows(app, widget) -> list[str]:

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 from textual.widgets import DataTable, Static
 from textual.worker import WorkerState
 
+from tests.app.harness import CEILING, seen_of, settings, text_of, wait_for
 from tui.app.app import PhasetopApp
 from tui.app.lab_messages import ExperimentFinished, LoadStopped, SessionIdentified
 from tui.app.messages import RequestCompleted
@@ -22,34 +22,10 @@ from tui.app.screens.experiment import ExperimentChart, ExperimentScreen
 from tui.app.screens.main import MainScreen
 from tui.app.screens.runs import RunsScreen
 from tui.cli.main import main as phasetop
-from tui.config import Settings
 from tui.core.runs import compare_runs, new_run
 from tui.core.stats import summarize
 from tui.runs_store import save_run
 from tui.sim.launcher import SimulatorProcess
-
-CEILING = (3350e9 / 16e9, 131072.0, 16e9)
-
-
-async def wait_for(pilot, condition, timeout_s=60.0, what="condition"):
-    """Pause until `condition()` holds; a deadline, never a fixed sleep."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"{what}: not met in {timeout_s:.0f} s"
-        await pilot.pause(0.05)
-
-
-def settings(runs_dir) -> Settings:
-    return Settings(_env_file=None, runs_dir=str(runs_dir))
-
-
-def seen_of(seen, kind):
-    """Each message of a kind once (the hook can see one message at more than one pump)."""
-    return list({id(m): m for m in seen if isinstance(m, kind)}.values())
-
-
-def text_of(screen, selector: str) -> str:
-    return str(screen.query_one(selector, Static).render())
 
 
 def saved_runs(runs_dir) -> list[dict]:

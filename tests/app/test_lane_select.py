@@ -3,8 +3,7 @@ and a new send selects the newest again."""
 
 from __future__ import annotations
 
-from tests.app.test_app import CEILING, completed, settings, wait_for
-from tests.app.test_timeline_views import send, started
+from tests.app.harness import CEILING, completed, send, settings, started, wait_for
 from tui.app.app import PhasetopApp
 from tui.app.widgets.timeline_pane import TimelinePane
 from tui.core.timeline import SELECTED_MARK

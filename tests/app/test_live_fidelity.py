@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from statistics import median
 
-from tests.app.test_app import completed, settings, wait_for
+import pytest
+
+from tests.app.harness import completed, settings, wait_for
 from tests.scripted_server import Script, ScriptedServer
 from tui.app.app import PhasetopApp
 from tui.app.messages import ServerCameUp
 from tui.sources.wall_clock import unix_at_ns
+
+pytestmark = pytest.mark.timing
 
 TOKENS = 64
 LOOSE_ERROR_S = 0.5e-3

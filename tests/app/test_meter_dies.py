@@ -4,7 +4,7 @@ one line says so, and the next send measures through a new meter."""
 import os
 import signal
 
-from tests.app.test_app import completed, settings, wait_for
+from tests.app.harness import completed, settings, wait_for
 from tui.app.app import PhasetopApp
 from tui.app.messages import MeterDied, ServerCameUp
 from tui.sim.launcher import SimulatorProcess

@@ -4,17 +4,13 @@ import time
 
 import pytest
 
-from tests.app.test_app import completed, settings, wait_for
+from tests.app.harness import completed, settings, text_of, wait_for
 from tui.app.app import PhasetopApp
 from tui.app.messages import MetricsScraped, RequestCompleted, ServerCameUp
 from tui.app.widgets.metrics_pane import MetricsPane, window_text
 
 HOLD_S = 10.5
 """How long after its request a quantile must still show: longer than ten scrapes at the default 1 s."""
-
-
-def text_of(app, selector):
-    return str(app.screen.query_one(selector).render())
 
 
 async def test_one_requests_ttft_quantile_is_still_shown_ten_seconds_later(sim_url):

@@ -6,24 +6,22 @@ import json
 import time
 from time import perf_counter_ns
 
+import pytest
+
 from tests import hostile
+from tests.app.harness import wait_for
 from tests.scripted_server import Script
 from tui.app.app import PhasetopApp
 from tui.app.messages import RequestCompleted, ServerCameUp
 from tui.config import Settings
+
+pytestmark = pytest.mark.timing
 
 SLOW_ITL_S = 0.1
 SLOW_TOKENS = 300
 """A 30 s answer: the old UI's quit waited for it."""
 HANG_UP_BOUND_S = 5.0
 """The server must see the connection closed well within this after q (the aim is under a second)."""
-
-
-async def wait_for(pilot, condition, what: str, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"no {what} within {timeout_s:.0f} s"
-        await pilot.pause(0.05)
 
 
 async def test_q_drops_the_answer_in_flight_and_saves_the_finished_one(tmp_path):
@@ -33,14 +31,14 @@ async def test_q_drops_the_answer_in_flight_and_saves_the_finished_one(tmp_path)
         settings = Settings(_env_file=None, runs_dir=str(tmp_path))
         app = PhasetopApp(settings, server.url)
         async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
-            await wait_for(pilot, lambda: any(isinstance(m, ServerCameUp) for m in seen), "server up")
+            await wait_for(pilot, lambda: any(isinstance(m, ServerCameUp) for m in seen), what="server up")
             await pilot.press("1")
-            await wait_for(pilot, lambda: any(isinstance(m, RequestCompleted) for m in seen), "first answer")
+            await wait_for(pilot, lambda: any(isinstance(m, RequestCompleted) for m in seen), what="first answer")
             # The next answer is slow; q while it streams.
             script.tokens, script.itl_s = [f" t{i}" for i in range(SLOW_TOKENS)], SLOW_ITL_S
             await pilot.press("1")
             await wait_for(pilot, lambda: len(server.log) == 2 and len(server.log[1].content_write_ns) >= 3,
-                           "second answer streaming")
+                           what="second answer streaming")
             pressed_ns = perf_counter_ns()
             await pilot.press("q")
         slow = server.log[1]

@@ -5,26 +5,24 @@ left the panes down for up to 7 s after the server was back. Figures go to the t
 """
 
 import asyncio
-import socket
 import time
 
-from tests.app.test_app import settings, wait_for
+import pytest
+
+from tests.app.harness import settings, wait_for
+from tests.loopback import free_port
 from tests.scripted_server import Reply, Script, ScriptedServer
 from tui.app.app import PhasetopApp
 from tui.app.screens.main import MainScreen
 from tui.sim.launcher import SimulatorProcess
+
+pytestmark = pytest.mark.timing
 
 OUTAGE_S = 10.0
 """Down this long: past the old backoff's 8 s step."""
 LIVE_WITHIN_S = 2.5
 """The promise is 1 s; the bound is generous for a loaded CI machine (figures measured are printed)."""
 METRICS = Reply("vllm:num_requests_running 0\nvllm:num_requests_waiting 0\n", content_type="text/plain")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def live(screen: MainScreen) -> bool:

@@ -1,22 +1,16 @@
 """The server restarts with new flags under the open UI: down, then up again with the new config and fresh counters."""
 
-import socket
 
 from textual.widgets import Sparkline, Static
 
-from tests.app.test_app import completed, settings, wait_for
+from tests.app.harness import completed, settings, wait_for
+from tests.loopback import free_port
 from tui.app.app import PhasetopApp
 from tui.app.messages import MetricsScraped, ServerCameUp, ServerWentDown
 from tui.app.screens.main import MainScreen
 from tui.sim.launcher import SimulatorProcess
 
 RATES = ("prompt_tok_s", "generation_tok_s", "preemptions_per_s")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def unique(seen, kind):

@@ -4,14 +4,14 @@ runs still listed, two files with one id both listed (no DuplicateKey), and an e
 from __future__ import annotations
 
 import json
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 from textual.app import App
-from textual.widgets import DataTable, Static
+from textual.widgets import DataTable
 
 import tui.app
+from tests.app.harness import text_of, wait_for
 from tui.app.screens.compare import CompareScreen
 from tui.app.screens.runs import RunsScreen
 from tui.core.runs import new_run
@@ -32,17 +32,6 @@ class _Host(App):
 
     def on_mount(self) -> None:
         self.push_screen(RunsScreen(self.directory))
-
-
-async def wait_for(pilot, condition, timeout_s=10.0, what="condition"):
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"{what}: not met in {timeout_s:.0f} s"
-        await pilot.pause(0.05)
-
-
-def text_of(app: App, selector: str) -> str:
-    return str(app.screen.query_one(selector, Static).render())
 
 
 def run_at(minute: int, ttft_s: float = 0.05, model: str = "m") -> dict:

@@ -5,21 +5,14 @@ tests/cli/test_secrets.py). Settings come through load_settings, as `phasetop` m
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
+from tests.app.harness import wait_for
 from tests.hostile import SECRET, echoing_key, serving
 from tui.app.app import PhasetopApp
 from tui.app.messages import RequestCompleted, ServerCameUp
 from tui.config import load_settings
-
-
-async def wait_for(pilot, condition, what: str, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"no {what} within {timeout_s:.0f} s"
-        await pilot.pause(0.05)
 
 
 @pytest.fixture
@@ -63,9 +56,9 @@ async def test_no_pane_toast_screenshot_or_run_shows_the_key(key_in_env, scenari
         settings = load_settings(None, url=server.url, runs_dir=str(runs_dir))
         app = PhasetopApp(settings, server.url, None, None)
         async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
-            await wait_for(pilot, lambda: any(isinstance(m, ServerCameUp) for m in seen), "server up")
+            await wait_for(pilot, lambda: any(isinstance(m, ServerCameUp) for m in seen), what="server up")
             await pilot.press("s")
-            await wait_for(pilot, lambda: any(isinstance(m, RequestCompleted) for m in seen), "request done")
+            await wait_for(pilot, lambda: any(isinstance(m, RequestCompleted) for m in seen), what="request done")
             await pilot.pause(1.0)  # a few repaints and a metrics scrape
             shown = everything_shown(app)
             await pilot.press("q")

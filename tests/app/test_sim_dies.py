@@ -7,8 +7,8 @@ import time
 import psutil
 from textual.widgets import Static
 
-from tests.app.test_app import settings, wait_for
-from tests.sources.test_listener import listen
+from tests.app.harness import settings, wait_for
+from tests.sources.listener_child import listen
 from tui.app.app import PhasetopApp
 from tui.app.messages import ServerCameUp
 from tui.app.screens.help import HelpScreen

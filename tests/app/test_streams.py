@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-from tests.app.test_app import completed, settings, wait_for
+from tests.app.harness import completed, settings, wait_for
 from tui.app.app import PhasetopApp
 from tui.app.feeds.requests import TokenBatches
-from tui.app.messages import RequestCompleted, RequestStarted, ServerCameUp, LaneTokens, TokenBatch
+from tui.app.messages import (
+    LaneTokens,
+    RequestCompleted,
+    RequestStarted,
+    ServerCameUp,
+    TokenBatch,
+)
 from tui.app.screens.main import MainScreen
 from tui.app.widgets.prompt_pane import PRESETS
 from tui.core.live import KEEP_REQUESTS

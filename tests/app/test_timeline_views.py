@@ -7,27 +7,21 @@ import pytest
 from textual.app import App, ComposeResult
 
 import tui.app
+from tests.app.harness import completed, rendered, send, settings, started, wait_for
 from tui.app.app import PhasetopApp
-from tui.app.messages import ServerCameUp
-from tui.app.widgets.timeline_pane import AXIS_ROWS, BURST_MARK, TimelinePane, TimelinePlot
+from tui.app.widgets.timeline_pane import (
+    AXIS_ROWS,
+    BURST_MARK,
+    TimelinePane,
+    TimelinePlot,
+)
+from tui.core.gaps import UNKNOWN
+from tui.core.lane_cells import DECODE, GAP_KINDS
 from tui.core.records import RequestTiming
 from tui.core.timeline import ALIGNED, WALL_CLOCK
 
-from tests.app.test_app import completed, rendered, settings, wait_for
-from tui.core.gaps import UNKNOWN
-from tui.core.lane_cells import DECODE, GAP_KINDS
-
 TCSS = Path(tui.app.__file__).parent / "phasetop.tcss"
 SIZES = [(80, 24), (120, 40), (200, 50)]
-
-
-async def started(pilot, seen):
-    await wait_for(pilot, lambda: any(isinstance(m, ServerCameUp) for m in seen))
-
-
-async def send(pilot, seen, key, total):
-    await pilot.press(key)
-    await wait_for(pilot, lambda: len(completed(seen)) == total)
 
 
 async def drawn_with(pilot, pane, lanes):
@@ -38,6 +32,7 @@ async def drawn_with(pilot, pane, lanes):
     return pane.drawn
 
 
+@pytest.mark.timing  # a ratio of prefills; and on a busy box the client-busy line takes a row at 80x24
 @pytest.mark.parametrize("size", SIZES)
 async def test_short_then_long_compares_prefill_in_aligned_view(sim_url, size):
     seen = []
@@ -155,9 +150,11 @@ async def test_thirty_two_streams_get_thirty_two_lanes_each_reachable_with_the_a
         await pilot.press("5")  # the preset: 32 streams at once
         await wait_for(pilot, lambda: len(completed(seen)) == 32, 60)
         pane = screen.query_one(TimelinePane)
-        drawn = await drawn_with(pilot, pane, 32)
-        rows = screen.query_one(TimelinePlot).size.height - AXIS_ROWS
-        assert len(drawn.rows) == min(32, rows) and drawn.rows[-1].lane.label == "32 at once 32"
+        await drawn_with(pilot, pane, 32)
+        plot = screen.query_one(TimelinePlot)
+        # As many lanes as the chart has rows (a busy box's client-busy line takes one, and the chart redraws).
+        await wait_for(pilot, lambda: len(pane.drawn.rows) == min(32, plot.size.height - AXIS_ROWS), what="lanes fill the rows")
+        assert pane.drawn.rows[-1].lane.label == "32 at once 32"
         screen.query_one(TimelinePlot).focus()  # the arrows are the screen's while no text box has them
         reached = []
         for _ in range(31):

@@ -5,13 +5,14 @@ refuses leaves its own error line in a toast."""
 from __future__ import annotations
 
 import shlex
-from contextlib import asynccontextmanager
 import sys
+from contextlib import asynccontextmanager
 
 import pytest
 from textual.widgets import Input, RadioButton
 
-from tests.app.test_app import completed, settings, wait_for
+from tests.app.harness import completed, settings, wait_for
+from tests.app.tuning_steps import edit_flags, long_among_streams
 from tests.loopback import closed_port_url
 from tui.app.app import PhasetopApp
 from tui.app.screens.compare import CompareScreen
@@ -20,7 +21,6 @@ from tui.config import PollSettings
 from tui.core.sends import Send
 from tui.core.serve_command import ServeCommand, Setting
 from tui.sources.served_command import ServedCommand, listening, start_served
-
 
 SETTLE_S = 1.5
 """The UI's first seconds (first paint, the server identified) keep its one core busy: streams read then
@@ -47,26 +47,6 @@ async def measuring(served, seen):
         await wait_for(pilot, lambda: app.screen.lab.server_info is not None)
         await pilot.pause(SETTLE_S)
         yield app, pilot
-
-
-async def edit_flags(pilot, app, command: ServeCommand, rerun: str | None = None) -> None:
-    """f, the command typed in, `rerun` picked (else what the editor picks first), Enter."""
-    await pilot.press("f")
-    await wait_for(pilot, lambda: isinstance(app.screen, FlagEditorScreen))
-    app.screen.query_one(Input).value = str(command)
-    if rerun is not None:
-        app.screen.query_one(f"#rerun-{rerun}", RadioButton).value = True
-    await pilot.pause(0.1)
-    assert "changed since the first start" in str(app.screen.query_one("#flags-changed").render())
-    await pilot.press("enter")
-
-
-async def long_among_streams(pilot, screen, seen) -> None:
-    """8 short streams, then the long prompt among them (its prefill stalls them while it runs), to their end."""
-    screen.send_requests(Send(screen.state.send(8), "8 streams", None, 200, 8, 48))
-    await wait_for(pilot, lambda: len(screen.timings) == 8 and all(len(t.token_offsets_s) >= 4 for t in screen.timings))
-    screen.send_requests(Send(screen.state.send(1), "long", None, 2000, 1, 48))
-    await wait_for(pilot, lambda: len(completed(seen)) == 9, 60)
 
 
 async def test_a_flag_change_restarts_the_server_reruns_the_sends_and_compares(served):

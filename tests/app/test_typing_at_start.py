@@ -2,10 +2,10 @@
 
 from textual.widgets import TextArea
 
-from tests.app.test_app import completed, settings, wait_for
+from tests.app.harness import completed, settings, wait_for
 from tui.app.app import PhasetopApp
-from tui.app.screens.main import MainScreen
 from tui.app.messages import RequestStarted
+from tui.app.screens.main import MainScreen
 
 
 async def test_a_sentence_typed_at_start_lands_in_the_prompt_box_and_starts_nothing(sim_url):

@@ -6,7 +6,7 @@ from textual import events
 from textual.app import App, ComposeResult
 from textual.widgets import Input, TextArea
 
-from tests.app.test_app import settings, wait_for
+from tests.app.harness import settings, wait_for
 from tui.app.app import PhasetopApp
 from tui.app.screens.main import MainScreen
 from tui.app.widgets.editing import EditArea, EditInput

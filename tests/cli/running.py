@@ -13,3 +13,12 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
         code = exit_.code
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def assert_one_clear_line(code: int, err: str, *words: str) -> None:
+    assert code != 0
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    for word in words:
+        assert word.lower() in lines[0].lower(), lines[0]

@@ -13,8 +13,8 @@ import time
 import httpx
 import pytest
 
-from tests.app.test_restart import free_port
 from tests.fixtures.metrics_server import MetricsServer, bump, fixture
+from tests.loopback import free_port
 from tui.cli.main import main
 from tui.sim.launcher import SimulatorProcess
 from tui.sources.scrape import MetricsScraper

@@ -22,7 +22,7 @@ import time
 import httpx
 import pytest
 
-from tests.cli.test_probe import assert_one_clear_line
+from tests.cli.running import assert_one_clear_line
 from tests.scripted_server import Script, ScriptedServer
 from tui.cli.main import main
 from tui.core.experiment_columns import COLUMNS
@@ -32,7 +32,6 @@ from tui.sim.launcher import SimulatorProcess
 from tui.sources.detect import describe_server
 from tui.sources.experiments import run_experiment
 from tui.sources.http import make_client
-
 
 SLOWED = ("--time-scale", "2")
 """For the ratio claims: the physics' ratios do not move, a busy machine's wake-up delays matter half as much."""
@@ -72,6 +71,7 @@ def number(pattern: str, text: str) -> float:
     return float(match.group(1).replace("−", "-").replace(",", ""))
 
 
+@pytest.mark.timing
 def test_prompt_length_ttft_climbs_about_tenfold_while_decode_stays(slowed, capsys):
     _, document, err = sweep(capsys, slowed.url, "--vary", "prompt-tokens", "--values", "200,2000", "--repeat", "3", "--max-tokens", "32")
     assert document["server"]["model"] == "meta-llama/Llama-3.1-8B-Instruct"
@@ -84,6 +84,7 @@ def test_prompt_length_ttft_climbs_about_tenfold_while_decode_stays(slowed, caps
     assert "sweep prompt-tokens [" in err and "2,000-token prompt, 3 of 3" in err  # progress, on stderr
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("caching", [True, False])
 def test_a_prefix_sent_twice_is_much_faster_the_second_time_only_with_prefix_caching(slowed, capsys, caching):
     if caching:
@@ -100,6 +101,7 @@ def test_a_prefix_sent_twice_is_much_faster_the_second_time_only_with_prefix_cac
         assert 0.7 < ratio < 1.4 and "no prefix-cache hit" in line, line
 
 
+@pytest.mark.timing
 def test_concurrency_multiplies_throughput_while_the_tail_grows_much_less(sim, capsys):
     _, document, _ = sweep(capsys, sim.url, "--vary", "concurrency", "--values", "1,2,4,8")
     rows = {row["streams"]: row for row in document["rows"]}
@@ -110,6 +112,7 @@ def test_concurrency_multiplies_throughput_while_the_tail_grows_much_less(sim, c
     assert rows[8]["aggregate_tok_s"] > rows[2]["aggregate_tok_s"] > rows[1]["aggregate_tok_s"], rows
 
 
+@pytest.mark.timing
 def test_a_long_prompt_landing_stalls_the_running_streams(sim, capsys):
     _, document, _ = sweep(capsys, sim.url, "--vary", "interference", "--values", "4000")
     row, line = document["rows"][0], document["finding"]
@@ -143,6 +146,7 @@ async def test_the_driver_reports_progress_and_keeps_each_round_for_a_timeline(s
     assert stall["verdict"] == "not_enough_data"  # one round a value
 
 
+@pytest.mark.timing
 def test_itl_rises_with_the_token_position_in_a_long_generation(sim, capsys):
     _, document, err = sweep(capsys, sim.url, "--vary", "context", "--values", "300,4300")
     assert [row["position"] for row in document["rows"]] == [300, 4300]

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from tests.cli.test_probe import assert_one_clear_line
+from tests.cli.running import assert_one_clear_line
 from tui.cli.main import main
 
 

@@ -11,7 +11,7 @@ import sys
 import psutil
 import pytest
 
-from tests.loopback import closed_port_url
+from tests.loopback import free_port
 from tui.cli.main import main
 from tui.runs_store import list_runs, load_run
 
@@ -24,10 +24,6 @@ def sim_command(port: int) -> str:
     """The simulator 4× slower than the H100: a long prompt's stall (about 280 ms in one step) stands far above
     what a loaded 2-core box adds to a gap."""
     return shlex.join([sys.executable, "-m", "tui", "sim", "--port", str(port), "--time-scale", "4"])
-
-
-def free_port() -> int:
-    return int(closed_port_url().rsplit(":", 1)[1])
 
 
 def tune(capsys, *args: str) -> tuple[int, str, str]:

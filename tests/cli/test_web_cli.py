@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from tests.app.test_restart import free_port
 from tests.cli.running import run
+from tests.loopback import free_port
 from tui.web.server import WebServer
 
 pytestmark = pytest.mark.usefixtures("isolated")

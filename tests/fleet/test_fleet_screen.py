@@ -18,7 +18,7 @@ from dataclasses import replace
 import pytest
 from textual.widgets import DataTable, Input, Static
 
-from tests.terminal.test_tmux import exit_line, run_sized, tmux, wait_for
+from tests.terminal.tmux_pane import exit_line, run_sized, tmux, wait_for
 from tui.app.app import PhasetopApp
 from tui.app.fleet_messages import FleetRead
 from tui.app.screens.fleet import SORT_CYCLE, FleetScreen, InstanceScreen

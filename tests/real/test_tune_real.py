@@ -9,7 +9,7 @@ import shlex
 import pytest
 from textual.widgets import Input
 
-from tests.app.test_app import completed, settings, wait_for
+from tests.app.harness import completed, settings, wait_for
 from tests.loopback import closed_port_url
 from tests.real.conftest import model_path
 from tui.app.app import PhasetopApp

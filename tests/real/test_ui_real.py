@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from tests.real.conftest import model_path
-from tests.terminal.test_tmux import TTFT, exit_line, run_sized, tmux, wait_for
+from tests.terminal.tmux_pane import TTFT, exit_line, run_sized, tmux, wait_for
 
 pytestmark = pytest.mark.real_engine
 

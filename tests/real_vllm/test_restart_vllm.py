@@ -13,8 +13,13 @@ import time
 import pytest
 from textual.widgets import Static
 
-from tests.app.test_app import completed, settings, wait_for
-from tests.real_vllm.conftest import CLIENT_TIMEOUT_S, MEASURING_FLAGS, phasetop_json, start_vllm
+from tests.app.harness import completed, settings, wait_for
+from tests.real_vllm.conftest import (
+    CLIENT_TIMEOUT_S,
+    MEASURING_FLAGS,
+    phasetop_json,
+    start_vllm,
+)
 from tui.app.app import PhasetopApp
 from tui.app.messages import MetricsScraped
 from tui.app.screens.main import MainScreen

@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 from textual.widgets import Input
 
-from tests.app.test_app import completed, settings, wait_for
+from tests.app.harness import completed, settings, wait_for
 from tests.real_vllm.conftest import CLIENT_TIMEOUT_S, MEASURING_FLAGS
+from tests.sources.engine_threads import engine_threads
 from tui.app.app import PhasetopApp
 from tui.app.screens.compare import CompareScreen
 from tui.app.screens.flags import FlagEditorScreen
@@ -16,8 +17,12 @@ from tui.core.sends import Send
 from tui.core.serve_command import ServeCommand, Setting
 from tui.sources.managed_server import free_port
 from tui.sources.served_command import ServedCommand, listening, start_served
-from tests.sources.test_served_renice import engine_threads
-from tui.sources.vllm_server import default_model, default_python, server_command, server_environment
+from tui.sources.vllm_server import (
+    default_model,
+    default_python,
+    server_command,
+    server_environment,
+)
 
 pytestmark = pytest.mark.real_vllm
 START_TIMEOUT_S = 300.0

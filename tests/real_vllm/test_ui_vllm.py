@@ -14,7 +14,7 @@ import sys
 import psutil
 import pytest
 
-from tests.terminal.test_tmux import TTFT, exit_line, run_sized, tmux, wait_for
+from tests.terminal.tmux_pane import TTFT, exit_line, run_sized, tmux, wait_for
 
 pytestmark = pytest.mark.real_vllm
 

@@ -9,8 +9,16 @@ import random
 import pytest
 
 from tui.cli.main import main
-from tui.core.runs import compare_runs, draw_block_of, request_figures, request_samples, run_from_bench_document
+from tui.core.runs import (
+    compare_runs,
+    draw_block_of,
+    request_figures,
+    request_samples,
+    run_from_bench_document,
+)
 from tui.core.uncertainty import BETTER, NOT_ENOUGH, TIE, WORSE, judge, verdict_of
+
+pytestmark = pytest.mark.timing
 
 AA_TRIALS = 20
 

@@ -21,6 +21,8 @@ from tui.sources.prompts import prompt_of
 from tui.sources.scrape import MetricsScraper
 from tui.sources.stream import StreamRequest, measure
 
+pytestmark = pytest.mark.timing
+
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 SLOWED = ("--time-scale", "2")
 

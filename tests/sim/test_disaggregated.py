@@ -26,6 +26,8 @@ from tui.sources.http import make_client
 from tui.sources.prompts import prompt_of
 from tui.sources.stream import StreamRequest, measure
 
+pytestmark = pytest.mark.timing
+
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 SCALE = 4.0
 FLAGS = ("--disaggregated", "--kv-link", "10gbe", "--enable-per-request-metrics", "--time-scale", str(SCALE))

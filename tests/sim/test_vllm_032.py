@@ -11,10 +11,10 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.sim.wire_text import MODEL, events, samples, value
 from tui.core.devices import find_device
 from tui.core.models import find_model
 from tui.sim.physics import EngineConfig
-from tests.sim.test_wire import MODEL, events, samples, value
 
 LABELS = {"model_name": MODEL, "engine": "0"}
 CONFIG = EngineConfig(device=find_device("H100 SXM"), layout=find_model("8b"))

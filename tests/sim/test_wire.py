@@ -7,33 +7,9 @@ import json
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
+from tests.sim.wire_text import MODEL, events, samples, value
 from tui.sim.metrics import ITL_BUCKETS, REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS
-
-MODEL = "meta-llama/Llama-3.1-8B-Instruct"
-
-
-def events(body: str) -> list[str]:
-    """SSE `data:` payloads; every event must be exactly one data line and a blank line."""
-    assert body.endswith("\n\n")
-    blocks = body[:-2].split("\n\n")
-    assert all(block.startswith("data: ") and "\n" not in block for block in blocks)
-    return [block[len("data: "):] for block in blocks]
-
-
-def samples(text: str) -> dict[str, list]:
-    found: dict[str, list] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            found.setdefault(sample.name, []).append(sample)
-    return found
-
-
-def value(text: str, name: str, **labels: str) -> float:
-    matches = [s.value for s in samples(text)[name] if all(s.labels.get(k) == v for k, v in labels.items())]
-    assert len(matches) == 1, (name, labels)
-    return matches[0]
 
 
 async def test_models_lists_the_served_id_with_max_model_len(sim):

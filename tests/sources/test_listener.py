@@ -4,23 +4,9 @@ from __future__ import annotations
 
 import socket
 import subprocess
-import sys
 
+from tests.sources.listener_child import listen
 from tui.sources.host import ListenerFinder
-
-LISTEN_ON = (
-    "import socket, sys\n"
-    "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
-    "s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen()\n"
-    "print(s.getsockname()[1], flush=True)\n"
-    "sys.stdin.read()\n"
-)
-
-
-def listen(port: int = 0) -> tuple[subprocess.Popen, int]:
-    proc = subprocess.Popen([sys.executable, "-c", LISTEN_ON, str(port)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
-    return proc, int(proc.stdout.readline())
 
 
 def stop(proc: subprocess.Popen) -> None:

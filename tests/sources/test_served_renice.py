@@ -6,9 +6,8 @@ from __future__ import annotations
 import os
 import sys
 
-import psutil
-
 from tests.loopback import closed_port_url
+from tests.sources.engine_threads import engine_threads
 from tui.core.serve_command import ServeCommand, Setting
 from tui.sources.served_command import ServedCommand, start_served
 
@@ -26,12 +25,6 @@ class Health(http.server.BaseHTTPRequestHandler):
         pass
 http.server.HTTPServer(("127.0.0.1", int(sys.argv[sys.argv.index("--port") + 1])), Health).serve_forever()
 """
-
-
-def engine_threads(pid: int) -> list[int]:
-    """The nice value of each thread of the engine processes under `pid`."""
-    engines = [p for p in psutil.Process(pid).children(recursive=True) if "EngineCore" in " ".join(p.cmdline())]
-    return [os.getpriority(os.PRIO_PROCESS, t.id) for p in engines for t in p.threads()]
 
 
 def test_renice_puts_the_engines_threads_at_19_on_start_and_after_a_restart():

@@ -15,9 +15,13 @@ import sys
 import time
 from contextlib import contextmanager
 
+import pytest
+
 from tests import hostile
-from tests.terminal.test_tmux import HEIGHT, WIDTH, tmux, wait_for
+from tests.terminal.tmux_pane import HEIGHT, WIDTH, tmux, wait_for
 from tui.sim.launcher import SimulatorProcess
+
+pytestmark = pytest.mark.timing
 
 LANE = re.compile(r"short 200 [^\n]*[▶━▁▂▃▄▅▆▇█]")
 """The short preset's lane: its label (its TTFT and the selection mark may sit beside it), then its marks."""

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 from tests.loopback import closed_port_url
-from tests.terminal.test_tmux import HEIGHT, WIDTH, exit_line, tmux, wait_for
+from tests.terminal.tmux_pane import HEIGHT, WIDTH, exit_line, tmux, wait_for
 from tui.sources.served_command import listening
 
 

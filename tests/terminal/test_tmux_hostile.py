@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from tests.hostile import ESCAPES, escape_laden, serving
-from tests.terminal.test_tmux import HEIGHT, WIDTH, exit_line, tmux
+from tests.terminal.tmux_pane import HEIGHT, WIDTH, exit_line, tmux
 
 TITLE = "phasetop-test-title"
 MARKER = "MARKER-BEFORE-THE-COMMAND"

@@ -23,7 +23,7 @@ import psutil
 from PIL import Image
 from playwright.sync_api import sync_playwright
 
-from tests.app.test_restart import free_port
+from tests.loopback import free_port
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 API_KEY = "sk-web-test-4f1c9a"

@@ -1,0 +1,62 @@
+"""The app tests' one harness: waiting on a running app under the pilot, the messages it saw, what it drew."""
+
+from __future__ import annotations
+
+import time
+
+from textual.app import App
+from textual.geometry import Region
+
+from tui.app.messages import RequestCompleted, ServerCameUp
+from tui.config import Settings
+
+CEILING = (3350e9 / 16e9, 131072.0, 16e9)
+"""The decode ceiling of the simulator's default (an H100 SXM's 3,350 GB/s over Llama-3.1-8B's 16 GB): tok/s,
+context and weight bytes, as `PhasetopApp` takes it."""
+
+
+async def wait_for(pilot, condition, timeout_s: float = 20.0, what: str = "condition") -> None:
+    """Pause until `condition()` holds; a deadline, never a fixed sleep."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}: not met in {timeout_s:.0f} s"
+        await pilot.pause(0.05)
+
+
+def settings(runs_dir=None, **values) -> Settings:
+    """Settings from these values alone (no .env, no user file); runs saved under `runs_dir` when given."""
+    if runs_dir is not None:
+        values["runs_dir"] = str(runs_dir)
+    return Settings(_env_file=None, **values)
+
+
+def seen_of(seen, kind) -> list:
+    """Each message of a kind once (the hook can see one message at more than one pump)."""
+    return list({id(m): m for m in seen if isinstance(m, kind)}.values())
+
+
+def completed(seen) -> list[RequestCompleted]:
+    """Each RequestCompleted once, in the order the requests were sent."""
+    return sorted(seen_of(seen, RequestCompleted), key=lambda m: m.request_id)
+
+
+def rendered(widget) -> str:
+    """What a widget draws, as text, a line a row."""
+    return "\n".join(strip.text for strip in widget.render_lines(Region(0, 0, *widget.size)))
+
+
+def text_of(node, selector: str) -> str:
+    """The text of the widget at `selector` on a screen (or on an app's screen)."""
+    screen = node.screen if isinstance(node, App) else node
+    return str(screen.query_one(selector).render())
+
+
+async def started(pilot, seen) -> None:
+    """Until the app saw its server come up."""
+    await wait_for(pilot, lambda: any(isinstance(m, ServerCameUp) for m in seen), what="the server up")
+
+
+async def send(pilot, seen, key: str, total: int) -> None:
+    """Press a send's key and wait until `total` requests have completed in all."""
+    await pilot.press(key)
+    await wait_for(pilot, lambda: len(completed(seen)) == total, what=f"{total} requests completed")
