@@ -6,7 +6,7 @@ from tui.app.widgets.load_dial import DialState, describe
 from tui.core.delivery import flag_bursts
 from tui.core.lane_figures import figures_line
 from tui.core.records import RequestTiming, ServerSplit
-from tui.sources.load import LoadProgress
+from tui.core.load_steps import LoadProgress
 
 
 def timing(offsets) -> RequestTiming:

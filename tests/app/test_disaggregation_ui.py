@@ -7,7 +7,7 @@ from __future__ import annotations
 import psutil
 import pytest
 
-from tests.app.test_app import completed, settings, wait_for
+from tests.app.harness import completed, settings, wait_for
 from tui.app.app import PhasetopApp
 from tui.app.screens.experiment import ExperimentScreen
 from tui.app.widgets.timeline_pane import TRANSFER_MARK, TimelinePane
@@ -45,9 +45,11 @@ async def test_d_runs_the_disaggregation_experiment_on_four_setups_of_its_own_si
     app = PhasetopApp(settings(), "http://127.0.0.1:1", None, None, save_runs=False)  # no server is needed
     async with app.run_test(size=(160, 45)) as pilot:
         before = {p.pid for p in psutil.Process().children(recursive=True)}
-        app.screen.lab.sweep("disaggregation", runs.append)
+        await pilot.press("d")
         await wait_for(pilot, lambda: isinstance(app.screen, ExperimentScreen) and app.screen.is_mounted)
         experiment = app.screen
+        handed_on = experiment.on_run  # the tuning loop's: it gets the run too
+        experiment.on_run = lambda run: (runs.append(run), handed_on(run))
         await wait_for(pilot, lambda: experiment.finding, 240)
         rows = {row["setup_key"]: row for row in experiment.rows}
         assert set(rows) == {"one-device", "chunked", "1p1d", "split"}

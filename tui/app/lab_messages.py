@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from tui.app.messages import Fact, LatestFact
+from tui.core.load_steps import LoadProgress
 from tui.runs_store import RunListing
 from tui.sources.detect import ServerInfo
 from tui.sources.experiments import ExperimentResult, Progress
-from tui.sources.load import LoadProgress
 
 
 class SessionIdentified(Fact):

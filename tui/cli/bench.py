@@ -30,6 +30,7 @@ from tui.cli.runs_common import add_runs_options, save_run_from_cli
 from tui.config import Settings
 from tui.core.bench import bench_figures
 from tui.core.delivery import burst_line, flag_bursts
+from tui.core.load_steps import LoadProgress
 from tui.core.records import mark_cold
 from tui.core.runs import new_run
 from tui.core.untrusted import redact_all
@@ -39,7 +40,7 @@ from tui.sources.detect import ServerInfo, describe_configured
 from tui.sources.errors import SourceError
 from tui.sources.http import client_for
 from tui.sources.identity import server_identity
-from tui.sources.load import LoadDial, LoadProgress, LoadResult, LoadRunner, Workload
+from tui.sources.load import LoadDial, LoadResult, LoadRunner, Workload
 
 DEFAULT_PROMPT_TOKENS = 1024
 DEFAULT_MAX_TOKENS = 128

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from tui.core.effects import Notify
 from tui.core.experiments import EXPERIMENT_NAMES, OWN_SIMULATORS
 from tui.core.serve_command import ServeCommand, changed_flags
 from tui.core.sends import Send
@@ -47,14 +48,6 @@ class Server:
 
 
 # ---- effects: what the screen does ------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Notify:
-    message: str
-    title: str
-    severity: str = "information"
-    timeout: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,3 +256,15 @@ class TuningLoop:
         was sent just before it."""
         self._unsent, self._then, self.workload = len(workload), then, []
         return Play(tuple(workload))
+
+
+def restart_key_disabled(action: str, server_state: str, serves: bool) -> str | None:
+    """Why a restart key cannot act now, or None: `server_state` of the server phasetop runs ("running", "exited",
+    "starting"); `serves`: phasetop runs a served command (--serve, or the simulator it started)."""
+    if action == "restart_simulator" and server_state != "exited":
+        return "the simulator is running: R starts it again once it has exited"
+    if action in ("edit_flags", "server_log") and not serves:
+        return "phasetop did not start this server: run it as `phasetop --serve \"CMD\"` to restart it with new flags"
+    if action == "edit_flags" and server_state == "starting":
+        return "the server is starting: wait for it"
+    return None

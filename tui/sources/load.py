@@ -33,6 +33,7 @@ from time import perf_counter
 from tui.core.aggregates import EndlessRecord
 from tui.core.arrivals import Pacer, unit_gap, unit_schedule
 from tui.core.bench import bench_figures
+from tui.core.load_steps import LoadProgress
 from tui.core.records import RequestTiming
 from tui.sources.detect import WARM_UP_PATHS, ServerInfo
 from tui.sources.errors import ServerUnavailable, SourceError
@@ -102,22 +103,6 @@ class Workload:
     infinite rate needs a concurrency or a backlog."""
     sample: int = ENDLESS_SAMPLE
     """Raw requests an endless run keeps, a uniform sample of all (a finite run keeps every one)."""
-
-
-@dataclass(frozen=True, slots=True)
-class LoadProgress:
-    """Where a run stands, for a progress line or a gauge."""
-
-    planned: int | None
-    sent: int
-    finished: int
-    failed: int
-    in_flight: int
-    waiting: int
-    """Arrived, waiting for a slot under the concurrency."""
-    elapsed_s: float
-    recent_rps: float
-    """Requests finished a second over the last RATE_WINDOW_S (or since the start, if shorter)."""
 
 
 @dataclass(frozen=True, slots=True)

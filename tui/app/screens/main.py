@@ -1,59 +1,84 @@
 """The one screen: token timeline, prompt, server metrics, GPU/host, and the status line.
 
-A thin composer and router: the workers (`tui.app.feeds`) post facts, the handlers hand them to the live
-session (`tui.core.live`, where the state and its arithmetic live) and to the lab, and copy what the
-session publishes into the reactives the panes are bound to."""
+A thin composer and router: the workers (`tui.app.feeds`) post facts, the handlers hand them to the core's
+state — the live session (`tui.core.live`), the lab (`tui.core.lab`) and the tuning loop (`tui.core.tuning_loop`)
+— and copy what they publish into the reactives the panes are bound to. The lab and the loop answer with
+effects; `_run` is the one place they become workers, timers, screens and toasts."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
+from datetime import datetime
 from functools import partial
-from time import monotonic
+from time import monotonic, time
 
 from textual import events, on
 from textual.app import ComposeResult
 from textual.containers import Container, Vertical
 from textual.reactive import reactive
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widgets import Footer
 from textual.worker import Worker
 
+from tui.app.feeds.lab import LoadDriver, identify_session, runs_dir, save_quietly
 from tui.app.feeds.requests import RequestSender
 from tui.app.feeds.samples import poll_gpu
 from tui.app.feeds.server import find_server, poll_metrics
-from tui.app.lab import NOT_KNOWN_YET, Lab
+from tui.app.feeds.simulator import follow_simulator, restart_served, restart_simulator
 from tui.app.layout import NARROW_WIDTH, SHORT_HEIGHT
 from tui.app.lab_messages import LoadProgressed, LoadStopped, RunSaved, SessionIdentified
 from tui.app.messages import (ClientSampled, GpuSampled, HostSampled, MeterDied, MetricsScraped, MetricsUnavailable,
                               NotSent, RequestCompleted, RequestStarted, ServedProgress, ServedRestarted, ServerCameUp,
                               ServerWentDown, SimulatorExited, SimulatorRestarted, TokenBatch)
+from tui.app.screens.compare import CompareScreen
+from tui.app.screens.experiment import ExperimentScreen
+from tui.app.screens.flags import FlagEditorScreen
 from tui.app.screens.help import HelpScreen
 from tui.app.screens.main_keys import MAIN_BINDINGS
-from tui.app.server_control import ServerControl
+from tui.app.screens.runs import RunsScreen
+from tui.app.screens.server_log import ServerLogScreen
 from tui.app.widgets.gpu_pane import GpuPane
-from tui.app.widgets.load_dial import DialState, LoadDialPane
+from tui.app.widgets.load_dial import LoadDialPane
 from tui.app.widgets.metrics_pane import MetricsPane
 from tui.app.widgets.prompt_pane import PRESETS, TYPED_MAX_TOKENS, AnswerView, PromptPane
 from tui.app.widgets.status_line import ServerState, StatusLine
 from tui.app.widgets.timeline_pane import TimelinePane
 from tui.config import Settings
 from tui.core.client_load import CLIENT_BUSY_PCT, busy_line
-from tui.core.live import LiveSession, Served
+from tui.core.effects import Notify
+from tui.core.lab import (LOAD_BACKLOG, LOAD_MAX_TOKENS, LOAD_PROMPT_TOKENS, NOT_KNOWN_YET, DialState, DropSave,
+                          Identify, Lab, OpenComparison, OpenExperiment, SaveRun, SaveSoon, StartLoad, StopLoad, TurnLoad)
 from tui.core.lane_figures import NEWEST
+from tui.core.live import LiveSession, Served
 from tui.core.records import RequestTiming
+from tui.core.runs import compare_runs
 from tui.core.sends import Send
 from tui.core.telemetry import GpuSample, HostSample, MetricsSnapshot
 from tui.core.timeline import KEEP_LANES
+from tui.core.tuning_loop import (CompareBefore, CompareRuns, NewSession, Play, RestartRequest, RunExperiment, Server,
+                                  StartRestart, TuningLoop, restart_key_disabled)
+from tui.core.untrusted import one_line
 from tui.meter.pool import MeterPool, default_meters
 from tui.sim.launcher import SimulatorProcess
 from tui.sources.host import local_port
 from tui.sources.http import ServerClient, client_for
+from tui.sources.load import LoadDial, Workload
 from tui.sources.scrape import MetricsScraper
 from tui.sources.served_command import ServedProcess
 
 PUBLISH_INTERVAL_S = 1 / 8
 """State reaches the panes at most this often (the frame budget): at 32 streams a batch lands every 50 ms,
 and painting each one cost the main thread more than reading the streams did."""
+PROBE = (("concurrent", 0.0), ("long", 1.0))
+"""The fixed probe a restart can run (preset key, seconds after the first): 8 streams, and a second later the
+long prompt lands among them: both phases and their interference, the same on every restart."""
+
+
+def probe() -> list[tuple[float, Send]]:
+    """The probe's sends, each with its time after the first (ids are given as each is sent)."""
+    return [(after_s, next(p for p in PRESETS if p.key == key).send(0)) for key, after_s in PROBE]
 
 
 class MainScreen(Screen):
@@ -96,8 +121,6 @@ class MainScreen(Screen):
     """The server phasetop runs (its simulator, or the --serve command): "running", "exited" (without being asked:
     R restarts the simulator) or "starting" (again)."""
 
-    save_runs = True
-    """False: nothing is saved (the UI's --no-save)."""
     simulator: SimulatorProcess | None = None
     """The simulator phasetop started for this screen, if it did."""
     served: ServedProcess | None = None
@@ -113,8 +136,14 @@ class MainScreen(Screen):
         """False: no workers start; tests and snapshots post the messages themselves."""
         self.state = LiveSession(ceiling, local_port(server_url) is not None, settings.bandwidth_gbs)
         """The requests, the server and what is said of them."""
-        self.lab = Lab(self)
-        self.control = ServerControl(self)
+        self._save_runs = True
+        self.lab = Lab(server_url, saving=live)
+        """Sessions, runs, the load dial and the experiments' keys (`tui.core.lab`)."""
+        self.loop = TuningLoop(probe())
+        """Restarts of the server phasetop serves with new flags, and what runs again after them."""
+        self._save_timer: Timer | None = None
+        self._load_dial: LoadDial | None = None
+        self._load_stop: threading.Event | None = None
         self.meters = MeterPool(settings.meters or default_meters(KEEP_LANES, renders=True),
                                 on_ended=lambda reason: self.post_message(MeterDied(reason)))
         """The processes that read and stamp this screen's streams (started with the first, or once the server is up)."""
@@ -128,6 +157,16 @@ class MainScreen(Screen):
         """The server's JSON client (its identity, /metrics), made once the first frame is out."""
         self.scraper: MetricsScraper | None = None
         """What the /metrics poll reads through (made with the client)."""
+
+    @property
+    def save_runs(self) -> bool:
+        """False: nothing is saved (the UI's --no-save); a recorded feed (tests, snapshots) saves nothing either."""
+        return self._save_runs
+
+    @save_runs.setter
+    def save_runs(self, save: bool) -> None:
+        self._save_runs = save
+        self.lab.saving = save and self.live
 
     def compose(self) -> ComposeResult:
         yield StatusLine(id="status").data_bind(state=MainScreen.server)
@@ -187,7 +226,8 @@ class MainScreen(Screen):
                         exclusive=True, exit_on_error=False)
         self.run_worker(partial(poll_gpu, self.settings, local_port(self.server_url), lambda: self.meters.cpu_pct, post),
                         group="gpu", exclusive=True, thread=True, exit_on_error=False)
-        self.control.follow()
+        if self.simulator is not None:
+            follow_simulator(self.simulator, self.post_message)
 
     def metrics_scraper(self) -> MetricsScraper:
         """Where the metrics pane reads from: the server's own /metrics, over a rolling window of scrapes (one
@@ -195,7 +235,9 @@ class MainScreen(Screen):
         return MetricsScraper(self.client, window_s=self.settings.poll.metrics_window_s)
 
     async def on_unmount(self) -> None:
-        self.lab.closing()
+        # Here, not in a worker: workers are being cancelled, and one small file is written once.
+        for save in self.lab.closing(datetime.now().astimezone()):
+            save_quietly(save.run, self.settings, save.what)
         self.workers.cancel_all()
         self.meters.close()
         if self.client is not None:
@@ -215,7 +257,8 @@ class MainScreen(Screen):
 
     def why_disabled(self, action: str) -> str | None:
         """Why a key cannot act now (its binding is shown disabled, and pressing it says this), or None."""
-        return self.control.why_disabled(action) or self.lab.why_disabled(action)
+        serves = self.served is not None
+        return restart_key_disabled(action, self.simulator_state, serves) or self.lab.why_disabled(action)
 
     # ---- actions -------------------------------------------------------------------------------
 
@@ -248,31 +291,38 @@ class MainScreen(Screen):
         self.app.push_screen(HelpScreen(keys))
 
     def action_restart_simulator(self) -> None:
-        self.control.restart_simulator()
+        self.simulator_state = "starting"
+        self.run_worker(partial(restart_simulator, self.simulator, self.post_message), group="simulator",
+                        exclusive=True, thread=True, exit_on_error=False)
 
     def action_edit_flags(self) -> None:
-        self.control.edit_flags()
+        served = self.served
+        self.app.push_screen(FlagEditorScreen(served.command, served.first, self.loop.reruns()), self._edited)
+
+    def _edited(self, restart: RestartRequest | None) -> None:
+        self._run(self.loop.edited(restart, self._served_now()))
 
     def action_server_log(self) -> None:
-        self.control.open_log()
+        served = self.served
+        self.app.push_screen(ServerLogScreen(served.log_tail, f"Server log · {one_line(str(served.command), 160)}"))
 
     def action_runs(self) -> None:
-        self.lab.open_runs()
+        self.app.push_screen(RunsScreen(runs_dir(self.settings)))
 
     def action_toggle_load(self) -> None:
-        self.lab.toggle_load()
+        self._run(self.lab.toggle_load())
 
     def action_turn_rate(self, factor: float) -> None:
-        self.lab.turn_rate(factor)
+        self._run(self.lab.turn_rate(factor))
 
     def action_turn_concurrency(self, factor: float) -> None:
-        self.lab.turn_concurrency(factor)
+        self._run(self.lab.turn_concurrency(factor))
 
     def action_compare_before(self) -> None:
-        self.lab.compare_before()
+        self._run(self.lab.compare_before(datetime.now().astimezone()))
 
     def action_sweep(self, vary: str) -> None:
-        self.lab.sweep(vary, self.control.experiment_ran)
+        self._run(self.lab.sweep(vary))
 
     # ---- intents from panes --------------------------------------------------------------------
 
@@ -290,7 +340,7 @@ class MainScreen(Screen):
             self.notify(NOT_KNOWN_YET, severity="warning")
             return None
         self.query_one(PromptPane).start_answer(f"── {send.label} ──")
-        self.control.sent(send)
+        self.loop.sent(send, monotonic(), time())
         sender = RequestSender(self.settings, self.server_url, self.meters.meter_for, self.post_message)
         return self.run_worker(sender.send(send, served.api, served.model, bool(self.state.server_fresh)),
                                group="requests", exit_on_error=False)
@@ -313,8 +363,8 @@ class MainScreen(Screen):
         if event.load:  # the load is saved as its own run; the dial counts its failures
             self._publish_soon()
             return
-        self.lab.request_completed(event.timing)
-        self.control.request_completed(event.request_id)
+        self._run(self.lab.request_completed(event.timing))
+        self._requests_ended(range(event.request_id, event.request_id + 1))
         if not event.timing.ok:
             self.notify(event.timing.error or "request failed", title="request failed", severity="error", markup=False)
         self._publish_soon()
@@ -322,7 +372,7 @@ class MainScreen(Screen):
     @on(NotSent)
     def _not_sent(self, event: NotSent) -> None:
         self.notify(event.reason, title="not sent", severity="error", markup=False)
-        self.control.not_sent(event.request_ids)
+        self._requests_ended(event.request_ids)
 
     @on(MeterDied)
     def _meter_died(self, event: MeterDied) -> None:
@@ -336,7 +386,7 @@ class MainScreen(Screen):
                               down_since=None, down_reason=None)
         self._set_down(False)
         self._show_ceiling()
-        self.lab.server_up()
+        self._run(self.lab.server_up(datetime.now().astimezone()))
         if self.live:  # the first send then finds its meter ready
             self.meters.start()
 
@@ -348,7 +398,7 @@ class MainScreen(Screen):
 
     @on(MetricsScraped)
     def _scraped(self, event: MetricsScraped) -> None:
-        self.lab.scraped(event.snapshot)
+        self._run(self.lab.scraped(event.snapshot, datetime.now().astimezone()))
         self.state.scraped(event.snapshot)
         self.metrics = event.snapshot
         if self.server.down_since is not None:
@@ -384,37 +434,140 @@ class MainScreen(Screen):
 
     @on(SessionIdentified)
     def _identified(self, event: SessionIdentified) -> None:
-        self.lab.identified(event)
+        if self.lab.identified(event.number, event.identity, event.info, event.info.max_model_len):
+            self.state.identified(event.identity.get("simulator_flags"))
         self._show_ceiling()
-        self.control.session_identified()
+        if self.served is not None:  # (no served command, no tuning loop)
+            self._run(self.loop.session_identified(self._served_now()))
 
     @on(RunSaved)
     def _run_saved(self, event: RunSaved) -> None:
-        self.lab.run_saved(event)
+        self._run(self.lab.run_saved(event.what, event.run_id, event.error))
 
     @on(LoadProgressed)
     def _load_progressed(self, event: LoadProgressed) -> None:
-        self.lab.load_progressed(event)
+        self.lab.load_progressed(event.progress, event.ttft_p50_s, event.itl_p50_s, event.bursts)
+        self._run([])
 
     @on(LoadStopped)
     def _load_stopped(self, event: LoadStopped) -> None:
-        self.lab.load_stopped(event)
+        self._run(self.lab.load_stopped(event.figures, event.error))
 
     @on(SimulatorExited)
     def _simulator_exited(self, event: SimulatorExited) -> None:
-        self.control.simulator_exited(event)
+        reason = one_line(event.reason, 300)
+        self.simulator_state = "exited"
+        self.query_one(GpuPane).server_exit = reason
+        self.notify(f"the simulator phasetop started exited ({reason}). Press R to start it again.",
+                    title="simulator exited", severity="error", timeout=30, markup=False)
 
     @on(SimulatorRestarted)
     def _simulator_restarted(self, event: SimulatorRestarted) -> None:
-        self.control.simulator_restarted(event)
+        if event.error:
+            self.simulator_state = "exited"
+            self.notify(one_line(event.error, 300), title="simulator not restarted", severity="error", markup=False)
+            return
+        self.simulator_state = "running"
+        self.query_one(GpuPane).server_exit = None
+        self.notify("the simulator is running again", title="simulator restarted", markup=False)
 
     @on(ServedProgress)
     def _served_progress(self, event: ServedProgress) -> None:
-        self.control.served_progress(event)
+        note = (self.server.note or "restarting").split(" · ", 1)[0]
+        self.server = replace(self.server, note=f"{note} · {event.elapsed_s:.0f} s: {one_line(event.line, 120)}")
 
     @on(ServedRestarted)
     def _served_restarted(self, event: ServedRestarted) -> None:
-        self.control.served_restarted(event)
+        self.simulator_state = "running"
+        self.server = replace(self.server, note=None)
+        self._run(self.loop.restarted(event.error, event.log_tail, self._served_now()))
+
+    # ---- the core's effects ----------------------------------------------------------------------
+
+    def _requests_ended(self, request_ids: range) -> None:
+        """Requests that finished, or could not begin, end their part of the workload the tuning loop plays."""
+        if self.served is not None:
+            self._run(self.loop.ended(request_ids, self._served_now()))
+
+    def _served_now(self) -> Server:
+        current = self.lab.sessions.current
+        return Server(self.served.command, self.served.running, current.number if current else 0)
+
+    def _experiment_ran(self, run: dict) -> None:
+        self._run(self.loop.experiment_ran(run))
+
+    def _save_due(self) -> None:
+        self._save_timer = None
+        self._run(self.lab.save_due(datetime.now().astimezone()))
+
+    def _resend(self, send: Send) -> None:
+        again = replace(send, first_id=self.state.send(send.concurrency))
+        sent = self.send_requests(again) is not None  # not when the server is not known (it says so)
+        self.loop.resent(range(again.first_id, again.first_id + again.concurrency) if sent else None)
+
+    def _run(self, effects: list) -> None:
+        """Run what the lab and the tuning loop asked for, then show the lab's state."""
+        for effect in effects:
+            match effect:
+                case Notify(message, title, severity, timeout):
+                    self.notify(message, title=title, severity=severity, timeout=timeout, markup=False)
+                case SaveRun(run, what):
+                    settings, post = self.settings, self.post_message
+                    self.run_worker(lambda: post(save_quietly(run, settings, what)), group="save", thread=True,
+                                    exit_on_error=False)
+                case SaveSoon(delay_s):
+                    self._save_timer = self.set_timer(delay_s, self._save_due)
+                case DropSave():
+                    if self._save_timer is not None:
+                        self._save_timer.stop()
+                        self._save_timer = None
+                case Identify(number):
+                    if self.live:
+                        self.run_worker(identify_session(self.client, self.settings, number, self.post_message),
+                                        group="session", exclusive=True, exit_on_error=False)
+                case StartLoad(rate, concurrency):
+                    self._start_load(rate, concurrency)
+                case StopLoad():
+                    self._load_stop.set()
+                case TurnLoad(rate, concurrency):
+                    self._load_dial.rate, self._load_dial.concurrency = rate, concurrency
+                case OpenComparison(comparison, title):
+                    self.app.push_screen(CompareScreen(comparison, title))
+                case OpenExperiment(plan, _own):
+                    self.app.push_screen(ExperimentScreen(plan, self.settings, self.server_url, self.lab.server_info,
+                                                          self.lab.saving, self.meters.meter_for,
+                                                          self.state.decode_ceiling_tok_s, self._experiment_ran))
+                case StartRestart(command, changes):
+                    self.simulator_state = "starting"
+                    self.server = replace(self.server, note="restarting: " + changes)
+                    self.run_worker(partial(restart_served, self.served, command, self.post_message),
+                                    group="served", exclusive=True, thread=True, exit_on_error=False)
+                case NewSession(reason):
+                    if self.scraper is not None:
+                        self.scraper.forget()
+                    self._run(self.lab.restarted((reason,), datetime.now().astimezone()))
+                case Play(workload):
+                    for after_s, send in workload:
+                        self.set_timer(max(after_s, 0.001), partial(self._resend, send))
+                case CompareBefore(since_unix):
+                    self._run(self.lab.compare_before(datetime.now().astimezone(), since_unix))
+                case RunExperiment(vary):
+                    self._run(self.lab.sweep(vary))
+                case CompareRuns(before, after, title):
+                    self.app.push_screen(CompareScreen(compare_runs(before, after), title))
+        if self.dial is not self.lab.dial:
+            self.dial = self.lab.dial
+        self.load_running = self.lab.load_running
+        self.has_before = self.lab.has_before
+
+    def _start_load(self, rate: float, concurrency: int) -> None:
+        self._load_dial = LoadDial(rate, concurrency)
+        self._load_stop = threading.Event()
+        workload = Workload(LOAD_PROMPT_TOKENS, LOAD_MAX_TOKENS, backlog=LOAD_BACKLOG, exact_length=self.settings.exact_length)
+        driver = LoadDriver(self.settings, self.server_url, self.meters.meter_for, self.post_message, self.save_runs,
+                            self.state.take_ids)
+        self.run_worker(partial(driver.run, self.lab.server_info, self._load_dial, workload, self._load_stop),
+                        group="load", exclusive=True, thread=True, exit_on_error=False)
 
     # ---- state to panes ------------------------------------------------------------------------
 
@@ -444,7 +597,7 @@ class MainScreen(Screen):
 
     def _show_ceiling(self) -> None:
         """The ceiling the live session has (given, or derived once the server and devices are known)."""
-        self.decode_ceiling_tok_s = self.state.decode_ceiling_tok_s
+        self.decode_ceiling_tok_s = self.lab.decode_ceiling_tok_s = self.state.decode_ceiling_tok_s
         derived = self.state.derived
         if derived is not None:
             self.cpu_ceiling = derived.line

@@ -1,36 +1,16 @@
 """The load dial: a request rate and a concurrency turned with keys, and what the load achieves.
 
-The load's own requests never reach the token timeline (hundreds of lanes would bury the prompt's
-two); the dial sums them up instead: achieved req/s, in flight, waiting, TTFT and ITL medians.
+Each of the load's requests streams on the timeline as a lane of its own ("load N"); the dial sums them all up:
+achieved req/s, in flight, waiting, TTFT and ITL medians.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 from textual.reactive import reactive
 from textual.widgets import Static
 
 from tui.core.delivery import DELIVERY_NOT_GENERATION
-from tui.sources.load import LoadProgress
-
-
-@dataclass(frozen=True, slots=True)
-class DialState:
-    """What the dial shows."""
-
-    running: bool
-    rate: float
-    """Requests a second the load is asked for."""
-    concurrency: int
-    """Most requests in flight at once."""
-    progress: LoadProgress | None = None
-    ttft_p50_s: float | None = None
-    itl_p50_s: float | None = None
-    bursts: int = 0
-    """Recent requests timed in bursts, left out of the medians."""
-    note: str | None = None
-    """A last word once stopped: the run's throughput, or why it could not run."""
+from tui.core.lab import DialState
 
 
 class LoadDialPane(Static):
