@@ -11,8 +11,8 @@ from tui.app.messages import RequestCompleted, ServerCameUp
 from tui.config import Settings
 
 CEILING = (3350e9 / 16e9, 131072.0, 16e9)
-"""The decode ceiling of the simulator's default (an H100 SXM's 3,350 GB/s over Llama-3.1-8B's 16 GB): tok/s,
-context and weight bytes, as `PhasetopApp` takes it."""
+"""The simulator's default (an H100 SXM's 3,350 GB/s over Llama-3.1-8B's 16 GB) as `PhasetopApp` takes it: decode
+ceiling tok/s, KV bytes per token, weight bytes."""
 
 
 async def wait_for(pilot, condition, timeout_s: float = 20.0, what: str = "condition") -> None:

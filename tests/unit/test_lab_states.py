@@ -136,14 +136,14 @@ def test_the_experiment_keys_need_the_server_but_for_those_that_start_their_own(
     lab = Lab("http://h:8000", saving=False)
     assert lab.sweep("concurrency") == [Notify(NOT_KNOWN_YET, "", "warning")]
     [own] = lab.sweep("disaggregation")
-    assert isinstance(own, OpenExperiment) and own.own and own.plan.vary == "disaggregation"
+    assert isinstance(own, OpenExperiment) and own.plan.vary == "disaggregation", "it starts its own simulators"
     lab.server_up(at(0))
     lab.identified(1, IDENTITY, info=object(), max_model_len=64)
     [refused] = lab.sweep("prompt-tokens")
     assert isinstance(refused, Notify) and refused.severity == "error" and "cannot run here" in refused.title
     lab.identified(1, IDENTITY, info=object(), max_model_len=131072)
     [opened] = lab.sweep("prompt-tokens")
-    assert isinstance(opened, OpenExperiment) and not opened.own
+    assert isinstance(opened, OpenExperiment) and opened.plan.vary == "prompt-tokens"
 
 
 def test_a_failed_save_is_a_warning_and_a_load_saved_is_said():

@@ -108,10 +108,9 @@ class OpenComparison:
 
 @dataclass(frozen=True, slots=True)
 class OpenExperiment:
-    """Open the experiment screen on `plan`; `own`: it starts phasetop's own simulators, no server needed."""
+    """Open the experiment screen on `plan` (on the current server, or on the simulators it starts itself)."""
 
     plan: Plan
-    own: bool
 
 
 LabEffect = Notify | SaveRun | SaveSoon | DropSave | Identify | StartLoad | StopLoad | TurnLoad | OpenComparison | OpenExperiment
@@ -273,7 +272,7 @@ class Lab:
             plan = make_plan(vary, max_model_len=None if own else self.max_model_len)
         except ValueError as error:
             return [Notify(str(error), f"{EXPERIMENT_NAMES[vary]} cannot run here", "error")]
-        return [OpenExperiment(plan, own)]
+        return [OpenExperiment(plan)]
 
     # ---- sessions -------------------------------------------------------------------------------
 

@@ -49,7 +49,8 @@ from tui.config import Settings
 from tui.core.client_load import CLIENT_BUSY_PCT, busy_line
 from tui.core.effects import Notify
 from tui.core.lab import (LOAD_BACKLOG, LOAD_MAX_TOKENS, LOAD_PROMPT_TOKENS, NOT_KNOWN_YET, DialState, DropSave,
-                          Identify, Lab, OpenComparison, OpenExperiment, SaveRun, SaveSoon, StartLoad, StopLoad, TurnLoad)
+                          Identify, Lab, LabEffect, OpenComparison, OpenExperiment, SaveRun, SaveSoon, StartLoad, StopLoad,
+                          TurnLoad)
 from tui.core.lane_figures import NEWEST
 from tui.core.live import LiveSession, Served
 from tui.core.records import RequestTiming
@@ -57,8 +58,8 @@ from tui.core.runs import compare_runs
 from tui.core.sends import Send
 from tui.core.telemetry import GpuSample, HostSample, MetricsSnapshot
 from tui.core.timeline import KEEP_LANES
-from tui.core.tuning_loop import (CompareBefore, CompareRuns, NewSession, Play, RestartRequest, RunExperiment, Server,
-                                  StartRestart, TuningLoop, restart_key_disabled)
+from tui.core.tuning_loop import (CompareBefore, CompareRuns, Effect, NewSession, Play, RestartRequest, RunExperiment,
+                                  Server, StartRestart, TuningLoop, restart_key_disabled)
 from tui.core.untrusted import one_line
 from tui.meter.pool import MeterPool, default_meters
 from tui.sim.launcher import SimulatorProcess
@@ -447,7 +448,7 @@ class MainScreen(Screen):
     @on(LoadProgressed)
     def _load_progressed(self, event: LoadProgressed) -> None:
         self.lab.load_progressed(event.progress, event.ttft_p50_s, event.itl_p50_s, event.bursts)
-        self._run([])
+        self._show_lab()
 
     @on(LoadStopped)
     def _load_stopped(self, event: LoadStopped) -> None:
@@ -505,7 +506,7 @@ class MainScreen(Screen):
         sent = self.send_requests(again) is not None  # not when the server is not known (it says so)
         self.loop.resent(range(again.first_id, again.first_id + again.concurrency) if sent else None)
 
-    def _run(self, effects: list) -> None:
+    def _run(self, effects: list[LabEffect | Effect]) -> None:
         """Run what the lab and the tuning loop asked for, then show the lab's state."""
         for effect in effects:
             match effect:
@@ -533,7 +534,7 @@ class MainScreen(Screen):
                     self._load_dial.rate, self._load_dial.concurrency = rate, concurrency
                 case OpenComparison(comparison, title):
                     self.app.push_screen(CompareScreen(comparison, title))
-                case OpenExperiment(plan, _own):
+                case OpenExperiment(plan):
                     self.app.push_screen(ExperimentScreen(plan, self.settings, self.server_url, self.lab.server_info,
                                                           self.lab.saving, self.meters.meter_for,
                                                           self.state.decode_ceiling_tok_s, self._experiment_ran))
@@ -555,6 +556,10 @@ class MainScreen(Screen):
                     self._run(self.lab.sweep(vary))
                 case CompareRuns(before, after, title):
                     self.app.push_screen(CompareScreen(compare_runs(before, after), title))
+        self._show_lab()
+
+    def _show_lab(self) -> None:
+        """The lab's state into the reactives the dial and the keys are bound to."""
         if self.dial is not self.lab.dial:
             self.dial = self.lab.dial
         self.load_running = self.lab.load_running
