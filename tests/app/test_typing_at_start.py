@@ -2,7 +2,7 @@
 
 from textual.widgets import TextArea
 
-from tests.app.harness import completed, settings, wait_for
+from tests.app.harness import completed, seen_of, settings, wait_for
 from tui.app.app import PhasetopApp
 from tui.app.messages import RequestStarted
 from tui.app.screens.main import MainScreen
@@ -21,10 +21,14 @@ async def test_a_sentence_typed_at_start_lands_in_the_prompt_box_and_starts_noth
         assert box.text == sentence and app.focused is box
         assert isinstance(app.screen, MainScreen), "no experiment opened, no help screen"
         assert not [m for m in seen if isinstance(m, RequestStarted)], "nothing sent while typing"
-        await pilot.press("ctrl+s" if False else "escape")  # out of the box: keys are shortcuts again
+        await pilot.press("escape")  # out of the box: keys are shortcuts again
         assert app.focused is not box
-        await pilot.press("1")
+        await pilot.press("s")  # sends what was typed (it sent the short preset: the answer's box was read)
         await wait_for(pilot, lambda: len(completed(seen)) == 1, 60)
+        [typed] = {m.request_id: m for m in seen_of(seen, RequestStarted)}.values()
+        assert typed.label == "typed" and typed.prompt_tokens is None, "the sentence, not a preset's prompt"
+        await pilot.press("1")
+        await wait_for(pilot, lambda: len(completed(seen)) == 2, 60)
 
 
 async def test_tab_goes_to_the_prompt_box_not_through_every_button(sim_url):

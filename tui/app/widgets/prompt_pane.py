@@ -106,7 +106,7 @@ class PromptPane(Vertical):
         self.request_preset(next(p for p in PRESETS if p.key == key))
 
     def request_typed(self) -> None:
-        text = self.query_one(TextArea).text.strip()
+        text = self.query_one(PromptText).text.strip()
         if text:
             self.post_message(self.SendRequested(text, None))
         else:
