@@ -157,6 +157,7 @@ def test_itl_rises_with_the_token_position_in_a_long_generation(sim, capsys):
     assert re.search(r"generation 1 of 1: token [\d,]+ of 4,300", err), err  # every 500 chunks: tokens with no text do not count
 
 
+@pytest.mark.timing  # its finding needs every request timed as generation: a loaded box times one as delivery
 def test_the_run_is_saved_with_its_rows_finding_and_raw_timings(sim, capsys, tmp_path):
     runs = tmp_path / "runs"
     code = main(["sweep", "--url", sim.url, "--vary", "prompt-tokens", "--values", "100,400", "--repeat", "1",
