@@ -512,10 +512,8 @@ class MainScreen(Screen):
             match effect:
                 case Notify(message, title, severity, timeout):
                     self.notify(message, title=title, severity=severity, timeout=timeout, markup=False)
-                case SaveRun(run, what):
-                    settings, post = self.settings, self.post_message
-                    self.run_worker(lambda: post(save_quietly(run, settings, what)), group="save", thread=True,
-                                    exit_on_error=False)
+                case SaveRun(run, what):  # bound now: a lambda would read the loop's last `run` when the thread runs
+                    self.run_worker(partial(self._save_run, run, what), group="save", thread=True, exit_on_error=False)
                 case SaveSoon(delay_s):
                     self._save_timer = self.set_timer(delay_s, self._save_due)
                 case DropSave():
@@ -564,6 +562,10 @@ class MainScreen(Screen):
             self.dial = self.lab.dial
         self.load_running = self.lab.load_running
         self.has_before = self.lab.has_before
+
+    def _save_run(self, run: dict, what: str) -> None:
+        """In a thread worker: write `run`; the outcome comes back as a message."""
+        self.post_message(save_quietly(run, self.settings, what))
 
     def _start_load(self, rate: float, concurrency: int) -> None:
         self._load_dial = LoadDial(rate, concurrency)
