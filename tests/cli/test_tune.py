@@ -70,6 +70,8 @@ def test_three_values_give_three_rows_and_the_best_by_the_objective(capsys, tmp_
     for row in rows:
         for run_id in (row["run_id"], *row["repeat_run_ids"]):
             assert runs[run_id]["params"]["settings"] == row["settings"]
+            # Each round runs on a fresh start: its first request paid the server's cold start, and says so.
+            assert [r["cold"] for r in runs[run_id]["requests"]] == [True] + [False] * 7
 
 
 def test_a_bad_flag_is_a_row_with_the_servers_own_error_and_the_loop_goes_on(capsys):

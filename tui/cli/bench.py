@@ -7,19 +7,16 @@ import asyncio
 import json
 import math
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 
 from tui.cli.common import (
     EXIT_INTERRUPTED,
-    Guard,
     add_json_option,
     add_meter_option,
     add_server_options,
     base_url,
     check_url,
     check_writable,
-    guard_for,
     meters,
     note_short_answers,
     settings_from,
@@ -28,19 +25,16 @@ from tui.cli.common import (
 from tui.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, emit_json, note, say
 from tui.cli.runs_common import add_runs_options, save_run_from_cli
 from tui.config import Settings
-from tui.core.bench import bench_figures
-from tui.core.delivery import burst_line, flag_bursts
+from tui.core.delivery import burst_line
 from tui.core.load_steps import LoadProgress
-from tui.core.records import mark_cold
-from tui.core.runs import new_run
 from tui.core.untrusted import redact_all
 from tui.runs_store import write_atomic
 from tui.sources import loop
 from tui.sources.detect import ServerInfo, describe_configured
 from tui.sources.errors import SourceError
 from tui.sources.http import client_for
-from tui.sources.identity import server_identity
 from tui.sources.load import LoadDial, LoadResult, LoadRunner, Workload
+from tui.sources.measure import LoadMeasured, guard_for, measure_load
 
 DEFAULT_PROMPT_TOKENS = 1024
 DEFAULT_MAX_TOKENS = 128
@@ -89,12 +83,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     _check(args, settings)
-    started = datetime.now(UTC)
-    server, identity, guard, result = loop.run(_bench(settings, args))
-    finished = datetime.now(UTC)
-    # The meter marked what it timed while it was late or near a core; clumped arrivals are marked here.
-    requests = flag_bursts(mark_cold(result.requests, server_fresh=guard.fresh), guard.ceiling_tok_s)
-    figures = bench_figures(requests, result.duration_s, _seconds(args.slo_ttft_ms), _seconds(args.slo_tpot_ms))
+    server, measured = loop.run(_bench(settings, args))
+    requests, figures, result = measured.requests, measured.figures, measured.result
     # vLLM's figures stay as vLLM counts them, so they compare; the requests behind them are marked.
     delivery = burst_line(requests, consequence="included in the figures above, marked in requests[].burst")
     error = _failure(result, figures)
@@ -115,9 +105,8 @@ def run(args: argparse.Namespace) -> int:
         say(_table(server, args, figures))
     if delivery:
         note(f"bench: {delivery}")
-    if figures["completed"]:
-        run_record = new_run("bench", document["params"], identity, document["requests"], figures, started, finished)
-        save_run_from_cli(args, settings, run_record)
+    if measured.run is not None:
+        save_run_from_cli(args, settings, measured.run)
     if args.save:
         try:
             write_atomic(Path(args.save), json.dumps(document, indent=2) + "\n")
@@ -148,14 +137,13 @@ def _check(args: argparse.Namespace, settings: Settings) -> None:
             raise CliError(f"{flag} must be above 0", EXIT_USAGE)
 
 
-async def _bench(settings: Settings, args: argparse.Namespace) -> tuple[ServerInfo, dict, Guard, LoadResult]:
-    """Detect the server, note its identity, run the load with a progress line on stderr."""
+async def _bench(settings: Settings, args: argparse.Namespace) -> tuple[ServerInfo, LoadMeasured]:
+    """Detect the server, run the load with a progress line on stderr."""
     in_flight = min(args.max_concurrency or MAX_IN_FLIGHT, args.num_prompts)
     async with client_for(settings, base_url(settings.url), in_flight) as client:
         try:
             server = await describe_configured(client, settings.api, settings.model)
-            identity = await server_identity(client, server)
-            guard = await guard_for(client, server, settings)
+            guard = await guard_for(client, server, settings.bandwidth_gbs)
             workload = Workload(args.prompt_tokens, args.max_tokens, args.num_prompts, args.burstiness, args.chat,
                                 settings.exact_length, args.seed)
             with meters(settings, "bench", in_flight) as meter_for:
@@ -163,13 +151,14 @@ async def _bench(settings: Settings, args: argparse.Namespace) -> tuple[ServerIn
                 progress = asyncio.create_task(_show_progress(runner))
                 try:
                     with stop_on_first_interrupt(lambda: _interrupt(runner)):
-                        result = await runner.run()
+                        measured = await measure_load(runner, _params(args, runner.seed), guard,
+                                                      (_seconds(args.slo_ttft_ms), _seconds(args.slo_tpot_ms)))
                 finally:
                     progress.cancel()
         except SourceError as error:
             raise CliError(str(error)) from None
     _progress_done(runner.progress())
-    return server, identity, guard, result
+    return server, measured
 
 
 def _interrupt(runner: LoadRunner) -> None:

@@ -8,7 +8,6 @@ import os
 import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 from pathlib import Path
 
@@ -17,9 +16,7 @@ from pydantic import ValidationError
 from tui.cli.output import EXIT_USAGE, CliError, note
 from tui.config import Settings, bad_url, load_settings
 from tui.meter.pool import MeterPool, default_meters
-from tui.sources.ceiling import server_decode_ceiling
 from tui.sources.http import ServerClient
-from tui.sources.identity import server_is_fresh
 from tui.sources.meter import LocalMeter, Meter
 
 
@@ -85,21 +82,6 @@ def stop_on_first_interrupt(stop: Callable[[], None]) -> Iterator[None]:
         yield
     finally:
         loop.remove_signal_handler(signal.SIGINT)
-
-
-@dataclass(frozen=True, slots=True)
-class Guard:
-    """What the measurement guard knows of a server before the first request: whether it was fresh (its
-    first request pays its cold start) and its single-stream decode ceiling (no stream decodes faster)."""
-
-    fresh: bool | None
-    ceiling_tok_s: float | None
-
-
-async def guard_for(client, server, settings: Settings) -> Guard:
-    """Read both from the server (its /metrics counters; its identity on this host's devices)."""
-    ceiling = await server_decode_ceiling(client, server, settings.bandwidth_gbs)
-    return Guard(await server_is_fresh(client), ceiling.decode_ceiling_tok_s)
 
 
 def note_short_answers(command: str, server_kind: str, timings, max_tokens: int) -> None:

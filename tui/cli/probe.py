@@ -6,13 +6,11 @@ import argparse
 from datetime import UTC, datetime
 
 from tui.cli.common import (
-    Guard,
     add_json_option,
     add_meter_option,
     add_server_options,
     base_url,
     check_url,
-    guard_for,
     meters,
     note_short_answers,
     settings_from,
@@ -31,6 +29,7 @@ from tui.sources.detect import WARM_UP_PATHS, ServerInfo, describe_configured
 from tui.sources.errors import SourceError
 from tui.sources.http import client_for
 from tui.sources.identity import server_identity
+from tui.sources.measure import Guard, guard_for
 from tui.sources.prompts import estimate_tokens, prompt_of
 from tui.sources.scrape import MetricsScraper
 from tui.sources.stream import StreamRequest
@@ -103,7 +102,7 @@ async def _probe(settings: Settings, args: argparse.Namespace) -> tuple[ServerIn
     try:
         async with client_for(settings, base) as client:
             server = await describe_configured(client, settings.api, settings.model)
-            guard = await guard_for(client, server, settings)
+            guard = await guard_for(client, server, settings.bandwidth_gbs)
     except SourceError as error:
         raise CliError(str(error)) from None
     timings: list[RequestTiming] = []

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import replace
-from datetime import UTC, datetime
 
 from tui.cli.common import (
     EXIT_INTERRUPTED,
@@ -13,7 +12,6 @@ from tui.cli.common import (
     add_server_options,
     base_url,
     check_url,
-    guard_for,
     meters,
     settings_from,
     stop_on_first_interrupt,
@@ -23,16 +21,14 @@ from tui.cli.runs_common import add_runs_options, save_run_from_cli
 from tui.config import Settings
 from tui.core.experiment_columns import COLUMNS
 from tui.core.disaggregation import DEFAULT_KV_LINK, KV_LINKS, find_link
-from tui.core.experiment_disaggregation import setups_server
 from tui.core.experiments import DEFAULT_VALUES, EXPERIMENTS, OWN_SIMULATORS, Plan, make_plan
-from tui.core.runs import new_run
 from tui.sources import loop
-from tui.sources.detect import ServerInfo, describe_configured
+from tui.sim.launcher import simulator_args
+from tui.sources.detect import describe_configured
 from tui.sources.errors import SourceError
-from tui.sources.disaggregation import run_disaggregation
-from tui.sources.experiments import ExperimentFailed, ExperimentResult, Progress, run_experiment
+from tui.sources.experiments import ExperimentResult, Progress
 from tui.sources.http import client_for
-from tui.sources.identity import server_identity
+from tui.sources.measure import Measured, OnOwnSimulators, OnServer, guard_for, measure
 
 VALUES_HELP = "; ".join(f"{name}: {','.join(str(v) for v in values)}" for name, values in DEFAULT_VALUES.items())
 
@@ -86,21 +82,28 @@ def run(args: argparse.Namespace) -> int:
     if args.kv_link is not None or args.slo_ttft_ms is not None or args.slo_itl_ms is not None:
         raise CliError("--kv-link, --slo-ttft-ms and --slo-itl-ms apply to --vary disaggregation only", EXIT_USAGE)
     check_url(settings.url)
-    started = datetime.now(UTC)
-    server, identity, result, failure, interrupted = loop.run(_sweep(settings, args, values))
-    document = {"server": server.to_json(), **result.to_json()}
+    measured, interrupted = loop.run(_sweep(settings, args, values))
+    return _report(args, settings, measured, interrupted, f"{measured.server['kind']}{_version(measured.server)} at "
+                   f"{measured.server['url']}, model {measured.server['model']}")
+
+
+def _report(args: argparse.Namespace, settings: Settings, measured: Measured, interrupted: bool, heading: str) -> int:
+    """The rows as JSON or a table, the run saved when a row finished, then why it stopped short (Ctrl-C keeps what
+    was measured)."""
+    result = measured.result
     if args.json:
-        emit_json(document)
+        emit_json({"server": measured.server, **result.to_json()})
     else:
-        version = f" {server.version}" if server.version else ""
-        say(_table(f"{server.kind}{version} at {server.url}, model {server.model}", result))
-    if result.rows:  # a sweep cut short keeps the rows it finished, as the UI's does
-        run_record = new_run("sweep", _params(result.plan, server), identity, [t.to_json() for t in result.requests],
-                             document, started, datetime.now(UTC))
-        save_run_from_cli(args, settings, run_record)
-    if failure:  # after the rows and the save: Ctrl-C keeps what was measured
-        raise CliError(failure, EXIT_INTERRUPTED if interrupted else EXIT_FAILED)
+        say(_table(heading, result))
+    if measured.run is not None:  # a sweep cut short keeps the rows it finished, as the UI's does
+        save_run_from_cli(args, settings, measured.run)
+    if measured.error:
+        raise CliError(measured.error, EXIT_INTERRUPTED if interrupted else EXIT_FAILED)
     return EXIT_OK
+
+
+def _version(server: dict) -> str:
+    return f" {server['version']}" if server.get("version") else ""
 
 
 def _plan(args: argparse.Namespace, values: list[int] | None, max_model_len: int | None) -> Plan:
@@ -124,20 +127,18 @@ def _values(text: str | None) -> list[int] | None:
     return values
 
 
-async def _sweep(settings: Settings, args: argparse.Namespace,
-                 values: list[int] | None) -> tuple[ServerInfo, dict, ExperimentResult, str | None, bool]:
-    """Detect the server, check the plan against its context length, run the experiment, read its identity; the
-    reason it stopped short (or None), and whether that was a Ctrl-C."""
+async def _sweep(settings: Settings, args: argparse.Namespace, values: list[int] | None) -> tuple[Measured, bool]:
+    """Detect the server, check the plan against its context length, run the experiment; whether a stop short was a
+    Ctrl-C."""
     async with client_for(settings, base_url(settings.url)) as client:
         try:
             server = await describe_configured(client, settings.api, settings.model)
-            guard = await guard_for(client, server, settings)
+            guard = await guard_for(client, server, settings.bandwidth_gbs)
         except SourceError as error:
             raise CliError(str(error)) from None
         plan = _plan(args, values, server.max_model_len)
         if plan.scaled:
             note(f"sweep {plan.vary}: scaled {'; '.join(plan.scaled)}")
-        failure = None
         stopping = False
 
         def stop() -> None:
@@ -145,16 +146,12 @@ async def _sweep(settings: Settings, args: argparse.Namespace,
             stopping = True
             note("sweep: stopping after the row under way (Ctrl-C again to abandon it)")
 
-        try:
-            with stop_on_first_interrupt(stop), meters(settings, "sweep", plan.streams) as meter_for:
-                result = await run_experiment(client, server, plan, _print_progress, lambda: stopping, guard.ceiling_tok_s,
-                                              settings.exact_length, meter_for(client))
-        except ExperimentFailed as error:
-            result, failure = error.partial, str(error)
-        except SourceError as error:
-            raise CliError(str(error)) from None
-        identity = await server_identity(client, server)
-    return server, identity, result, failure, stopping and failure is not None
+        with stop_on_first_interrupt(stop), meters(settings, "sweep", plan.streams) as meter_for:
+            measured = await measure(plan, OnServer(client, server, guard), _print_progress,
+                                     lambda: stopping, exact_length=settings.exact_length, meter_for=meter_for)
+    if measured.result is None:  # nothing measured: the server went away before the first row
+        raise CliError(measured.error)
+    return measured, stopping
 
 
 def _print_progress(progress: Progress) -> None:
@@ -176,7 +173,6 @@ def _run_own(args: argparse.Namespace, settings: Settings, values: list[int] | N
         raise CliError("--slo-ttft-ms and --slo-itl-ms must be above 0", EXIT_USAGE)
     plan = replace(_plan(args, values, None), slos=tuple(None if ms is None else ms / 1e3
                                                          for ms in (args.slo_ttft_ms, args.slo_itl_ms)))
-    started = datetime.now(UTC)
     stopping = False
 
     def stop() -> None:
@@ -184,34 +180,17 @@ def _run_own(args: argparse.Namespace, settings: Settings, values: list[int] | N
         stopping = True
         note("sweep: stopping after the setup under way (Ctrl-C again to abandon it)")
 
-    async def sweep() -> tuple[ExperimentResult, str | None]:
-        try:
-            with stop_on_first_interrupt(stop), meters(settings, "sweep", plan.streams) as meter_for:
-                return await run_disaggregation(plan, link, _print_progress, lambda: stopping,
-                                                exact_length=settings.exact_length, meter_for=meter_for), None
-        except ExperimentFailed as error:
-            return error.partial, str(error)
+    async def sweep() -> Measured:
+        target = OnOwnSimulators(link, settings.sim.gpu, settings.sim.model, simulator_args(settings))
+        with stop_on_first_interrupt(stop), meters(settings, "sweep", plan.streams) as meter_for:
+            return await measure(plan, target, _print_progress, lambda: stopping, exact_length=settings.exact_length,
+                                 meter_for=meter_for)
 
-    result, failure = loop.run(sweep())
-    heading = f"phasetop's simulator, {settings.sim.gpu}, model {settings.sim.model}, KV over {link.name} ({link.gbs:g} GB/s)"
-    server = setups_server(link, settings.sim.gpu, settings.sim.model)
-    document = {"server": server, **result.to_json()}
-    if args.json:
-        emit_json(document)
-    else:
-        say(_table(heading, result))
-    if result.rows:
-        run_record = new_run("sweep", {**plan.to_json(), "kv_link": link.name}, server,
-                             [t.to_json() for t in result.requests], document, started, datetime.now(UTC))
-        save_run_from_cli(args, settings, run_record)
-    if failure:
-        raise CliError(failure, EXIT_INTERRUPTED if stopping else EXIT_FAILED)
-    return EXIT_OK
-
-
-def _params(plan: Plan, server: ServerInfo) -> dict:
-    """The workload that shaped the run (whitelisted: never the key or settings wholesale)."""
-    return {**plan.to_json(), "api": server.kind, "model": server.model}
+    measured = loop.run(sweep())
+    if measured.result is None:
+        raise CliError(measured.error)
+    return _report(args, settings, measured, stopping, f"phasetop's simulator, {settings.sim.gpu}, model "
+                   f"{settings.sim.model}, KV over {link.name} ({link.gbs:g} GB/s)")
 
 
 def _table(heading: str, result: ExperimentResult) -> str:

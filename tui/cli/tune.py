@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import math
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from time import monotonic
 
 from tui.cli.common import add_json_option, add_meter_option, meters, settings_from
@@ -18,9 +17,7 @@ from tui.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, emit_json
 from tui.cli.runs_common import add_runs_options, save_run_from_cli
 from tui.config import Settings
 from tui.core.bench import bench_figures
-from tui.core.delivery import flag_bursts
 from tui.core.experiments import EXPERIMENTS, OWN_SIMULATORS, make_plan
-from tui.core.runs import new_run
 from tui.core.serve_command import CommandError, ServeCommand, Setting, grid, parse_vary
 from tui.core.tune import OBJECTIVES, Objective, Standing, standing
 from tui.core.uncertainty import LEVEL, PRACTICAL
@@ -28,11 +25,11 @@ from tui.core.untrusted import one_line, redact_all
 from tui.sources import loop
 from tui.sources.detect import describe_configured
 from tui.sources.errors import SourceError
-from tui.sources.experiments import Progress, run_experiment
+from tui.sources.experiments import Progress
 from tui.sources.http import client_for
-from tui.sources.identity import server_identity
 from tui.sources.load import LoadDial, LoadRunner, Workload
 from tui.sources.managed_server import ServerStartError
+from tui.sources.measure import OnServer, guard_for, measure, measure_load
 from tui.sources.served_command import start_served
 
 
@@ -72,16 +69,11 @@ class TuneWorkload:
 
 @dataclass(frozen=True, slots=True)
 class Measured:
-    """One setting's workload, done: the figures the table ranks, and what its run record keeps."""
+    """One setting's workload, done: the figures the table ranks, the requests behind them, and its run record."""
 
     figures: dict
-    identity: dict
     requests: list
-    kind: str
-    """The run's kind: bench, or sweep for an experiment (its rows and finding in `document`)."""
-    params: dict
-    """The workload's shape, for the run's params."""
-    document: dict | None = None
+    run: dict | None
 
 
 DEFAULT_START_TIMEOUT_S = 600.0
@@ -285,7 +277,6 @@ def _measure(args: argparse.Namespace, settings: Settings, base: ServeCommand, p
     row = {"settings": {s.flag: s.value for s in point}, "command": str(command), "figures": None, "error": None,
            "run_id": None, "repeat_run_ids": [], "repeat_error": None, "rounds": 0}
     note(f"tune {step} {named}: starting…")
-    started = datetime.now(UTC)
     try:
         server = start_served(command, args.start_timeout, renice=args.renice,
                               on_wait=lambda s, line: note(f"tune {step}: waiting for /health, {s:.0f} s: {one_line(line, 160)}"))
@@ -293,20 +284,18 @@ def _measure(args: argparse.Namespace, settings: Settings, base: ServeCommand, p
         row["error"] = str(error)
         note(f"tune {step} {named}: {error}")
         return row, None
+    params = {"source": SOURCE, "settings": row["settings"], "workload": str(args.workload)}
     try:
-        measured = loop.run(_bench(args, settings, command.url) if args.workload.kind == "bench"
-                            else _experiment(args, settings, command.url, step))
+        measured = loop.run(_bench(args, settings, command.url, params) if args.workload.kind == "bench"
+                            else _experiment(args, settings, command.url, step, params))
     except SourceError as error:  # an experiment's failure too (ExperimentFailed)
         row["error"] = f"the {'load' if args.workload.kind == 'bench' else 'experiment'} failed: {error}"
         note(f"tune {step} {named}: {row['error']}")
         return row, None
     finally:
         server.stop()
-    params = {"source": SOURCE, "settings": row["settings"], "workload": str(args.workload), **measured.params}
-    record = new_run(measured.kind, params, measured.identity, [r.to_json() for r in measured.requests],
-                     measured.document or measured.figures, started, datetime.now(UTC))
-    if save_run_from_cli(args, settings, record):
-        row["run_id"] = record["id"]
+    if measured.run is not None and save_run_from_cli(args, settings, measured.run):
+        row["run_id"] = measured.run["id"]
     note(f"tune {step} {named}: {measured.figures['completed']} done, {describe(measured.figures)}")
     return row, measured
 
@@ -317,43 +306,43 @@ def _what_runs(args: argparse.Namespace) -> str:
     return f"the {args.workload.vary} experiment"
 
 
-async def _bench(args: argparse.Namespace, settings: Settings, url: str) -> Measured:
+async def _bench(args: argparse.Namespace, settings: Settings, url: str, params: dict) -> Measured:
     in_flight = min(args.max_concurrency, args.num_prompts)
     async with client_for(settings, url, in_flight) as client:
         server = await describe_configured(client, settings.api, settings.model)
-        identity = await server_identity(client, server)
+        guard = await guard_for(client, server, settings.bandwidth_gbs)
         workload = Workload(args.prompt_tokens, args.max_tokens, args.num_prompts, exact_length=settings.exact_length)
+        params = {**params, "num_prompts": args.num_prompts, "max_concurrency": args.max_concurrency,
+                  "request_rate": "inf" if math.isinf(args.request_rate) else args.request_rate,
+                  "prompt_tokens": args.prompt_tokens, "max_tokens": args.max_tokens}
         with meters(settings, "tune", in_flight) as meter_for:
-            result = await LoadRunner(client, server, workload, LoadDial(args.request_rate, in_flight), meter_for(client)).run()
-    requests = flag_bursts(result.requests)
-    params = {"num_prompts": args.num_prompts, "max_concurrency": args.max_concurrency,
-              "request_rate": "inf" if math.isinf(args.request_rate) else args.request_rate,
-              "prompt_tokens": args.prompt_tokens, "max_tokens": args.max_tokens}
-    return Measured(bench_figures(requests, result.duration_s, *_slo(args)), identity, requests, "bench", params)
+            runner = LoadRunner(client, server, workload, LoadDial(args.request_rate, in_flight), meter_for(client))
+            measured = await measure_load(runner, params, guard, _slo(args))
+    return Measured(measured.figures, measured.requests, measured.run)
 
 
-async def _experiment(args: argparse.Namespace, settings: Settings, url: str, step: str) -> Measured:
+async def _experiment(args: argparse.Namespace, settings: Settings, url: str, step: str, params: dict) -> Measured:
     """The experiment on this start: fitted to its max_model_len, figures over all its requests, its finding kept."""
     workload = args.workload
     async with client_for(settings, url) as client:
         server = await describe_configured(client, settings.api, settings.model)
+        guard = await guard_for(client, server, settings.bandwidth_gbs)
         try:
             plan = make_plan(workload.vary, workload.values, max_model_len=server.max_model_len)
         except ValueError as error:
             raise SourceError(str(error)) from None
-        started = monotonic()
 
         def progress(p: Progress) -> None:
             note(f"tune {step} {p.vary} [{p.fraction:4.0%}] {p.message}")
 
         with meters(settings, "tune", plan.streams) as meter_for:
-            result = await run_experiment(client, server, plan, progress, exact_length=settings.exact_length,
-                                          meter=meter_for(client))
-        duration_s = monotonic() - started
-        identity = await server_identity(client, server)
-    figures = bench_figures(result.requests, duration_s, *_slo(args)) | {"finding": result.finding}
-    return Measured(figures, identity, list(result.requests), "sweep", plan.to_json(),
-                    {"server": server.to_json(), **result.to_json()})
+            measured = await measure(plan, OnServer(client, server, guard), progress, exact_length=settings.exact_length,
+                                     meter_for=meter_for, params=params)
+    if measured.error:
+        raise SourceError(measured.error)
+    result = measured.result
+    figures = bench_figures(result.requests, measured.duration_s, *_slo(args)) | {"finding": result.finding}
+    return Measured(figures, list(result.requests), measured.run)
 
 
 def _slo(args: argparse.Namespace) -> tuple[float | None, float | None]:

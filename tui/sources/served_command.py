@@ -6,14 +6,34 @@ from __future__ import annotations
 
 import shlex
 import socket
+import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit
 
 from tui.core.serve_command import ServeCommand
+from tui.core.server_help import help_argv
 from tui.sim.launcher import SimulatorError, SimulatorProcess
 from tui.sources.managed_server import ManagedServer, ServerStartError
 from tui.sources.vllm_server import renice_engine
+
+
+HELP_TIMEOUT_S = 90.0
+"""`vllm serve --help=all` imports torch first: tens of seconds on a small CPU."""
+
+
+def read_help(command: ServeCommand) -> str:
+    """What the server's `--help` prints (blocking: run it in a thread); empty when it cannot say. A vLLM too old
+    for `--help=all` is asked `--help`."""
+    argv = help_argv(command)
+    for attempt in (argv, [*argv[:-1], "--help"]):
+        try:
+            done = subprocess.run(attempt, capture_output=True, text=True, timeout=HELP_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired):
+            return ""
+        if done.returncode == 0 or attempt[-1] == "--help":
+            return done.stdout + done.stderr
+    return ""
 
 
 class CommandServer(ManagedServer):

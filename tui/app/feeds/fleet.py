@@ -1,4 +1,5 @@
-"""Reading the fleet through Prometheus every few seconds: one `read_fleet` per poll, posted as a fact."""
+"""Reading the fleet through Prometheus every few seconds (one `read_fleet` per poll, posted as a fact), and whether
+an instance answers from here before its main screen opens."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from textual.message import Message
 
 from tui.app.fleet_messages import FleetRead, FleetUnreadable
 from tui.config import Settings
+from tui.core.fleet import FleetRow
 from tui.core.fleet_gpus import JoinRules
 from tui.core.promql import Matcher
-from tui.core.untrusted import one_line
+from tui.core.untrusted import one_line, without_credentials
+from tui.sources import reach
 from tui.sources.prometheus import PrometheusError, prometheus_client, read_fleet
 
 Post = Callable[[Message], object]
@@ -39,3 +42,13 @@ async def poll_fleet(settings: Settings, url: str, matchers: Sequence[Matcher], 
             else:
                 post(FleetRead(fleet, reading, started))
             await asyncio.sleep(max(0.0, interval_s - (time.monotonic() - started)))
+
+
+async def unreachable_line(row: FleetRow) -> str | None:
+    """One line when nothing answers at the row's server from here (its main screen opens anyway: its metrics come
+    through Prometheus), else None."""
+    if await reach.accepts(row.url):
+        return None
+    down = " (Prometheus has it down)" if row.status == "down" else ""
+    return (f"{one_line(row.key, 60)}: nothing answers at {one_line(without_credentials(row.url), 80)} from here{down}: "
+            "its metrics come through Prometheus, sends wait until it answers")

@@ -10,7 +10,6 @@ import math
 import threading
 from collections import deque
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -22,7 +21,6 @@ from tui.app.lab_messages import LoadProgressed, LoadStopped, RunSaved, SessionI
 from tui.config import Settings
 from tui.core.delivery import flag_bursts
 from tui.core.records import RequestTiming
-from tui.core.runs import new_run
 from tui.core.stats import summarize
 from tui.runs_store import default_runs_dir, save_run
 from tui.sources import loop
@@ -30,6 +28,7 @@ from tui.sources.detect import ServerInfo, describe_configured
 from tui.sources.errors import SourceError
 from tui.sources.http import ServerClient, client_for
 from tui.sources.identity import server_identity
+from tui.sources.measure import measure_load
 from tui.sources.load import LoadDial, LoadRunner, Workload
 from tui.sources.meter import Meter
 
@@ -86,12 +85,25 @@ class LoadDriver:
         loop.run(self._drive(info, dial, workload, stop), get_current_worker().cancelled_event)
 
     async def _drive(self, info: ServerInfo, dial: LoadDial, workload: Workload, stop: threading.Event) -> None:
-        started = datetime.now(UTC)
         recent: deque[RequestTiming] = deque(maxlen=LOAD_RECENT)
         async with client_for(self._settings, self._url) as client:
             lanes = LaneMeter(self._meter_for(client), self._take_ids, self._post)
             runner = LoadRunner(client, info, workload, dial, lanes)
-            task = asyncio.create_task(runner.run(on_finished=lambda _request, timing: recent.append(timing)))
+
+            def params() -> dict:
+                """Read when the run ends: the dial as it was left."""
+                return {
+                    "source": LOAD_SOURCE,
+                    "request_rate": "inf" if math.isinf(dial.rate) else dial.rate,
+                    "max_concurrency": dial.concurrency,
+                    "prompt_tokens": workload.prompt_tokens,
+                    "max_tokens": workload.max_tokens,
+                    "burstiness": workload.burstiness,
+                    "seed": runner.seed,
+                }
+
+            task = asyncio.create_task(measure_load(runner, params,
+                                                    on_finished=lambda _request, timing: recent.append(timing)))
             poster = asyncio.create_task(lanes.post_batches())
             try:
                 while not task.done():
@@ -109,23 +121,10 @@ class LoadDriver:
             finally:
                 poster.cancel()
             try:
-                result = task.result()
+                measured = task.result()
             except SourceError as error:
                 self._post(LoadStopped(None, str(error)))
                 return
-            identity = await server_identity(client, info)
-        figures = result.figures()
-        self._post(LoadStopped(figures, result.aborted))
-        if figures["completed"] and self._save:
-            params = {
-                "source": LOAD_SOURCE,
-                "request_rate": "inf" if math.isinf(dial.rate) else dial.rate,
-                "max_concurrency": dial.concurrency,
-                "prompt_tokens": workload.prompt_tokens,
-                "max_tokens": workload.max_tokens,
-                "burstiness": workload.burstiness,
-                "seed": result.seed,
-            }
-            run = new_run("bench", params, identity, [r.to_json() for r in result.requests], figures,
-                          started, datetime.now(UTC), requests_sample=result.sample_note())
-            self._post(save_quietly(run, self._settings, "load"))
+        self._post(LoadStopped(measured.figures, measured.result.aborted))
+        if measured.run is not None and self._save:
+            self._post(save_quietly(measured.run, self._settings, "load"))

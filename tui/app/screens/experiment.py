@@ -1,16 +1,13 @@
 """One experiment, run live: progress while it runs, then its chart, its table and its finding in one line.
 
-The experiment runs in a thread worker on an event loop of its own (as the prompt's requests do), so
-a repaint never sits between a chunk and its timestamp. Escape stops it and goes back.
+The experiment runs in a worker (`tui.app.feeds.experiment`); Escape stops it and goes back.
 """
 
 from __future__ import annotations
 
-import asyncio
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from rich.text import Text
 from textual import on, work
@@ -20,29 +17,21 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, ProgressBar, Static
-from textual.worker import get_current_worker
+from textual.worker import Worker, get_current_worker
 from textual_plotext import PlotextPlot
 
-from tui.app.feeds.lab import save_quietly
+from tui.app.feeds.experiment import measure_plan
 from tui.app.lab_messages import ExperimentFinished, ExperimentProgressed, RunSaved
 from tui.app.layout import SHORT_HEIGHT
+from tui.app.worker_failures import report_failed_worker
 from tui.config import Settings
 from tui.core.experiment_columns import COLUMNS, Column
 from tui.core.disaggregation import DEFAULT_KV_LINK, find_link
-from tui.core.experiment_disaggregation import setups_server
 from tui.core.experiments import OWN_SIMULATORS, Plan
-from tui.core.runs import new_run
 from tui.sources import loop
 from tui.sources.detect import ServerInfo
-from tui.sources.errors import SourceError
-from tui.sim.launcher import simulator_args
-from tui.sources.disaggregation import run_disaggregation
-from tui.sources.experiments import ExperimentFailed, ExperimentResult, Progress, run_experiment
-from tui.sources.http import ServerClient, client_for
-from tui.sources.identity import server_identity
+from tui.sources.http import ServerClient
 from tui.sources.meter import Meter
-
-CANCEL_POLL_S = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,25 +161,6 @@ class ExperimentChart(PlotextPlot):
             self.plt.ylim(0, top * 1.1, yside=side)
 
 
-async def _until_cancelled(experiment: Coroutine[None, None, ExperimentResult],
-                           cancelled: threading.Event) -> tuple[ExperimentResult | None, str | None] | None:
-    """Run `experiment` until it ends or `cancelled` is set (the screen left): (its result, None), (what it
-    measured, why it stopped), (None, why nothing ran), or None when cancelled."""
-    task = asyncio.create_task(experiment)
-    while not task.done():
-        await asyncio.wait({task}, timeout=CANCEL_POLL_S)
-        if cancelled.is_set():
-            task.cancel()
-    try:
-        return task.result(), None
-    except asyncio.CancelledError:
-        return None
-    except ExperimentFailed as failed:
-        return failed.partial, str(failed)
-    except SourceError as failed:
-        return None, str(failed)
-
-
 def _label(column: Column) -> str:
     return f"{column.label} ({column.unit})" if column.unit else column.label
 
@@ -253,46 +223,14 @@ class ExperimentScreen(Screen[None]):
     def on_mount(self) -> None:
         self.run_plan()
 
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        report_failed_worker(self, event)
+
     @work(exclusive=True, group="experiment", thread=True, exit_on_error=False)
     def run_plan(self) -> None:
         cancelled: threading.Event = get_current_worker().cancelled_event
-        loop.run(self._run(cancelled))
-
-    async def _run(self, cancelled: threading.Event) -> None:
-        started = datetime.now(UTC)
-
-        def progress(p: Progress) -> None:
-            self.post_message(ExperimentProgressed(p))
-
-        if self.plan.vary in OWN_SIMULATORS:  # phasetop's simulator in each setup: no server to ask
-            link = find_link(DEFAULT_KV_LINK)
-            ended = await _until_cancelled(run_disaggregation(self.plan, link, progress, cancelled.is_set,
-                                                              simulator_args(self.settings), self.settings.exact_length,
-                                                              self.meter_for), cancelled)
-            identity = described = setups_server(link, self.settings.sim.gpu, self.settings.sim.model)
-            params = {**self.plan.to_json(), "kv_link": link.name}
-        else:
-            async with client_for(self.settings, self.server_url) as client:
-                ended = await _until_cancelled(run_experiment(client, self.info, self.plan, progress,
-                                                              ceiling_tok_s=self.ceiling_tok_s,
-                                                              exact_length=self.settings.exact_length,
-                                                              meter=self.meter_for(client)), cancelled)
-                identity = await server_identity(client, self.info) if ended and ended[0] else None
-            described = self.info.to_json()
-            params = {**self.plan.to_json(), "api": self.info.kind, "model": self.info.model}
-        if ended is None:
-            return
-        result, error = ended
-        if result is None:
-            self.post_message(ExperimentFinished(None, error))
-            return
-        run = None
-        if result.rows:
-            run = new_run("sweep", params, identity, [t.to_json() for t in result.requests],
-                          {"server": described, **result.to_json()}, started, datetime.now(UTC))
-        self.post_message(ExperimentFinished(result, error, run))
-        if self.save_runs and run is not None:
-            self.post_message(save_quietly(run, self.settings, f"{self.plan.vary} sweep"))
+        loop.run(measure_plan(self.plan, self.settings, self.server_url, self.info, self.meter_for, self.ceiling_tok_s,
+                              self.save_runs, cancelled.is_set, self.post_message), cancelled)
 
     @on(ExperimentProgressed)
     def _progressed(self, event: ExperimentProgressed) -> None:

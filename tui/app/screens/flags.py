@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Sequence
 
 from textual import on
@@ -17,13 +16,13 @@ from textual.worker import Worker, WorkerState
 
 from tui.app.widgets.editing import EditInput
 from tui.app.widgets.text import set_text
+from tui.app.worker_failures import report_failed_worker
 from tui.core.serve_command import CommandError, ServeCommand, changed_flags
-from tui.core.server_help import against_defaults, complete_flag, defaults_in_help, flags_in_help, help_argv
+from tui.core.server_help import against_defaults, complete_flag, defaults_in_help, flags_in_help
 from tui.core.tuning_loop import RestartRequest
 from tui.core.untrusted import printable
+from tui.sources.served_command import read_help
 
-HELP_TIMEOUT_S = 90.0
-"""`vllm serve --help=all` imports torch first: tens of seconds on a small CPU."""
 HINT = ("Enter restarts the server with this command, waits for it, runs what is picked below again and opens "
         "before → after. Tab: pick what runs. Escape keeps the server as it is.")
 DEFAULTS_READING = "reading the server's --help for its defaults…"
@@ -38,20 +37,6 @@ class FlagSuggester(Suggester):
 
     async def get_suggestion(self, value: str) -> str | None:
         return complete_flag(value, self.flags)
-
-
-def read_help(command: ServeCommand) -> str:
-    """What the server's `--help` prints (blocking: run in a thread); empty when it cannot say. A vLLM too old
-    for `--help=all` is asked `--help`."""
-    argv = help_argv(command)
-    for attempt in (argv, [*argv[:-1], "--help"]):
-        try:
-            done = subprocess.run(attempt, capture_output=True, text=True, timeout=HELP_TIMEOUT_S, stdin=subprocess.DEVNULL)
-        except (OSError, subprocess.TimeoutExpired):
-            return ""
-        if done.returncode == 0 or attempt[-1] == "--help":
-            return done.stdout + done.stderr
-    return ""
 
 
 class FlagEditorScreen(ModalScreen[RestartRequest | None]):
@@ -90,6 +75,7 @@ class FlagEditorScreen(ModalScreen[RestartRequest | None]):
 
     @on(Worker.StateChanged)
     def _help_read(self, event: Worker.StateChanged) -> None:
+        report_failed_worker(self, event)
         if event.worker.name != "help" or event.state not in (WorkerState.SUCCESS, WorkerState.ERROR):
             return
         text = event.worker.result if event.state == WorkerState.SUCCESS else ""

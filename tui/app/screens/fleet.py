@@ -21,21 +21,22 @@ from textual.binding import Binding
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
+from textual.worker import Worker
 
-from tui.app.feeds.fleet import FLEET_INTERVAL_S, poll_fleet
+from tui.app.feeds.fleet import FLEET_INTERVAL_S, poll_fleet, unreachable_line
 from tui.app.fleet_messages import FleetRead, FleetUnreadable
 from tui.app.screens.help import HelpScreen
 from tui.app.screens.main import MainScreen
 from tui.app.screens.main_keys import MAIN_BINDINGS
 from tui.app.widgets.editing import EditInput
 from tui.app.widgets.text import set_text
+from tui.app.worker_failures import report_failed_worker
 from tui.config import Settings
 from tui.core.fleet import Fleet, FleetRow, sort_rows
 from tui.core.fleet_text import (CELL_SORTS, CELLS, down_lines, gpu_line, kv_transfer_line, merged_text, parse_filter,
                                  pool_line, row_cells, saturated_text, slowest_text)
 from tui.core.promql import Matcher
 from tui.core.untrusted import one_line, without_credentials
-from tui.sources import reach
 from tui.sources.instance_scrape import InstanceScraper
 from tui.sources.prometheus import prometheus_client
 from tui.sources.scrape import MetricsScraper
@@ -139,6 +140,9 @@ class FleetScreen(Screen[None]):
     def on_unmount(self) -> None:
         self.workers.cancel_group(self, "fleet")
 
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        report_failed_worker(self, event)
+
     def _start_poll(self) -> None:
         self.reading += 1
         self.run_worker(poll_fleet(self.settings, self.prometheus_url, self.matchers, self.reading, self.post_message),
@@ -170,11 +174,8 @@ class FleetScreen(Screen[None]):
         if not row.url:
             self.notify(f"{name}: Prometheus lists no scrape URL for it, so there is nothing to open", severity="warning", markup=False)
             return
-        url = without_credentials(row.url)
-        if not await reach.accepts(row.url):
-            down = " (Prometheus has it down)" if row.status == "down" else ""
-            self.notify(f"{name}: nothing answers at {one_line(url, 80)} from here{down}: its metrics come through "
-                        "Prometheus, sends wait until it answers", severity="warning", markup=False)
+        if unreachable := await unreachable_line(row):
+            self.notify(unreachable, severity="warning", markup=False)
         screen = InstanceScreen(self.settings, row.url, self.prometheus_url, row.job, row.instance)
         screen.save_runs = self.save_runs
         await self.app.push_screen(screen)

@@ -45,6 +45,7 @@ from tui.app.widgets.metrics_pane import MetricsPane
 from tui.app.widgets.prompt_pane import PRESETS, TYPED_MAX_TOKENS, AnswerView, PromptPane
 from tui.app.widgets.status_line import ServerState, StatusLine
 from tui.app.widgets.timeline_pane import TimelinePane
+from tui.app.worker_failures import report_failed_worker
 from tui.config import Settings
 from tui.core.client_load import CLIENT_BUSY_PCT, busy_line
 from tui.core.effects import Notify
@@ -216,6 +217,9 @@ class MainScreen(Screen):
             return
         # The first frame goes out before the client and the workers are made: the header shows at once.
         self.call_after_refresh(self._start_feeds)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        report_failed_worker(self, event)
 
     def _start_feeds(self) -> None:
         self.client = client_for(self.settings, self.server_url)

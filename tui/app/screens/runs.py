@@ -16,13 +16,15 @@ from textual.binding import Binding
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
+from textual.worker import Worker
 
+from tui.app.feeds.runs import compare_runs, list_runs
 from tui.app.lab_messages import RunsCompared, RunsScanned
 from tui.app.screens.compare import CompareScreen
+from tui.app.worker_failures import report_failed_worker
 from tui.core.compare_text import started_text
-from tui.core.sessions import compare_sessions
 from tui.core.untrusted import one_line
-from tui.runs_store import RunListing, RunStoreError, load_run, scan_runs
+from tui.runs_store import RunListing
 
 PICK_MARKS = ("1", "2")
 """Shown beside the first and second run picked."""
@@ -61,22 +63,16 @@ class RunsScreen(Screen[None]):
     def on_mount(self) -> None:
         self.list_saved_runs()
 
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        report_failed_worker(self, event)
+
     @work(exclusive=True, group="runs", thread=True, exit_on_error=False)
     def list_saved_runs(self) -> None:
-        try:
-            self.post_message(RunsScanned(scan_runs(self.directory)))
-        except RunStoreError as error:
-            self.post_message(RunsScanned(RunListing(), str(error)))
+        self.post_message(list_runs(self.directory))
 
     @work(exclusive=True, group="runs", thread=True, exit_on_error=False)
     def compare_saved_runs(self, before: str, after: str) -> None:
-        """Read the two run files (paths) and compare them."""
-        try:
-            runs = [load_run(path, self.directory) for path in (before, after)]
-        except RunStoreError as error:
-            self.post_message(RunsCompared(None, str(error)))
-            return
-        self.post_message(RunsCompared(compare_sessions(*runs)))
+        self.post_message(compare_runs(before, after, self.directory))
 
     @on(RunsScanned)
     def _listed(self, event: RunsScanned) -> None:
