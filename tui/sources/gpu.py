@@ -47,7 +47,7 @@ def _init_reason(n: Any, error: BaseException) -> str:
 
 
 _GPM_ABSENT = ("NVMLError_NotSupported", "NVMLError_FunctionNotFound", "NVMLError_ArgumentVersionMismatch")
-"""NVML's ways of saying there is no GPM: the GPU lacks it, the driver predates it, or it speaks another struct version."""
+"""NVML's ways of saying there is no GPM: the GPU lacks it, the driver predates it, or speaks another struct version."""
 
 
 def _gpm_status(n: Any, error: BaseException) -> str:
