@@ -92,7 +92,7 @@ GPU_CHECK_PYTHON ?= $(BIN)/python
 GPU_CHECK_ARGS ?=
 .PHONY: gpu-check
 gpu-check: $(if $(filter $(BIN)/python,$(GPU_CHECK_PYTHON)),$(STAMP))
-	$(GPU_CHECK_PYTHON) scripts/gpu_check.py $(GPU_CHECK_ARGS)
+	@$(GPU_CHECK_PYTHON) scripts/gpu_check.py $(GPU_CHECK_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
