@@ -121,7 +121,7 @@ def test_peak_published_beside_nvmls_clock_figure():
 @pytest.mark.parametrize(("is_root", "words"), [(False, "run the check as root"), (True, "refused even root")])
 def test_permission_denied_says_how_to_fix_it(is_root, words):
     reading = GpuReading(**H200, gpm_status="no_permission", reason="no GPM (NoPermission: Insufficient Permissions)")
-    check = gpm_check(reading, "uid 1000, me", is_root, 0.5)
+    check = gpm_check([reading], "uid 1000, me", is_root, 0.5)
     assert check.verdict == "fail"
     assert check.text.startswith("permission denied to this user (uid 1000, me)")
     assert "falls back to NVML's memory busy time" in check.text and words in check.text
@@ -129,10 +129,10 @@ def test_permission_denied_says_how_to_fix_it(is_root, words):
 
 
 def test_gpm_states():
-    assert gpm_check(gpm(0.1), "uid 0, root", True, 0.5).verdict == "ok"
-    unsupported = gpm_check(busy_time(0.1), "uid 0, root", True, 0.5)
+    assert gpm_check([gpm(0.1)], "uid 0, root", True, 0.5).verdict == "ok"
+    unsupported = gpm_check([busy_time(0.1)], "uid 0, root", True, 0.5)
     assert unsupported.verdict == "warn" and "falls back to NVML's memory busy time" in unsupported.text
-    failed = gpm_check(GpuReading(**H200, gpm_status="failed", reason="GPM failed: Unknown"), "uid 0", True, 0.5)
+    failed = gpm_check([GpuReading(**H200, gpm_status="failed", reason="GPM failed: Unknown")], "uid 0", True, 0.5)
     assert failed.verdict == "fail" and "DCGM" in failed.text
 
 
@@ -146,3 +146,15 @@ def test_summary_counts_and_marks():
     checks = [Check("a", "ok", "x"), Check("b", "fail", "y"), Check("c", "skip", "z")]
     assert summary_line(checks) == "gpu-check: 1 ok, 1 FAIL, 1 skip (3 checks)"
     assert checks[1].line == "[FAIL] b: y"
+
+
+def test_a_window_without_gpm_is_said_and_never_averaged_with_busy_time():
+    hiccup = GpuReading(**H200, mem_bw_util=0.99, mem_bw_source="utilization", sm_util=1.0,
+                        sm_util_source="utilization", gpm_status="failed", reason="GPM metrics: Unknown Error")
+    readings = [gpm(0.8), hiccup, gpm(0.9)]
+    check = bandwidth_check(COPY, readings, 0.5)
+    assert check.figures["mem_bw_util"] == pytest.approx(0.85)  # the busy time's 99 % is not in the mean
+    assert "2 windows of 0.5 s, 1 without GPM left out" in check.text
+    assert activity_check(COPY, readings).figures["sm_util"] == pytest.approx(0.3)
+    gpm_line = gpm_check(readings, "uid 0, root", True, 0.5)
+    assert gpm_line.verdict == "fail" and "in 1 of 3 windows" in gpm_line.text

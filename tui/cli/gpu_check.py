@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     checks = [
         driver_check(versions, _binding_version(), first.devices),
         peak_check(latest),
-        gpm_check(latest, *_user(), args.interval),
+        gpm_check(idle + loaded, *_user(), args.interval),
         idle_check(idle, args.interval),
         load_check(load, latest.peak_bw_gbs),
         bandwidth_check(load, loaded, args.interval),

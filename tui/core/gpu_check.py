@@ -136,8 +136,11 @@ def _mean(values: Sequence[float | None]) -> float | None:
     return sum(known) / len(known) if known else None
 
 
-def _windows(readings: Sequence[GpuReading], interval_s: float) -> str:
-    return f"{len(readings)} window{'s' if len(readings) != 1 else ''} of {interval_s:g} s"
+def _windows(a: dict, interval_s: float) -> str:
+    """"5 windows of 0.5 s", and how many were left out of the means for another source (GPM failing in one)."""
+    n, other = a["windows"], a["windows_of_another_source"]
+    text = f"{n} window{'s' if n != 1 else ''} of {interval_s:g} s"
+    return f"{text}, {other} without GPM left out" if other else text
 
 
 def published(name: str) -> Device | None:
@@ -191,15 +194,19 @@ def peak_check(reading: GpuReading) -> Check:
                  f"{_gbs(reading.peak_bw_gbs)}", figures)
 
 
-def gpm_check(reading: GpuReading, user: str, is_root: bool, interval_s: float) -> Check:
-    """Whether GPM answers for this GPU and this user, and what the fallback is when it does not."""
+def gpm_check(readings: Sequence[GpuReading], user: str, is_root: bool, interval_s: float) -> Check:
+    """Whether GPM answered for this GPU and this user in every window, and what the fallback is where it did not."""
+    missed = [r for r in readings if r.gpm_status != "ok"]
+    reading = missed[0] if missed else readings[-1]
     status = reading.gpm_status
     fallback = "bandwidth falls back to NVML's memory busy time, a duty cycle that is never GB/s"
     why = f" (NVML: {reading.reason})" if reading.reason else ""
-    figures = {"gpm_status": status, "user": user}
+    if missed and len(missed) < len(readings):
+        why += f" in {len(missed)} of {len(readings)} windows"
+    figures = {"gpm_status": status, "user": user, "windows": len(readings), "windows_without_gpm": len(missed)}
     if status == "ok":
         return Check("gpm", "ok", f"supported and readable by this user ({user}): DRAM bandwidth, SM and tensor "
-                     f"activity over {interval_s:g} s windows", figures)
+                     f"activity in all {len(readings)} windows of {interval_s:g} s", figures)
     if status == "unsupported":
         return Check("gpm", "warn", f"none on this GPU or driver (GPM is Hopper and newer, from driver R520){why}: "
                      f"{fallback}, and tensor activity is unknown", figures)
@@ -209,19 +216,29 @@ def gpm_check(reading: GpuReading, user: str, is_root: bool, interval_s: float) 
     return Check("gpm", "fail", f"failed{why}: {fallback}. {COUNTERS_SHARED}", figures)
 
 
+def _source(readings: Sequence[GpuReading], field: str) -> str | None:
+    """GPM where any window had it, else what the last one had: a mean never mixes GPM with busy time."""
+    sources = [getattr(r, field) for r in readings]
+    return "gpm" if "gpm" in sources else (sources[-1] if sources else None)
+
+
 def _activity(readings: Sequence[GpuReading]) -> dict:
-    """Means over the windows: DRAM GB/s and share, SM and tensor activity, and GB/s's range."""
-    gbs = [r.mem_bw_gbs for r in readings if r.mem_bw_gbs is not None]
+    """Means over the windows of one source: DRAM GB/s and share, SM and tensor activity, and GB/s's range."""
+    memory_source, sm_source = _source(readings, "mem_bw_source"), _source(readings, "sm_util_source")
+    memory = [r for r in readings if r.mem_bw_source == memory_source]
+    sm = [r for r in readings if r.sm_util_source == sm_source]
+    gbs = [r.mem_bw_gbs for r in memory if r.mem_bw_gbs is not None]
     return {
         "mem_bw_gbs": _mean(gbs),
         "mem_bw_gbs_min": min(gbs) if gbs else None,
         "mem_bw_gbs_max": max(gbs) if gbs else None,
-        "mem_bw_util": _mean([r.mem_bw_util for r in readings]),
-        "mem_bw_source": readings[-1].mem_bw_source if readings else None,
-        "sm_util": _mean([r.sm_util for r in readings]),
-        "sm_util_source": readings[-1].sm_util_source if readings else None,
+        "mem_bw_util": _mean([r.mem_bw_util for r in memory]),
+        "mem_bw_source": memory_source,
+        "sm_util": _mean([r.sm_util for r in sm]),
+        "sm_util_source": sm_source,
         "tensor_util": _mean([r.tensor_util for r in readings]),
-        "windows": len(readings),
+        "windows": len(memory),
+        "windows_of_another_source": len(readings) - len(memory),
     }
 
 
@@ -248,7 +265,7 @@ def idle_check(readings: Sequence[GpuReading], interval_s: float) -> Check:
     if not readings or a["mem_bw_source"] is None:
         return Check("idle", "warn", "no reading before the load", a)
     peak = readings[-1].peak_bw_gbs
-    text = f"{_dram_words(a, peak)}, {_sm_words(a)} over {_windows(readings, interval_s)}"
+    text = f"{_dram_words(a, peak)}, {_sm_words(a)} over {_windows(a, interval_s)}"
     if a["mem_bw_util"] is not None and a["mem_bw_util"] > IDLE_SHARE:
         return Check("idle", "warn", f"{text}: the GPU is not idle, so the figures under load include other work", a)
     return Check("idle", "ok", text, a)
@@ -289,7 +306,7 @@ def bandwidth_check(load: Load, readings: Sequence[GpuReading], interval_s: floa
     a = _activity(readings)
     peak = readings[-1].peak_bw_gbs
     during = "the copy" if isinstance(load, CopyRun) else "decode"
-    spread = f"{_windows(readings, interval_s)}"
+    spread = _windows(a, interval_s)
     if a["mem_bw_gbs_min"] is not None:
         spread += f", {a['mem_bw_gbs_min']:,.0f}–{a['mem_bw_gbs_max']:,.0f}"
     if a["mem_bw_source"] != "gpm":

@@ -55,7 +55,7 @@ def _gpm_status(n: Any, error: BaseException) -> str:
     if isinstance(error, getattr(n, "NVMLError_NoPermission", ())):
         return "no_permission"
     absent = tuple(getattr(n, name) for name in _GPM_ABSENT if hasattr(n, name))
-    if isinstance(error, AttributeError) or (absent and isinstance(error, absent)):  # AttributeError: an old binding
+    if isinstance(error, (AttributeError, *absent)):  # AttributeError: a binding without GPM's functions
         return "unsupported"
     return "failed"
 
