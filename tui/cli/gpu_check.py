@@ -13,6 +13,7 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from typing import NoReturn
 
@@ -170,7 +171,7 @@ def _drive(args: argparse.Namespace, sampler: GpuSampler, target: GpuReading) ->
         return _windows(sampler, target.index, count, args.interval)
 
     if args.no_load:
-        return NoLoad(f"--no-load: {NO_LOAD_HINT}"), []
+        return NoLoad("--no-load: nothing drives the GPU"), []
     if args.url:
         return _decode(args, sample_under_load)
     if not torch_installed():
@@ -183,7 +184,8 @@ def _drive(args: argparse.Namespace, sampler: GpuSampler, target: GpuReading) ->
         return NoLoad(str(error), failed=True), []
 
 
-def _decode(args: argparse.Namespace, sample_under_load) -> tuple[Load, list[GpuReading]]:
+def _decode(args: argparse.Namespace, sample_under_load: Callable[[], list[GpuReading]]
+            ) -> tuple[Load, list[GpuReading]]:
     """Decode on the server --url names, through phasetop's load runner (imported here: the copy path needs none
     of it)."""
     from tui.cli.common import base_url, settings_from
