@@ -85,5 +85,14 @@ demo-vllm: real-vllm
 bench-real-vllm: real-vllm
 	$(BIN)/python bench/real_vllm.py
 
+# The GPU check: NVML, GPM and the bandwidth phasetop reads, under a known memory-bound load (a device-to-device
+# copy where GPU_CHECK_PYTHON has torch, or decode on a server: GPU_CHECK_ARGS='--url URL'). On a bare GPU host with
+# no venv and no network (nvidia-ml-py, psutil and torch in the system Python): make gpu-check GPU_CHECK_PYTHON=python3
+GPU_CHECK_PYTHON ?= $(BIN)/python
+GPU_CHECK_ARGS ?=
+.PHONY: gpu-check
+gpu-check: $(if $(filter $(BIN)/python,$(GPU_CHECK_PYTHON)),$(STAMP))
+	@$(GPU_CHECK_PYTHON) scripts/gpu_check.py $(GPU_CHECK_ARGS)
+
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

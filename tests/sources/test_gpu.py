@@ -125,3 +125,36 @@ def test_server_gpu_memory_found_by_port_through_the_engine_child(monkeypatch, t
     finally:
         proc.stdin.close()
         proc.wait(timeout=10)
+
+
+def test_tensor_activity_versions_and_both_peaks(monkeypatch):
+    FakeNvml([FakeGpu(tensor_pct=41.0)], driver="580.159.03").install(monkeypatch)
+    with GpuSampler() as sampler:
+        reading = sampler.sample().devices[0]
+        assert sampler.versions == {"driver": "580.159.03", "nvml": "13.580.159.03", "cuda": "13.0"}
+    assert reading.tensor_util == pytest.approx(0.41)
+    assert reading.gpm_status == "ok"
+    assert reading.peak_bw_gbs == 4800 and reading.peak_bw_clock_gbs == pytest.approx(3201e6 * 2 * 6144 / 8 / 1e9)
+
+
+def test_a_tensor_metric_gpm_lacks_is_none_and_said(monkeypatch):
+    FakeNvml([FakeGpu(tensor_pct=None)]).install(monkeypatch)
+    with GpuSampler() as sampler:
+        reading = sampler.sample().devices[0]
+    assert reading.mem_bw_source == "gpm" and reading.tensor_util is None
+    assert "ANY_TENSOR_UTIL" in reading.reason
+
+
+@pytest.mark.parametrize(("gpu", "status"), [
+    (FakeGpu(gpm=False), "unsupported"),
+    (FakeGpu(gpm_support_error=pynvml.NVML_ERROR_NO_PERMISSION), "no_permission"),
+    (FakeGpu(gpm_support_error=pynvml.NVML_ERROR_FUNCTION_NOT_FOUND), "unsupported"),
+    (FakeGpu(gpm_get_error=pynvml.NVML_ERROR_NO_PERMISSION, gpm_get_error_from=0), "no_permission"),
+    (FakeGpu(gpm_get_error=pynvml.NVML_ERROR_UNKNOWN), "failed"),
+])
+def test_why_gpm_is_missing_is_said_in_a_word(monkeypatch, gpu, status):
+    FakeNvml([gpu]).install(monkeypatch)
+    with GpuSampler() as sampler:
+        reading = sampler.sample().devices[0]
+    assert reading.gpm_status == status
+    assert reading.mem_bw_source == "utilization" and reading.mem_bw_gbs is None and reading.tensor_util is None

@@ -233,6 +233,13 @@ class GpuReading:
     sm_util: float | None = None
     """0–1: GPM SM activity, or NVML's kernel-busy time when GPM is missing (`sm_util_source`)."""
     sm_util_source: str | None = None
+    tensor_util: float | None = None
+    """0–1: GPM's share of time any tensor core was busy; None without GPM (NVML has no other such counter)."""
+    gpm_status: str | None = None
+    """"ok" (GPM gave this reading's figures), "unsupported" (this GPU or driver has no GPM), "no_permission" (NVML
+    refused this user), "failed" (another NVML error: `reason` says which); None before GPM was tried."""
+    peak_bw_clock_gbs: float | None = None
+    """NVML's own peak: max memory clock × bus width × 2 / 8, GB/s, shown beside a preset's published figure."""
     mem_clock_mhz: float | None = None
     """Current memory clock; below the maximum means throttling or idle."""
     mem_used_bytes: int | None = None

@@ -4,7 +4,8 @@ Bandwidth comes from GPM's DRAM_BW_UTIL (Hopper and newer), a share of the theor
 measured over the window between two samples at least 100 ms apart, so it converts to GB/s.
 Without GPM, NVML's `utilization.memory` is reported instead, labelled "utilization": it is the
 share of time the memory was busy at all, not bytes moved, and is never converted to GB/s.
-Every NVML failure becomes a `reason` string; no GPU or driver is a normal state.
+Every NVML failure becomes a `reason` string; no GPU or driver is a normal state. Whether GPM worked is
+also said in a word (`gpm_status`), so a caller can tell a GPU without it from a user NVML refused.
 """
 
 from __future__ import annotations
@@ -45,6 +46,20 @@ def _init_reason(n: Any, error: BaseException) -> str:
     return f"NVML failed to start: {_reason(error)}"
 
 
+_GPM_ABSENT = ("NVMLError_NotSupported", "NVMLError_FunctionNotFound", "NVMLError_ArgumentVersionMismatch")
+"""NVML's ways of saying there is no GPM: the GPU lacks it, the driver predates it, or speaks another struct version."""
+
+
+def _gpm_status(n: Any, error: BaseException) -> str:
+    """`GpuReading.gpm_status` for a failed GPM call: "no_permission", "unsupported" or "failed"."""
+    if isinstance(error, getattr(n, "NVMLError_NoPermission", ())):
+        return "no_permission"
+    absent = tuple(getattr(n, name) for name in _GPM_ABSENT if hasattr(n, name))
+    if isinstance(error, (AttributeError, *absent)):  # AttributeError: a binding without GPM's functions
+        return "unsupported"
+    return "failed"
+
+
 def _text(value: Any) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
@@ -62,7 +77,9 @@ class _Leaf:
     gpu_instance: int | None = None
     peak_bw_gbs: float | None = None
     peak_bw_source: str | None = None
+    peak_bw_clock_gbs: float | None = None
     gpm: bool = False
+    gpm_status: str | None = None
     gpm_previous: Any = None
     gpm_current: Any = None
     gpm_previous_t: float | None = None
@@ -80,6 +97,7 @@ class GpuSampler:
         self._nvml = nvml
         self._leaves: list[_Leaf] = []
         self._reason: str | None = None
+        self._versions: dict[str, str | None] = {}
         self._open = False
 
     def __enter__(self) -> GpuSampler:
@@ -93,6 +111,12 @@ class GpuSampler:
     def reason(self) -> str | None:
         """Why there are no devices, once opened."""
         return self._reason
+
+    @property
+    def versions(self) -> dict[str, str | None]:
+        """Once opened: "driver", "nvml" and "cuda" (the driver's CUDA version) as NVML gives them, None where it
+        does not; empty when NVML did not start."""
+        return dict(self._versions)
 
     def open(self) -> None:
         """Initialise NVML and list leaf devices; on failure, `reason` says why and samples are empty."""
@@ -113,6 +137,7 @@ class GpuSampler:
             self._reason = f"no GPU telemetry: pynvml is not nvidia-ml-py ({error})"
             return
         self._open = True
+        self._versions = self._read_versions()
         try:
             count = n.nvmlDeviceGetCount()
         except n.NVMLError as error:
@@ -148,15 +173,27 @@ class GpuSampler:
 
     # ---- discovery
 
+    def _read_versions(self) -> dict[str, str | None]:
+        n = self._nvml
+        driver, _ = self._try(n.nvmlSystemGetDriverVersion)
+        nvml, _ = self._try(n.nvmlSystemGetNVMLVersion)
+        cuda, _ = self._try(n.nvmlSystemGetCudaDriverVersion)  # 13000 is CUDA 13.0
+        return {
+            "driver": _text(driver) if driver else None,
+            "nvml": _text(nvml) if nvml else None,
+            "cuda": f"{cuda // 1000}.{cuda % 1000 // 10}" if isinstance(cuda, int) and cuda > 0 else None,
+        }
+
     def _leaves_of(self, i: int) -> list[_Leaf]:
         n = self._nvml
         handle = n.nvmlDeviceGetHandleByIndex(i)
         name = _text(n.nvmlDeviceGetName(handle))
         uuid, _ = self._try(n.nvmlDeviceGetUUID, handle)
-        peak, source, peak_note = self._peak(handle, name)
+        peak, source, clock_peak, peak_note = self._peak(handle, name)
         mode, _ = self._try(n.nvmlDeviceGetMigMode, handle)
         if not mode or mode[0] != n.NVML_DEVICE_MIG_ENABLE:
-            leaf = _Leaf(str(i), handle, name, _text(uuid) if uuid else None, peak_bw_gbs=peak, peak_bw_source=source)
+            leaf = _Leaf(str(i), handle, name, _text(uuid) if uuid else None, peak_bw_gbs=peak, peak_bw_source=source,
+                         peak_bw_clock_gbs=clock_peak)
             if peak_note:
                 leaf.notes.append(peak_note)
             return [leaf]
@@ -175,8 +212,10 @@ class GpuSampler:
             leaves.append(leaf)
         return leaves
 
-    def _peak(self, handle: Any, name: str) -> tuple[float | None, str | None, str | None]:
-        """Peak GB/s = max memory clock (MHz) × bus width (bits) × 2 / 8, or the preset's published figure."""
+    def _peak(self, handle: Any, name: str) -> tuple[float | None, str | None, float | None, str | None]:
+        """Peak GB/s = max memory clock (MHz) × bus width (bits) × 2 / 8, or the preset's published figure.
+
+        Returns the peak in use, its source, the clock × bus figure and a note when there is no peak."""
         n = self._nvml
         clock, clock_err = self._try(n.nvmlDeviceGetMaxClockInfo, handle, n.NVML_CLOCK_MEM)
         bus, bus_err = self._try(n.nvmlDeviceGetMemoryBusWidth, handle)
@@ -186,41 +225,45 @@ class GpuSampler:
         except UnknownDeviceError:
             preset = None
         if preset is not None and (computed is None or abs(preset - computed) <= PRESET_TOLERANCE * computed):
-            return preset, "preset", None
+            return preset, "preset", computed, None
         if computed is not None:
-            return computed, "clock", None
-        return None, None, f"no peak bandwidth: {clock_err or bus_err}"
+            return computed, "clock", computed, None
+        return None, None, None, f"no peak bandwidth: {clock_err or bus_err}"
 
     def _start_gpm(self, leaf: _Leaf) -> None:
         n = self._nvml
-        support, err = self._try(n.nvmlGpmQueryDeviceSupport, leaf.handle)
-        if err or not support.isSupportedDevice:
-            leaf.notes.append(f"no GPM ({err})" if err else "no GPM on this GPU (Hopper or newer has it)")
+        support, error = self._call(n.nvmlGpmQueryDeviceSupport, leaf.handle)
+        if error is not None or not support.isSupportedDevice:
+            leaf.gpm_status = _gpm_status(n, error) if error is not None else "unsupported"
+            leaf.notes.append(f"no GPM ({_reason(error)})" if error else "no GPM on this GPU (Hopper or newer has it)")
             return
-        previous, err = self._try(n.nvmlGpmSampleAlloc)
-        current, err2 = self._try(n.nvmlGpmSampleAlloc) if not err else (None, None)
-        if err or err2:
-            leaf.notes.append(f"no GPM: {err or err2}")
+        previous, error = self._call(n.nvmlGpmSampleAlloc)
+        current, error2 = self._call(n.nvmlGpmSampleAlloc) if error is None else (None, None)
+        if error is not None or error2 is not None:
+            leaf.gpm_status = _gpm_status(n, error or error2)
+            leaf.notes.append(f"no GPM: {_reason(error or error2)}")
             for sample in (previous, current):
                 if sample is not None:
                     self._try(n.nvmlGpmSampleFree, sample)
             return
         leaf.gpm, leaf.gpm_previous, leaf.gpm_current = True, previous, current
-        err = self._gpm_take(leaf, leaf.gpm_previous)
-        if err:
-            self._drop_gpm(leaf, err)
+        error = self._gpm_take(leaf, leaf.gpm_previous)
+        if error is not None:
+            self._drop_gpm(leaf, error)
         else:
+            leaf.gpm_status = "ok"
             leaf.gpm_previous_t = time.monotonic()
 
-    def _drop_gpm(self, leaf: _Leaf, err: str) -> None:
+    def _drop_gpm(self, leaf: _Leaf, error: BaseException) -> None:
         leaf.gpm = False
-        leaf.notes.append(f"GPM failed, memory busy time instead: {err}")
+        leaf.gpm_status = _gpm_status(self._nvml, error)
+        leaf.notes.append(f"GPM failed, memory busy time instead: {_reason(error)}")
 
-    def _gpm_take(self, leaf: _Leaf, sample: Any) -> str | None:
+    def _gpm_take(self, leaf: _Leaf, sample: Any) -> BaseException | None:
         n = self._nvml
         if leaf.parent is not None:
-            return self._try(n.nvmlGpmMigSampleGet, leaf.parent, leaf.gpu_instance, sample)[1]
-        return self._try(n.nvmlGpmSampleGet, leaf.handle, sample)[1]
+            return self._call(n.nvmlGpmMigSampleGet, leaf.parent, leaf.gpu_instance, sample)[1]
+        return self._call(n.nvmlGpmSampleGet, leaf.handle, sample)[1]
 
     # ---- sampling
 
@@ -232,8 +275,9 @@ class GpuSampler:
             reasons.append(f"memory: {err}")
         clock, _ = self._try(n.nvmlDeviceGetClockInfo, leaf.parent or leaf.handle, n.NVML_CLOCK_MEM)
         figures: dict[str, Any] = {}
+        gpm_status = leaf.gpm_status
         if leaf.gpm:
-            figures = self._read_gpm(leaf, reasons)
+            figures, gpm_status = self._read_gpm(leaf, reasons)
         if not figures:
             figures = self._read_utilization(leaf, reasons)
         return GpuReading(
@@ -243,6 +287,8 @@ class GpuSampler:
             is_mig=leaf.parent is not None,
             peak_bw_gbs=leaf.peak_bw_gbs,
             peak_bw_source=leaf.peak_bw_source,
+            peak_bw_clock_gbs=leaf.peak_bw_clock_gbs,
+            gpm_status=gpm_status,
             mem_clock_mhz=float(clock) if clock is not None else None,
             mem_used_bytes=int(memory.used) if memory is not None else None,
             mem_total_bytes=int(memory.total) if memory is not None else None,
@@ -251,33 +297,35 @@ class GpuSampler:
             **figures,
         )
 
-    def _read_gpm(self, leaf: _Leaf, reasons: list[str]) -> dict[str, Any]:
-        """DRAM bandwidth and SM activity over the window since the previous GPM sample."""
+    def _read_gpm(self, leaf: _Leaf, reasons: list[str]) -> tuple[dict[str, Any], str]:
+        """DRAM bandwidth, SM and tensor activity over the window since the previous GPM sample, and the window's
+        `gpm_status` (no figures when it is not "ok")."""
         n = self._nvml
         waited = time.monotonic() - (leaf.gpm_previous_t or 0.0)
         if waited < GPM_MIN_WINDOW_S:
             time.sleep(GPM_MIN_WINDOW_S - waited)
-        err = self._gpm_take(leaf, leaf.gpm_current)
+        error = self._gpm_take(leaf, leaf.gpm_current)
         now = time.monotonic()
-        if err:
-            self._drop_gpm(leaf, err)
+        if error is not None:
+            self._drop_gpm(leaf, error)
             reasons.append(leaf.notes[-1])
-            return {}
+            return {}, leaf.gpm_status
         request = n.c_nvmlGpmMetricsGet_t()
         request.version = n.NVML_GPM_METRICS_GET_VERSION
-        request.numMetrics = 2
+        request.numMetrics = 3
         request.sample1, request.sample2 = leaf.gpm_previous, leaf.gpm_current  # sample1 is the older
         request.metrics[0].metricId = n.NVML_GPM_METRIC_DRAM_BW_UTIL
         request.metrics[1].metricId = n.NVML_GPM_METRIC_SM_UTIL
-        _, err = self._try(n.nvmlGpmMetricsGet, request)
+        request.metrics[2].metricId = n.NVML_GPM_METRIC_ANY_TENSOR_UTIL
+        _, error = self._call(n.nvmlGpmMetricsGet, request)
         leaf.gpm_previous, leaf.gpm_current, leaf.gpm_previous_t = leaf.gpm_current, leaf.gpm_previous, now
-        if err:
-            reasons.append(f"GPM metrics: {err}")
-            return {}
-        dram, sm = request.metrics[0], request.metrics[1]
+        if error is not None:
+            reasons.append(f"GPM metrics: {_reason(error)}")
+            return {}, _gpm_status(n, error)
+        dram, sm, tensor = request.metrics[0], request.metrics[1], request.metrics[2]
         if dram.nvmlReturn != n.NVML_SUCCESS:
             reasons.append(f"GPM DRAM_BW_UTIL returned {dram.nvmlReturn}")
-            return {}
+            return {}, _gpm_status(n, n.NVMLError(dram.nvmlReturn))
         util = min(1.0, max(0.0, dram.value / 100))
         figures: dict[str, Any] = {
             "mem_bw_util": util,
@@ -288,7 +336,11 @@ class GpuSampler:
             figures.update(sm_util=min(1.0, max(0.0, sm.value / 100)), sm_util_source="gpm")
         else:
             figures.update(self._kernel_busy(leaf, reasons))
-        return figures
+        if tensor.nvmlReturn == n.NVML_SUCCESS:
+            figures["tensor_util"] = min(1.0, max(0.0, tensor.value / 100))
+        else:
+            reasons.append(f"GPM ANY_TENSOR_UTIL returned {tensor.nvmlReturn}")
+        return figures, "ok"
 
     def _read_utilization(self, leaf: _Leaf, reasons: list[str]) -> dict[str, Any]:
         """NVML's busy-time percentages: memory busy is a duty cycle, so no GB/s from it."""
@@ -326,14 +378,17 @@ class GpuSampler:
             return None
         return sum(p.usedGpuMemory or 0 for p in processes if _descends_from(p.pid, server_pids))
 
-    def _try(self, fn: Any, *args: Any) -> tuple[Any, str | None]:
-        """Call NVML; (value, None) or (None, reason)."""
+    def _call(self, fn: Any, *args: Any) -> tuple[Any, BaseException | None]:
+        """Call NVML; (value, None) or (None, the NVMLError, or AttributeError where the binding lacks the function)."""
         try:
             return fn(*args), None
-        except self._nvml.NVMLError as error:
-            return None, _reason(error)
-        except AttributeError as error:  # the binding lacks the function (old nvidia-ml-py)
-            return None, f"{type(error).__name__}: {error}"
+        except (self._nvml.NVMLError, AttributeError) as error:
+            return None, error
+
+    def _try(self, fn: Any, *args: Any) -> tuple[Any, str | None]:
+        """Call NVML; (value, None) or (None, reason)."""
+        value, error = self._call(fn, *args)
+        return value, None if error is None else _reason(error)
 
 
 def _descends_from(pid: int, roots: set[int]) -> bool:
