@@ -11,6 +11,8 @@ from collections import deque
 from collections.abc import Collection, Iterable
 from dataclasses import asdict, dataclass, field, replace
 
+from tui.core.stats import summarize
+
 
 @dataclass(frozen=True, slots=True)
 class ServedRequest:
@@ -147,3 +149,19 @@ class TraceWindow:
             while kept and kept[0].start_unix < horizon:
                 kept.popleft()
                 self.tally.evicted += 1
+
+
+PHASES = ("queue_s", "prefill_s", "decode_s", "ttft_s", "e2e_s", "unaccounted_s")
+"""Each record's figures that percentiles are taken of: exact per request, not histogram buckets."""
+
+
+def served_summary(records: Collection[ServedRequest]) -> dict:
+    """Mean/p50/p90/p99/n of each phase over the records, their token totals and who sent them."""
+    return {
+        "requests": len(records),
+        "sent_by_phasetop": sum(1 for r in records if r.sent_by_phasetop),
+        "senders": sorted({f"{r.service or '?'}@{r.host or '?'}" for r in records}),
+        "prompt_tokens": sum(r.prompt_tokens for r in records),
+        "completion_tokens": sum(r.completion_tokens for r in records),
+        **{name: summarize(getattr(r, name) for r in records).to_json() for name in PHASES},
+    }
