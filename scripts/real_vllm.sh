@@ -36,6 +36,12 @@ else
     say "reusing $VENV"
 fi
 
+# vLLM's --otlp-traces-endpoint needs the OpenTelemetry SDK and its OTLP/HTTP exporter in vLLM's own venv.
+if ! "$VENV/bin/python" -c "import opentelemetry.sdk, opentelemetry.exporter.otlp.proto.http" 2>/dev/null; then
+    say "installing the OpenTelemetry SDK and OTLP/HTTP exporter into $VENV"
+    "$VENV/bin/python" -m pip install --quiet opentelemetry-sdk opentelemetry-exporter-otlp-proto-http
+fi
+
 if [[ ! -f $MODEL/config.json ]]; then
     say "building the tiny model in $MODEL (offline: a tokenizer trained on the standard library's sources)"
     staging="$(mktemp -d "$CACHE/tiny-model.XXXXXX")"

@@ -19,10 +19,10 @@ CLIENT_TIMEOUT_S = "120"
 MEASURING_FLAGS = ("--enable-per-request-metrics",)
 
 
-def start_vllm(flags=MEASURING_FLAGS, port: int = 0) -> VllmServerProcess:
+def start_vllm(flags=MEASURING_FLAGS, port: int = 0, env: dict[str, str] | None = None) -> VllmServerProcess:
     if not default_python().is_file() or not (default_model() / "config.json").is_file():
         pytest.fail(f"no vLLM venv or tiny model in the cache: {INSTALL_HINT}")
-    return VllmServerProcess.start(list(flags), port=port, renice=True, on_wait=_progress)
+    return VllmServerProcess.start(list(flags), port=port, renice=True, on_wait=_progress, env=env)
 
 
 def _progress(elapsed_s: float, last_line: str) -> None:

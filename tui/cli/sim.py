@@ -7,6 +7,7 @@ import os
 
 from tui.cli.common import add_json_option, port_number, settings_from
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note, say
+from tui.config import bad_url
 from tui.core.devices import UnknownDeviceError, find_device
 from tui.core.disaggregation import DEFAULT_KV_LINK, KV_LINKS, link_of_rate
 from tui.core.models import MODELS, find_model
@@ -53,6 +54,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="per-request `metrics` (TTFT, generation time, queue time, mean ITL) on the last chunk, as vLLM's flag")
     parser.add_argument("--enable-mfu-metrics", action="store_true",
                         help="fill vllm:estimated_{flops,read_bytes,write_bytes}_per_gpu_total (0 without, as vLLM)")
+    parser.add_argument("--otlp-traces-endpoint", metavar="URL",
+                        help="send each finished request's span to this OTLP/HTTP endpoint (protobuf; e.g. "
+                        "http://127.0.0.1:4318/v1/traces, `phasetop traces --otlp 4318`), as vLLM's flag does: its "
+                        "`llm_request` span with vLLM's attributes, the simulator's exact queue, prefill and decode")
     parser.add_argument("--eos-probability", type=float, default=0.0, metavar="P",
                         help="chance each token is end-of-sequence, seeded per prompt, as a model that can stop "
                         "(default 0: answers run to max_tokens; ignore_eos/min_tokens override it)")
@@ -118,7 +123,18 @@ def build_options(args: argparse.Namespace) -> SimOptions:
         enable_per_request_metrics=args.enable_per_request_metrics,
         enable_mfu_metrics=args.enable_mfu_metrics,
         eos_probability=args.eos_probability,
+        otlp_traces_endpoint=_traces_endpoint(args.otlp_traces_endpoint),
     )
+
+
+def _traces_endpoint(url: str | None) -> str | None:
+    """--otlp-traces-endpoint as given: an http(s) URL (vLLM's gRPC `host:port` form is not spoken here)."""
+    if url is None:
+        return None
+    problem = bad_url(url)
+    if problem:
+        raise CliError(f"--otlp-traces-endpoint: {problem} (OTLP/HTTP: http://HOST:PORT/v1/traces)", EXIT_USAGE)
+    return url
 
 
 def _replace(config: EngineConfig, **changes) -> EngineConfig:

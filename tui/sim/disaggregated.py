@@ -39,7 +39,7 @@ from tui.sim.options import SimOptions
 from tui.sim.physics import ConfigError, EngineConfig
 from tui.sim.physics import Sequence as EngineSequence
 from tui.sim.serve import serve_apps
-from tui.sim.server import build_app, new_state
+from tui.sim.server import build_app, new_state, spans_for
 from tui.sim.state import SimState, state_of
 
 
@@ -70,7 +70,9 @@ def disaggregated_options(base: SimOptions, prefill_workers: int = 1, decode_wor
             ("kv_link", link.name), ("kv_link_gbs", f"{link.gbs:g}"), ("split_one_device", str(split_one_device)))
 
     def workers(role: str, count: int) -> tuple[SimOptions, ...]:
-        return tuple(replace(base, config=config, role=role, engine_label=str(i), disaggregation=info) for i in range(count))
+        # The front exports each request's span (its KV transfer in it); the workers, behind it, none.
+        return tuple(replace(base, config=config, role=role, engine_label=str(i), disaggregation=info,
+                             otlp_traces_endpoint=None) for i in range(count))
 
     return DisaggregatedOptions(replace(base, config=config, disaggregation=info), workers("prefill", prefill_workers),
                                 workers("decode", decode_workers), link, split_one_device)
@@ -277,7 +279,8 @@ async def serve_disaggregated(
             driver.device_peers = tuple(peer for peer in drivers if peer is not driver)
     ports = [KvPort(layout.link, layout.front.time_scale) for _ in decode]
     driver = FrontDriver(prefill, decode, ports, on_transfer)
-    front = SimState(layout.front, driver, FrontMetrics(decode, driver))  # duck-typed: the routes ask no more of them
+    front = SimState(layout.front, driver, FrontMetrics(decode, driver), spans_for(layout.front))  # duck-typed: the routes
+    # ask no more of them
     apps = [(build_app(layout.front, front, [Route("/sim/transfers", transfers, methods=["GET"])]), front_sock)]
     apps += [(build_app(options, state), sock)
              for (_, options), state, sock in zip(layout.workers, states, worker_socks, strict=True)]

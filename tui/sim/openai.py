@@ -96,11 +96,13 @@ async def _generate(request: Request, chat: bool) -> Response:
     admitted = admit(ids, max_tokens, options.config.model_len, body.get("n", 1), min_tokens=body.get("min_tokens", 0),
                      ignore_eos=body.get("ignore_eos", False), eos_probability=options.eos_probability)
     request_id = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
+    span_id = request_id if chat else f"{request_id}-0"  # vLLM's: a completion's prompt index follows its id
     if body.get("stream"):
         stream_options = body.get("stream_options") or {}
         include_usage = bool(stream_options.get("include_usage")) if isinstance(stream_options, dict) else False
-        return TokenStreamResponse(state, admitted, "text/event-stream", _SSE(state, admitted, request_id, chat, include_usage))
-    return JSONResponse(await _whole(state, admitted, request_id, chat))
+        return TokenStreamResponse(state, admitted, "text/event-stream", _SSE(state, admitted, request_id, chat, include_usage),
+                                   span_id)
+    return JSONResponse(await _whole(state, admitted, request_id, chat, span_id))
 
 
 def _usage(state: SimState, admitted: Admitted, completion_tokens: int, cached: int | None) -> dict:
@@ -220,10 +222,10 @@ def _last_chunk(head: dict, chat: bool, text: str, finish: str) -> bytes:
     return _event({**head, "choices": [choice]})
 
 
-async def _whole(state: SimState, admitted: Admitted, request_id: str, chat: bool) -> dict:
+async def _whole(state: SimState, admitted: Admitted, request_id: str, chat: bool, span_id: str) -> dict:
     pieces = []
     sequence = None
-    async for stream, event in tokens(state, admitted):
+    async for stream, event in tokens(state, admitted, span_id):
         pieces.append(tokenizer.filler_token(admitted.seed, event.index))
         sequence = stream.sequence
     text = "".join(pieces)

@@ -62,6 +62,8 @@ class SimOptions:
     """The `engine` label of its series: a worker's index in its pool, so the front's merged series stay apart."""
     disaggregation: tuple[tuple[str, str], ...] = ()
     """A disaggregated simulator's layout (workers, link, split), in `sim_info`; empty for one server."""
+    otlp_traces_endpoint: str | None = None
+    """vLLM's flag: an OTLP/HTTP URL (…/v1/traces) each finished request's `llm_request` span is sent to."""
 
     def sim_info(self) -> dict[str, str]:
         """The flags that shape timings, as strings: tells one simulator run from a restart with others."""

@@ -19,6 +19,7 @@ from tui.sim.admission import ApiError
 from tui.sim.engine import EngineDriver
 from tui.sim.metrics import SimMetrics
 from tui.sim.options import VLLM_VERSION, SimOptions
+from tui.sim.span_export import SpanExporter
 from tui.sim.state import SimState, state_of
 from tui.sim.streaming import RAW_SEND
 
@@ -89,7 +90,12 @@ def new_state(options: SimOptions) -> SimState:
     sim_metrics = SimMetrics(driver, options.served_model_name, options.sim_info(), options.enable_mfu_metrics,
                              options.engine_label, options.role)
     driver.on_step = sim_metrics.on_step
-    return SimState(options, driver, sim_metrics)
+    return SimState(options, driver, sim_metrics, spans_for(options))
+
+
+def spans_for(options: SimOptions) -> SpanExporter | None:
+    """The exporter of its finished requests' spans, when `--otlp-traces-endpoint` asks for one (not started)."""
+    return SpanExporter(options.otlp_traces_endpoint) if options.otlp_traces_endpoint else None
 
 
 def build_app(options: SimOptions, state: SimState | None = None, extra_routes: Sequence[Route] = ()) -> Starlette:
@@ -106,10 +112,14 @@ def build_app(options: SimOptions, state: SimState | None = None, extra_routes: 
         sim = state or new_state(options)
         app.state.sim = sim
         sim.driver.start()
+        if sim.spans is not None:
+            sim.spans.start()
         try:
             yield
         finally:
             await sim.driver.stop()
+            if sim.spans is not None:
+                sim.spans.stop()
 
     app = SimApp(routes=routes, lifespan=lifespan, exception_handlers={ApiError: _api_error})
     if options.api_key:

