@@ -177,6 +177,26 @@ def load_run(ref: str, directory: Path) -> dict:
     return _read(matches[0])
 
 
+def completion_ids_since(directory: Path, since_unix: float) -> set[str]:
+    """The completion ids of the requests of every readable run saved in `directory` at `since_unix` or later: the
+    answers phasetop itself asked for (probe, bench, the UI) while something else watched the server."""
+    ids: set[str] = set()
+    try:
+        files = _run_files(Path(directory))
+    except RunsDirError:
+        return ids
+    for path in files:
+        try:
+            if path.stat().st_mtime < since_unix:
+                continue
+            run = _read(path)
+        except (OSError, RunStoreError):
+            continue
+        ids.update(r["completion_id"] for r in run.get("requests") or []
+                   if isinstance(r, dict) and isinstance(r.get("completion_id"), str))
+    return ids
+
+
 def _finite(value: object) -> object:
     """JSON has no inf or NaN: they are kept as the strings "inf", "-inf", "nan" (a request rate may be inf)."""
     if isinstance(value, float) and not math.isfinite(value):

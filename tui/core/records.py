@@ -99,6 +99,8 @@ class RequestTiming:
     client_gaps: tuple[int, ...] = ()
     """The gaps (i: chunk i to i + 1) the client caused, its meter reading late (`tui.core.gaps`): they time the
     meter, not the server, so `itl_s` leaves them out."""
+    completion_id: str | None = None
+    """The server's id of the answer (OpenAI's `id`), untrusted text: its trace span carries it (`tui.core.served`)."""
 
     @property
     def ttft_s(self) -> float | None:
@@ -180,6 +182,7 @@ class RequestTiming:
             "token_offsets_s": list(self.token_offsets_s),
             "token_positions": list(self.token_positions) if self.token_positions is not None else None,
             "server_split": self.server_split.to_json() if self.server_split else None,
+            "completion_id": self.completion_id,
         }
 
 

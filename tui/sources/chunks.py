@@ -28,6 +28,8 @@ class Tally:
     token_events: int = 0
     """Chunks that each carried one generated token, text or not (vLLM sends an empty text for a token that
     ends inside a UTF-8 sequence); equal to the usage count when the server streams one event per token."""
+    completion_id: str | None = None
+    """The answer's `id` (OpenAI's completion id), as the server's trace span names the request."""
     error: str | None = None
     done: bool = False
     """True once the stream's own end marker arrived ([DONE], `done: true`, `stop: true`)."""
@@ -44,6 +46,8 @@ def read_openai(chunk: dict, tally: Tally) -> str:
     if "error" in chunk:
         tally.error = _error_text(chunk["error"])
         return ""
+    if tally.completion_id is None and isinstance(completion_id := chunk.get("id"), str):
+        tally.completion_id = one_line(completion_id)
     usage = chunk.get("usage")
     if usage:
         _read_usage(usage, tally)

@@ -312,4 +312,5 @@ def _timing(
         server_split=tally.split or (ServerSplit(cached_tokens=tally.cached_tokens) if tally.cached_tokens is not None else None),
         error=error,
         text="".join(texts),
+        completion_id=tally.completion_id,
     )
