@@ -258,6 +258,9 @@ class Settings(BaseSettings):
     meters: int | None = Field(default=None, ge=1, le=64)
     """Processes that read and time the token streams (`tui.meter`); unset: as many as the streams need and the
     free cores allow. The UI always measures in processes apart from the one that renders; the CLI, at 1, in itself."""
+    otlp: str | None = None
+    """`[HOST:]PORT` the UI's trace receiver listens on (OTLP/HTTP protobuf, `/v1/traces`) for the traffic view;
+    unset: none, except for phasetop's own simulator, which exports to one on a free loopback port."""
     theme: ThemeName = "textual-dark"
     """The UI's colours; "phasetop-projector" is bright text on black for a projector. A theme picked in the
     UI (the command palette's "Theme") is written back here, into the config file the settings came from."""

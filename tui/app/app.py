@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import socket
 from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
@@ -30,7 +31,7 @@ class PhasetopApp(App[None]):
     def __init__(self, settings: Settings, server_url: str, simulated: str | None = None,
                  ceiling: tuple[float, float, float] | None = None, live: bool = True, save_runs: bool = True,
                  simulator: SimulatorProcess | None = None, served: ServedProcess | None = None, first: Screen | None = None,
-                 theme_file: Path | None = None) -> None:
+                 theme_file: Path | None = None, traces: socket.socket | None = None) -> None:
         super().__init__()
         for theme in THEMES:
             self.register_theme(theme)
@@ -45,6 +46,7 @@ class PhasetopApp(App[None]):
             self._main.save_runs = save_runs
             self._main.simulator = simulator
             self._main.served = served
+            self._main.traces = traces
 
     def get_default_screen(self) -> Screen:
         """The main screen (or the fleet's) is the first on the stack: no blank screen is built and painted first."""

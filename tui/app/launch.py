@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from tui.core.untrusted import one_line
 from tui.runs_store import default_runs_dir, remove_dead_temps
 from tui.sim.launcher import SimulatorError, SimulatorProcess, simulator_args
 from tui.sources.managed_server import ServerStartError
+from tui.sources.otlp_receiver import TraceReceiver
 from tui.sources.served_command import ServedCommand, ServedSimulator, start_served
 from tui.spawn import keep_drawing_apart, keep_priority
 
@@ -72,9 +74,15 @@ def run_ui(settings: Settings, url_given: bool, save_runs: bool = True, serve: s
     url, simulated, decode_ceiling = settings.url, None, None
     if save_runs:  # a save killed mid-write (kill -9) left a hidden temp file: gone before the first save
         remove_dead_temps(default_runs_dir(settings.runs_dir))
+    try:
+        traces = TraceReceiver.bind(settings.otlp) if settings.otlp else None
+    except (ValueError, OSError) as error:
+        print(f"phasetop: --otlp {one_line(settings.otlp, 60)}: {one_line(getattr(error, 'strerror', None) or error, 200)}",
+              file=sys.stderr)
+        return 2
     if serve is not None:
         return _run_served(settings, serve, settings.url if url_given else None, start_timeout_s, save_runs, renice,
-                           theme_file)
+                           theme_file, traces)
     if not url_given and not something_answers(settings.url):
         simulated, decode_ceiling = simulated_server(settings)
         try:
@@ -86,7 +94,7 @@ def run_ui(settings: Settings, url_given: bool, save_runs: bool = True, serve: s
     served = ServedSimulator(simulator, simulator_args(settings)) if simulator is not None else None
     try:
         return run_app(PhasetopApp(settings, url, simulated, decode_ceiling, save_runs=save_runs, simulator=simulator,
-                                   served=served, theme_file=theme_file))
+                                   served=served, theme_file=theme_file, traces=traces))
     finally:
         if simulator is not None:
             simulator.stop()
@@ -106,7 +114,7 @@ def run_fleet(settings: Settings, save_runs: bool = True, theme_file: Path | Non
 
 
 def _run_served(settings: Settings, serve: str, url: str | None, start_timeout_s: float, save_runs: bool,
-                renice: bool = False, theme_file: Path | None = None) -> int:
+                renice: bool = False, theme_file: Path | None = None, traces: socket.socket | None = None) -> int:
     """Start the command (progress and its log's last line on stderr), open the UI on it, stop its group after."""
     try:
         command = ServeCommand.parse(serve)
@@ -125,7 +133,8 @@ def _run_served(settings: Settings, serve: str, url: str | None, start_timeout_s
         return 1
     served = ServedCommand(command, url, server, start_timeout_s, renice)
     try:
-        return run_app(PhasetopApp(settings, url, save_runs=save_runs, served=served, theme_file=theme_file))
+        return run_app(PhasetopApp(settings, url, save_runs=save_runs, served=served, theme_file=theme_file,
+                                   traces=traces))
     finally:
         served.stop()
 

@@ -46,7 +46,7 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
 
 FLAG_NAMES = {"url": "--url", "meters": "--meters", "api": "--api", "model": "--model", "timeout_s": "--timeout", "bandwidth_gbs": "--bandwidth-gbs",
               "sim.gpu": "--gpu", "sim.model": "--model", "sim.time_scale": "--time-scale",
-              "poll.metrics_window_s": "--window", "theme": "--theme", "prometheus.url": "--prometheus", "prometheus.role_label": "--role-label"}
+              "poll.metrics_window_s": "--window", "theme": "--theme", "otlp": "--otlp", "prometheus.url": "--prometheus", "prometheus.role_label": "--role-label"}
 """The flag each setting comes from on the command line, so an error names what was typed."""
 
 
@@ -63,7 +63,7 @@ def settings_from(args: argparse.Namespace, **extra: object) -> Settings:
 
 def ui_settings(args: argparse.Namespace, **extra: object) -> Settings:
     """The UI's settings with its flags on top (`add_ui_options`: the bare `phasetop`'s and `phasetop web`'s)."""
-    return settings_from(args, bandwidth_gbs=args.bandwidth_gbs, theme=args.theme,
+    return settings_from(args, bandwidth_gbs=args.bandwidth_gbs, theme=args.theme, otlp=args.otlp,
                          **{"poll.metrics_window_s": args.metrics_window_s}, **extra)
 
 

@@ -98,6 +98,11 @@ def add_ui_options(ui: argparse._ArgumentGroup) -> None:
     ui.add_argument("--renice", action="store_true",
                     help="with --serve: vLLM's engine and worker threads at nice 19 once it is up (and after each "
                     "restart), so on a small CPU host they do not starve phasetop's client")
+    ui.add_argument("--otlp", metavar="[HOST:]PORT",
+                    help="receive the server's OpenTelemetry spans here (OTLP/HTTP protobuf at /v1/traces; a port on "
+                    "127.0.0.1, or HOST:PORT) for the traffic view (T): every request served, split into queue, prefill "
+                    "and decode. Start vLLM with --otlp-traces-endpoint http://HOST:PORT/v1/traces and "
+                    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf. phasetop's own simulator needs none")
     ui.add_argument("--meters", type=whole_number(1, MAX_METERS, "meter count"), metavar="N",
                     help=f"{METERS_HELP}; the UI's are always processes apart from the one that draws")
     ui.add_argument("--theme", help="the UI's colours: phasetop-projector (bright on black, for a projector) or a "

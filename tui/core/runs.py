@@ -16,7 +16,7 @@ from tui.core.run_schema import MAX_FIGURE, SCHEMA
 from tui.core.stats import summarize, summarize_with_max
 from tui.core.uncertainty import by_block, draw_block_s, judge, once_a_run
 
-KINDS = ("probe", "bench", "sweep")
+KINDS = ("probe", "bench", "sweep", "traffic")
 SCHEDULE_PARAMS = ("seed",)
 """Params that choose when the same requests arrive, not what they are: a bench draws a random seed each
 run, so a different seed is no change of workload (compare lists it apart)."""

@@ -7,6 +7,7 @@ effects; `_run` is the one place they become workers, timers, screens and toasts
 
 from __future__ import annotations
 
+import socket
 import threading
 from dataclasses import replace
 from datetime import datetime
@@ -27,6 +28,7 @@ from tui.app.feeds.requests import RequestSender
 from tui.app.feeds.samples import poll_gpu
 from tui.app.feeds.server import find_server, poll_metrics
 from tui.app.feeds.simulator import follow_simulator, restart_served, restart_simulator
+from tui.app.feeds.traces import endpoint_of, serve_traces
 from tui.app.layout import NARROW_WIDTH, SHORT_HEIGHT
 from tui.app.lab_messages import LoadProgressed, LoadStopped, RunSaved, SessionIdentified
 from tui.app.messages import (ClientSampled, GpuSampled, HostSampled, MeterDied, MetricsScraped, MetricsUnavailable,
@@ -39,6 +41,8 @@ from tui.app.screens.help import HelpScreen
 from tui.app.screens.main_keys import MAIN_BINDINGS
 from tui.app.screens.runs import RunsScreen
 from tui.app.screens.server_log import ServerLogScreen
+from tui.app.screens.traffic import TrafficScreen
+from tui.app.traffic_messages import TraceReceiverStopped, TracesReceived, TracesTallied
 from tui.app.widgets.gpu_pane import GpuPane
 from tui.app.widgets.load_dial import LoadDialPane
 from tui.app.widgets.metrics_pane import MetricsPane
@@ -57,8 +61,10 @@ from tui.core.live import LiveSession, Served
 from tui.core.records import RequestTiming
 from tui.core.runs import compare_runs
 from tui.core.sends import Send
+from tui.core.served import TraceWindow
 from tui.core.telemetry import GpuSample, HostSample, MetricsSnapshot
 from tui.core.timeline import KEEP_LANES
+from tui.core.traffic import take_traces
 from tui.core.tuning_loop import (CompareBefore, CompareRuns, Effect, NewSession, Play, RestartRequest, RunExperiment,
                                   Server, StartRestart, TuningLoop, restart_key_disabled)
 from tui.core.untrusted import one_line
@@ -127,6 +133,8 @@ class MainScreen(Screen):
     """The simulator phasetop started for this screen, if it did."""
     served: ServedProcess | None = None
     """The server command phasetop runs for this screen (`--serve`, or the simulator it started), if it does."""
+    traces: socket.socket | None = None
+    """The trace receiver's listening socket (`--otlp`, or the one phasetop's own simulator exports to), if any."""
 
     def __init__(self, settings: Settings, server_url: str, simulated: str | None = None,
                  ceiling: tuple[float, float, float] | None = None, live: bool = True) -> None:
@@ -159,6 +167,8 @@ class MainScreen(Screen):
         """The server's JSON client (its identity, /metrics), made once the first frame is out."""
         self.scraper: MetricsScraper | None = None
         """What the /metrics poll reads through (made with the client)."""
+        self.traffic = TraceWindow()
+        """Every request the server's spans told of, for the traffic view (fed by the trace receiver)."""
 
     @property
     def save_runs(self) -> bool:
@@ -233,6 +243,9 @@ class MainScreen(Screen):
                         group="gpu", exclusive=True, thread=True, exit_on_error=False)
         if self.simulator is not None:
             follow_simulator(self.simulator, self.post_message)
+        if self.traces is not None:
+            self.run_worker(partial(serve_traces, self.traces, post), group="traces", exclusive=True, thread=True,
+                            exit_on_error=False)
 
     def metrics_scraper(self) -> MetricsScraper:
         """Where the metrics pane reads from: the server's own /metrics, over a rolling window of scrapes (one
@@ -314,6 +327,12 @@ class MainScreen(Screen):
     def action_runs(self) -> None:
         self.app.push_screen(RunsScreen(runs_dir(self.settings)))
 
+    def action_traffic(self) -> None:
+        receiving = endpoint_of(self.traces) if self.traces is not None else None
+        save = (lambda run: self._run([SaveRun(run, "traffic window")])) if self.save_runs else None
+        self.app.push_screen(TrafficScreen(self.traffic, receiving, lambda: self.timings,
+                                           lambda: self.metrics.histograms if self.metrics else {}, save))
+
     def action_toggle_load(self) -> None:
         self._run(self.lab.toggle_load())
 
@@ -378,6 +397,18 @@ class MainScreen(Screen):
     def _not_sent(self, event: NotSent) -> None:
         self.notify(event.reason, title="not sent", severity="error", markup=False)
         self._requests_ended(event.request_ids)
+
+    @on(TracesReceived)
+    def _traces(self, event: TracesReceived) -> None:
+        take_traces(self.traffic, event.records, event.server_spans, event.tally)
+
+    @on(TracesTallied)
+    def _traces_tallied(self, event: TracesTallied) -> None:
+        take_traces(self.traffic, (), (), event.tally)
+
+    @on(TraceReceiverStopped)
+    def _receiver_stopped(self, event: TraceReceiverStopped) -> None:
+        self.notify(event.reason, title="traffic", severity="error", markup=False)
 
     @on(MeterDied)
     def _meter_died(self, event: MeterDied) -> None:

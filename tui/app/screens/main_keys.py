@@ -6,6 +6,8 @@ from textual.binding import Binding
 
 LAB_BINDINGS = [
     Binding("r", "runs", "Runs", tooltip="Saved runs: pick two to compare them", id="runs.open"),
+    Binding("T", "traffic", "Traffic", show=False, id="traffic.open",
+            tooltip="Every request the server served, from its OpenTelemetry spans: queue, prefill, decode"),
     Binding("l", "toggle_load", "Load", id="load.toggle",
             tooltip="Start or stop a steady load (rate and concurrency on the dial); watch KV usage, queue and bandwidth"),
     Binding("b", "compare_before", "Compare with before", show=False, id="session.compare",
