@@ -13,6 +13,7 @@ from rich.console import Console
 from textual.app import App
 
 from tui.app.app import PhasetopApp
+from tui.app.feeds.traces import endpoint_of
 from tui.app.screens.fleet import FleetScreen
 from tui.config import Settings
 from tui.core.devices import find_device
@@ -83,15 +84,19 @@ def run_ui(settings: Settings, url_given: bool, save_runs: bool = True, serve: s
     if serve is not None:
         return _run_served(settings, serve, settings.url if url_given else None, start_timeout_s, save_runs, renice,
                            theme_file, traces)
+    sim_args = simulator_args(settings)
     if not url_given and not something_answers(settings.url):
         simulated, decode_ceiling = simulated_server(settings)
+        if traces is None:  # its spans come to a receiver of the UI's own: the traffic view works in the demo
+            traces = TraceReceiver.bind("127.0.0.1:0")
+        sim_args += ["--otlp-traces-endpoint", endpoint_of(traces)]
         try:
-            simulator = SimulatorProcess.start(simulator_args(settings))
+            simulator = SimulatorProcess.start(sim_args)
         except SimulatorError as error:
             print(f"phasetop: {one_line(str(error), 500)}", file=sys.stderr)
             return 1
         url = simulator.url
-    served = ServedSimulator(simulator, simulator_args(settings)) if simulator is not None else None
+    served = ServedSimulator(simulator, sim_args) if simulator is not None else None
     try:
         return run_app(PhasetopApp(settings, url, simulated, decode_ceiling, save_runs=save_runs, simulator=simulator,
                                    served=served, theme_file=theme_file, traces=traces))

@@ -99,8 +99,8 @@ class TrafficScreen(Screen[None]):
         arrivals = [r.start_unix for r in records]
         span = f" over {max(arrivals) - min(arrivals):,.0f} s" if records else ""
         set_text(self.query_one("#traffic-title", Static),
-                 f"Traffic · every request the server served, from its spans · {len(records):,} requests{span} · "
-                 f"view: {lanes.view} (v) · {self._where()}")
+                 f"Traffic: {len(records):,} requests served{span}, from the server's spans · {lanes.view} (v) · "
+                 f"{self._where()}")
         set_text(self.query_one("#traffic-counts", Static), self._counts(lanes))
         set_text(self.query_one("#traffic-own", Static), own_line(records, own_beside_server(records, self.own())))
         table = self.query_one(DataTable)
