@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import httpx
@@ -130,7 +131,7 @@ def test_a_dead_collector_is_said_once_however_many_batches_it_loses(capfd):
     assert "0 spans exported to" in err and "3 dropped" in err
 
 
-def test_offering_a_span_never_waits_on_a_collector_that_hangs():
+def test_offering_a_span_never_waits_on_a_collector_that_hangs(capfd):
     with socket.socket() as hung:  # accepts connections, never answers
         hung.bind(("127.0.0.1", 0))
         hung.listen()
@@ -144,6 +145,10 @@ def test_offering_a_span_never_waits_on_a_collector_that_hangs():
         stop_started = time.perf_counter()
         exporter.stop(flush_timeout_s=0.5)
         stop_s = time.perf_counter() - stop_started
+    for thread in threading.enumerate():  # the listener is gone: the send it hung in fails, and the thread ends
+        if thread.name == "sim-span-export":
+            thread.join(10)
+    assert "cannot send spans to" in capfd.readouterr().err
     assert offered_s < 0.1  # 200 appends, none waiting on the send under way
     assert stop_s < 2  # the shutdown waits its flush timeout, not the export's 30 s
     assert exporter.dropped >= 200 - 50 - 10 and exporter.exported == 0  # the queue's room, and one batch in flight

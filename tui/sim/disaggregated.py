@@ -279,8 +279,8 @@ async def serve_disaggregated(
             driver.device_peers = tuple(peer for peer in drivers if peer is not driver)
     ports = [KvPort(layout.link, layout.front.time_scale) for _ in decode]
     driver = FrontDriver(prefill, decode, ports, on_transfer)
-    front = SimState(layout.front, driver, FrontMetrics(decode, driver), spans_for(layout.front))  # duck-typed: the routes
-    # ask no more of them
+    # Duck-typed: the routes ask no more of them.
+    front = SimState(layout.front, driver, FrontMetrics(decode, driver), spans_for(layout.front))
     apps = [(build_app(layout.front, front, [Route("/sim/transfers", transfers, methods=["GET"])]), front_sock)]
     apps += [(build_app(options, state), sock)
              for (_, options), state, sock in zip(layout.workers, states, worker_socks, strict=True)]
