@@ -14,6 +14,7 @@ from tests.cli.running import assert_one_clear_line, run
 from tests.loopback import free_port
 from tests.otlp import PROTOBUF_HEADERS, export_bytes, record
 from tui.core.otlp_spans import export_request
+from tui.runs_store import default_runs_dir, list_runs, load_run
 
 
 def _post_when_listening(port: int, *bodies: bytes, headers=PROTOBUF_HEADERS) -> threading.Thread:
@@ -80,6 +81,13 @@ def test_json_is_one_document_with_the_records_and_what_was_not_taken_in(capsys)
     assert document["counts"]["refused_posts"] == 1 and document["counts"]["posts"] == 2
     assert "protobuf does not decode" in document["last_refusal"]
     assert document["summary"]["requests"] == 2 and document["summary"]["e2e_s"]["p50"] == pytest.approx(1.25)
+    # What was received is a run of kind traffic, compared like any other.
+    assert "saved run " in err
+    [header] = list_runs(default_runs_dir(None))
+    run_file = load_run(header["id"], default_runs_dir(None))
+    assert run_file["kind"] == "traffic" and run_file["params"] == {"source": "phasetop traces"}
+    assert [r["request_id"] for r in run_file["requests"]] == ["cmpl-z-0", "cmpl-x-0"]
+    assert run_file["server"]["senders"] == ["vllm@gpu-1"]
 
 
 @pytest.mark.parametrize("address, words", [

@@ -10,13 +10,16 @@ from datetime import datetime
 
 from tui.cli.common import add_json_option, settings_from, stop_on_first_interrupt, whole_number
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note, say
-from tui.cli.runs_common import add_runs_dir_option, runs_dir_from
+from tui.cli.runs_common import add_runs_options, runs_dir_from, save_run_from_cli
 from tui.core.otlp_spans import SpanBatch
-from tui.core.served import MAX_RECORDS, PHASES, ServedRequest, ServerSpan, TraceWindow, match_sent, served_summary
+from tui.core.served import (MAX_RECORDS, PHASES, ServedRequest, ServerSpan, TraceWindow, match_sent, not_counted,
+                             served_summary)
+from tui.core.traffic import traffic_run
 from tui.runs_store import completion_ids_since
 from tui.sim.serve import url_of
 from tui.sources.otlp_receiver import DEFAULT_PORT, TRACES_PATH, TraceReceiver, listen_address
 
+SOURCE = "phasetop traces"
 PHASE_LABELS = {"queue_s": "queue", "prefill_s": "prefill", "decode_s": "decode", "ttft_s": "TTFT", "e2e_s": "E2E",
                 "unaccounted_s": "outside"}
 
@@ -33,7 +36,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "request. vLLM's E2E also holds its API server's own time, shown as `outside`. A request phasetop itself "
         "sent (a run probe, bench or the UI saved while this listened) is marked by its completion id. "
         "--json prints one document at the end: the records, vLLM's start-up spans, and what was refused or "
-        "dropped. Bounded: the newest --max-records requests of the last 10 minutes are kept, the rest counted.",
+        "dropped. Bounded: the newest --max-records requests of the last 10 minutes are kept, the rest counted. "
+        "What was received is saved as a run of kind traffic (unless --no-save), to compare like any other.",
     )
     parser.add_argument("--otlp", required=True, metavar="[HOST:]PORT",
                         help=f"where to listen: a port on 127.0.0.1, or HOST:PORT (0.0.0.0:{DEFAULT_PORT} for every "
@@ -42,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="stop after S seconds (default: until Ctrl-C)")
     parser.add_argument("--max-records", type=whole_number(1, 1_000_000, "record count"), default=MAX_RECORDS,
                         metavar="N", help=f"most requests kept (default {MAX_RECORDS:,}); older ones are counted, not kept")
-    add_runs_dir_option(parser)
+    add_runs_options(parser)
     add_json_option(parser)
     parser.set_defaults(handler=run)
 
@@ -79,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
         })
     else:
         say(summary_text(records, list(window.server_spans), receiver, listened_s))
+    if records:
+        save_run_from_cli(args, settings, traffic_run(records, SOURCE, endpoint))
     return EXIT_OK
 
 
@@ -138,16 +144,7 @@ def summary_text(records: list[ServedRequest], server_spans: list[ServerSpan], r
         lines.append("  (outside = E2E − queue − prefill − decode: on vLLM its API server's own time)")
     if server_spans:
         lines.append("  start-up: " + ", ".join(f"{s.name} {s.duration_s:.2f} s" for s in server_spans))
-    tally = receiver.window.tally
-    lost = []
-    if tally.rejected_spans:
-        lost.append(f"{tally.rejected_spans:,} request spans rejected as unreadable")
-    if tally.refused_posts:
-        lost.append(f"{tally.refused_posts:,} exports refused (last: {receiver.last_refusal})")
-    if tally.spans_with_dropped_attributes:
-        lost.append(f"{tally.spans_with_dropped_attributes:,} spans cut by their sender's attribute limit")
-    if tally.evicted:
-        lost.append(f"{tally.evicted:,} older requests pushed out of the window")
+    lost = not_counted(receiver.window.tally, receiver.last_refusal)
     if lost:
         lines.append("  not counted: " + "; ".join(lost))
     return "\n".join(lines)

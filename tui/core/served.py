@@ -77,12 +77,17 @@ def match_sent(records: Iterable[ServedRequest], sent_ids: Collection[str]) -> l
 
 
 def is_sent(request_id: str | None, sent_ids: Collection[str]) -> bool:
+    return sent_id(request_id, sent_ids) is not None
+
+
+def sent_id(request_id: str | None, sent_ids: Collection[str]) -> str | None:
+    """The completion id among `sent_ids` that a span's request id names: itself, or it less vLLM's `-N` choice."""
     if not request_id:
-        return False
+        return None
     if request_id in sent_ids:
-        return True
+        return request_id
     stem, dash, choice = request_id.rpartition("-")
-    return bool(dash) and choice.isdigit() and stem in sent_ids
+    return stem if dash and choice.isdigit() and stem in sent_ids else None
 
 
 @dataclass
@@ -107,6 +112,21 @@ class Tally:
 
     def to_json(self) -> dict:
         return asdict(self)
+
+
+def not_counted(tally: Tally, last_refusal: str | None = None) -> list[str]:
+    """What the window does not hold, each in words: spans unreadable or cut, exports refused, records pushed out."""
+    lost = []
+    if tally.rejected_spans:
+        lost.append(f"{tally.rejected_spans:,} request spans rejected as unreadable")
+    if tally.refused_posts:
+        last = f" (last: {last_refusal})" if last_refusal else ""
+        lost.append(f"{tally.refused_posts:,} exports refused{last}")
+    if tally.spans_with_dropped_attributes:
+        lost.append(f"{tally.spans_with_dropped_attributes:,} spans cut by their sender's attribute limit")
+    if tally.evicted:
+        lost.append(f"{tally.evicted:,} older requests pushed out of the window")
+    return lost
 
 
 MAX_RECORDS = 10_000

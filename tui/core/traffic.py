@@ -21,7 +21,7 @@ from statistics import median
 from tui.core.fleet_text import seconds
 from tui.core.records import RequestTiming
 from tui.core.runs import new_run
-from tui.core.served import ServedRequest, ServerSpan, Tally, TraceWindow, served_summary
+from tui.core.served import ServedRequest, ServerSpan, Tally, TraceWindow, sent_id, served_summary
 from tui.core.stats import summarize
 from tui.core.telemetry import HistogramQuantiles
 from tui.core.timeline import ALIGNED, WALL_CLOCK
@@ -152,13 +152,9 @@ def short_id(record: ServedRequest, width: int) -> str:
 
 
 def client_of(record: ServedRequest, by_completion_id: Mapping[str, RequestTiming]) -> RequestTiming | None:
-    """phasetop's own timing of the request, found by the completion id its span names (vLLM adds `-N`, the choice)."""
-    request_id = record.request_id or ""
-    stem, dash, choice = request_id.rpartition("-")
-    found = by_completion_id.get(request_id)
-    if found is None and dash and choice.isdigit():
-        found = by_completion_id.get(stem)
-    return found
+    """phasetop's own timing of the request, found by the completion id its span names."""
+    found = sent_id(record.request_id, by_completion_id.keys())
+    return by_completion_id[found] if found is not None else None
 
 
 def own_beside_server(records: Sequence[ServedRequest], timings: Iterable[RequestTiming]) -> list[tuple[ServedRequest, RequestTiming]]:

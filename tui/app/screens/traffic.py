@@ -19,7 +19,7 @@ from tui.app.layout import SHORT_HEIGHT
 from tui.app.widgets.text import set_text
 from tui.app.widgets.traffic_lanes import LEGEND, TrafficLanes
 from tui.core.records import RequestTiming
-from tui.core.served import ServedRequest, TraceWindow, match_sent
+from tui.core.served import ServedRequest, TraceWindow, match_sent, not_counted
 from tui.core.telemetry import HistogramQuantiles
 from tui.core.timeline import ALIGNED, WALL_CLOCK
 from tui.core.traffic import own_beside_server, own_line, phase_table, slowest_lines, traffic_run
@@ -118,16 +118,6 @@ class TrafficScreen(Screen[None]):
 
     def _counts(self, lanes: TrafficLanes) -> str:
         """What the window does not hold, said: lanes that did not fit, requests refused, cut or pushed out."""
-        tally = self.window.tally
-        parts = []
-        if lanes.drawn is not None and lanes.drawn.hidden:
-            parts.append(f"{lanes.drawn.hidden:,} older requests not drawn (no room)")
-        if tally.rejected_spans:
-            parts.append(f"{tally.rejected_spans:,} request spans unreadable")
-        if tally.refused_posts:
-            parts.append(f"{tally.refused_posts:,} exports refused")
-        if tally.spans_with_dropped_attributes:
-            parts.append(f"{tally.spans_with_dropped_attributes:,} spans cut by their sender's limits")
-        if tally.evicted:
-            parts.append(f"{tally.evicted:,} pushed out of the window")
+        hidden = lanes.drawn.hidden if lanes.drawn is not None else 0
+        parts = [f"{hidden:,} older requests not drawn (no room)"] * bool(hidden) + not_counted(self.window.tally)
         return "not counted: " + "; ".join(parts) if parts else ""
