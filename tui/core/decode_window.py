@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tui.core.telemetry import ServerReading
+from tui.core.telemetry import GpuSample, ServerReading
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +27,9 @@ class DecodeWindow:
     est_read_bytes: float | None
     generated_before: float
     """The generation counter at the stretch's start (with `generated_tokens`: how far the answers had got)."""
+    first: int
+    last: int
+    """The indices of the readings that open and close it."""
 
     @property
     def decode_tok_s(self) -> float:
@@ -39,14 +42,21 @@ class DecodeWindow:
 
 def decode_window(readings: Sequence[ServerReading]) -> DecodeWindow | None:
     """The longest stretch between two readings in which the server decoded one batch: no prompt counted, the
-    running count the same (above 0) at every reading, tokens generated. None when there is none (no /metrics,
-    counters that move only when a request ends, too few readings)."""
+    running count the same (above 0) at every reading, tokens generated. It opens one reading after the batch
+    was first seen whole: a server counts a step's tokens as it starts and its FLOPs and tokens-per-step as it
+    ends (the simulator does), so the reading that first sees the prompts counted may not see their step's
+    FLOPs yet. None when there is none (no /metrics, counters that move only when a request ends, too few
+    readings)."""
     best: tuple[float, int, int] | None = None
-    for i, first in enumerate(readings):
+    for i in range(1, len(readings)):
+        first = readings[i]
         running = first.gauges.get("running")
         prompts = first.counters.get("prompt_tokens_total")
         if not running or prompts is None or "generation_tokens_total" not in first.counters:
             continue
+        opened = readings[i - 1]
+        if opened.gauges.get("running") != running or opened.counters.get("prompt_tokens_total") != prompts:
+            continue  # the batch's prefill step may still be counting (its FLOPs, its tokens per step): one reading on
         for j in range(i + 1, len(readings)):
             later = readings[j]
             if later.gauges.get("running") != running or later.counters.get("prompt_tokens_total") != prompts:
@@ -68,6 +78,8 @@ def decode_window(readings: Sequence[ServerReading]) -> DecodeWindow | None:
         est_flops=_growth(first, last, "est_flops_total"),
         est_read_bytes=_growth(first, last, "est_read_bytes_total"),
         generated_before=first.counters["generation_tokens_total"],
+        first=i,
+        last=j,
     )
 
 
@@ -85,3 +97,25 @@ def _growth(first: ServerReading, last: ServerReading, counter: str) -> float | 
     if before is None or after is None or after <= before:
         return None
     return after - before
+
+
+def gpm_bytes_per_s(samples: Sequence[GpuSample | None], window: DecodeWindow) -> tuple[float | None, str]:
+    """NVML's measured DRAM bandwidth over the window, bytes per second, summed over the GPUs holding the server's
+    memory, with where it comes from; None and why where NVML gives no such figure.
+
+    `samples` were taken with the readings, one each: GPM's figures in each cover the time since the one before,
+    so those after the window's first reading, to its last, cover the window.
+    """
+    if not samples:
+        return None, "no GPU measurement for this server (a simulator's device is simulated; a remote one is not here)"
+    rates = []
+    for sample in samples[window.first + 1:window.last + 1]:
+        if sample is None or not sample.devices:
+            return None, sample.reason if sample is not None and sample.reason else "NVML sees no GPU"
+        serving = [d for d in sample.devices if d.server_mem_bytes] or [sample.devices[0]]
+        if any(d.mem_bw_source != "gpm" or d.mem_bw_gbs is None for d in serving):
+            return None, "NVML gives no DRAM bandwidth for this GPU (GPM needs Hopper or newer), only busy time"
+        rates.append(sum(d.mem_bw_gbs for d in serving) * 1e9)
+    if not rates:
+        return None, "no NVML sample inside the decode stretch"
+    return sum(rates) / len(rates), "NVML GPM DRAM bandwidth"
