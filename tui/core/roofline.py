@@ -180,6 +180,8 @@ class PhasePoint:
     def reading(self) -> str:
         """One line for a person: where the point sits and what moves it."""
         share = f"{self.roof_share * 100:.0f} % of the {self.bound} roof"
+        if self.phase not in (PREFILL, DECODE):
+            return f"{self.phase}: {share}"
         if self.phase == DECODE:
             where = f"decode at batch {self.batch:.3g}: {share}"
             if self.bound == "bandwidth":
