@@ -34,7 +34,7 @@ def view():
     roof, the server's window mixing both."""
     timings = [request(100.0, 0.0676, 2, 2000), *(request(110.0 + 0.001 * i, 0.021, 128, 200) for i in range(8))]
     window = MetricsSnapshot(t_unix=120.0, engine="vllm", window_s=30.0, est_flops_per_s=2.1e12, est_read_gbs=200.0)
-    return live_roofline(live_target(FLAGS, None, None, False), timings, [0] + [1] * 8, window)
+    return live_roofline(live_target(FLAGS, None, None, False), timings, window)
 
 
 class Over(App):

@@ -1,8 +1,8 @@
 """The roofline screen's state: where the phases of the requests on the timeline sit under the device's roofs.
 
 Each point comes from requests that ran by themselves, so that what was measured is that phase alone: prefill
-from the newest request whose prefill overlapped no other request, decode from the newest send whose streams
-all finished with no other request alongside them (their batch is theirs). The server's own estimate is its
+from the newest request whose prefill overlapped no other request, decode from the newest streams that decoded
+together, with no other request alongside them (their batch is theirs). The server's own estimate is its
 counters over the metrics window (all its work, both phases). A point with nothing behind it is a note saying
 what would place it, never a figure.
 """
@@ -22,7 +22,9 @@ from tui.core.telemetry import GpuReading, MetricsSnapshot
 SERVER = "server"
 """The phase of the server's own estimate over the window: its prefills and decodes together."""
 NO_PREFILL = "prefill: no request has run alone yet (2 sends a 2,000-token prompt)"
-NO_DECODE = "decode: no send has finished with nothing else running (1 streams one, 4 eight at once, 5 thirty-two)"
+NO_DECODE = "decode: no streams have finished together with nothing else running (1 sends one, 4 eight at once, 5 32)"
+TOGETHER_SHARE = 0.8
+"""Streams decoded together when each spent this share of its decode while all the others decoded too."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,15 +61,15 @@ def live_target(simulator_flags: Mapping[str, str] | None, model_id: str | None,
     return served_target(model_id, devices or (), server_is_local)
 
 
-def live_roofline(target: RooflineTarget | str, timings: Sequence[RequestTiming], batch_of: Sequence[int],
-                  metrics: MetricsSnapshot | None, devices: Sequence[GpuReading] | None = None) -> LiveRoofline:
+def live_roofline(target: RooflineTarget | str, timings: Sequence[RequestTiming], metrics: MetricsSnapshot | None,
+                  devices: Sequence[GpuReading] | None = None) -> LiveRoofline:
     """The points of the timeline's requests and the server's window, for `target` (or the line saying why none)."""
     if isinstance(target, str):
         return LiveRoofline(None, f"no roofline: {target}")
     heading = (f"{target.roofs.device} ({target.device_source}) · {target.layout.name} at {target.bits} bit · "
                f"ridge {target.roofs.ridge_flop_per_byte:,.0f} FLOP/byte")
     prefill = _prefill(target, timings)
-    decode, decode_why = _decode(target, timings, batch_of)
+    decode, decode_why = _decode(target, timings)
     estimate, no_estimate = _estimate(target, metrics)
     lines = [prefill.reading if prefill else NO_PREFILL, decode.reading if decode else decode_why]
     lines += [no_estimate] if no_estimate else []
@@ -105,22 +107,45 @@ def _prefill(target: RooflineTarget, timings: Sequence[RequestTiming]) -> PhaseP
     return None
 
 
-def _decode(target: RooflineTarget, timings: Sequence[RequestTiming],
-            batch_of: Sequence[int]) -> tuple[PhasePoint | None, str]:
-    """The newest send (one batch) that finished with no other request running alongside it."""
-    for batch in sorted(set(batch_of), reverse=True):
-        members = [t for t, b in zip(timings, batch_of) if b == batch]
-        others = [t for t, b in zip(timings, batch_of) if b != batch]
-        if any(t.output_tokens is None for t in members):
-            continue  # still streaming
-        spans = [_span(t) for t in members]
-        if _overlaps(min(s for s, _ in spans), max(e for _, e in spans), others):
+def _decode(target: RooflineTarget, timings: Sequence[RequestTiming]) -> tuple[PhasePoint | None, str]:
+    """The newest streams that decoded together and alone: each overlapped the others for most of its decode, and
+    no request outside them overlapped any of them (their batch is theirs, the same throughout)."""
+    placed: set[int] = set()
+    for newest in range(len(timings) - 1, -1, -1):
+        if newest in placed or timings[newest].output_tokens is None:
             continue
-        point, why = decode_from_streams(target, members)
+        members = _overlapping(timings, newest)
+        placed |= members
+        group = [timings[i] for i in sorted(members)]
+        if any(t.output_tokens is None for t in group) or not _together(group):
+            continue  # one still streaming, or a load's streams, coming and going: no one batch
+        point, why = decode_from_streams(target, group)
         if point is not None:
             return point, ""
-        return None, f"decode: the newest send cannot place it: {why}"
+        return None, f"decode: the newest streams cannot place it: {why}"
     return None, NO_DECODE
+
+
+def _overlapping(timings: Sequence[RequestTiming], index: int) -> set[int]:
+    """The requests linked to `index` by overlapping on the server, one to the next."""
+    group, edge = {index}, [index]
+    while edge:
+        start, end = _span(timings[edge.pop()])
+        for i, other in enumerate(timings):
+            if i not in group and _overlaps(start, end, [other]):
+                group.add(i)
+                edge.append(i)
+    return group
+
+
+def _together(group: Sequence[RequestTiming]) -> bool:
+    """Every stream decoded for most of its time while all the others did: one batch, not a load's churn."""
+    if not all(t.ok and len(t.token_offsets_s) > 1 for t in group):
+        return False
+    starts = [t.t_sent_unix + t.token_offsets_s[0] for t in group]
+    ends = [t.t_sent_unix + t.token_offsets_s[-1] for t in group]
+    shared = min(ends) - max(starts)
+    return all(shared >= TOGETHER_SHARE * (end - start) for start, end in zip(starts, ends))
 
 
 def _estimate(target: RooflineTarget, metrics: MetricsSnapshot | None) -> tuple[PhasePoint | None, str | None]:

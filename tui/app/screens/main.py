@@ -320,7 +320,7 @@ class MainScreen(Screen):
         state = self.state
         target = live_target(state.simulator_flags, state.served.model if state.served else None, state.devices,
                              local_port(self.server_url) is not None)
-        return live_roofline(target, self.timings, self.batch_of, self.metrics, state.devices)
+        return live_roofline(target, self.timings, self.metrics, state.devices)
 
     def _show_roofline(self) -> None:
         if self.roofline is not None:

@@ -17,14 +17,14 @@ from tui.app.widgets.roofline_plot import RooflinePlot
 from tui.core.roofline_live import LiveRoofline, figures_lines
 
 LEGEND = Content.from_markup("[$warning]●[/] prefill  [$secondary-lighten-3]●[/] decode  [$success]◆[/] the server's "
-                             "estimate    log-log axes · the slope: the bandwidth roof · the flat: the compute roof")
+                             "estimate    log-log · the slope: the bandwidth roof · the flat: the compute roof")
 """phasetop's own words only: the marks in the chart's colours."""
 
 
 class RooflineScreen(Screen[None]):
     """The chart over the readings: each phase's share of the roof above it, what moves it, the estimates beside."""
 
-    BINDINGS = [Binding("escape,w", "app.pop_screen", "Back", tooltip="Back to the main screen", id="roofline.back")]
+    BINDINGS = [Binding("escape,w", "dismiss", "Back", tooltip="Back to the main screen", id="roofline.back")]
 
     view: reactive[LiveRoofline | None] = reactive(None, always_update=True, init=False)
     """The roofs and points now; the main screen sets it as its state changes."""

@@ -52,12 +52,18 @@ class RooflinePlot(ThemedPlot):
         under = self._surface()
         plt.text(f" ridge {ridge:,.0f}", _log(ridge), _log(y_lo) + 0.15, color=self._rgb(self.RIDGE), background=under,
                  alignment="left")
+        row = (_log(y_hi) - _log(y_lo)) / max(1, self.size.height - 3)  # a terminal row, in decades
+        taken: list[tuple[float, bool]] = []
         for point in view.points:
             colour = self._rgb({PREFILL: self.PREFILL, DECODE: self.DECODE}.get(point.phase, self.ESTIMATE))
             x, y = _log(point.intensity_flop_per_byte), _log(point.achieved_flops)
             plt.scatter([x], [y], marker=MARKERS.get(point.phase, "◆"), color=colour)
             right_side = point.intensity_flop_per_byte < ridge
-            plt.text(_label(point), x + LABEL_OFFSET if right_side else x - LABEL_OFFSET, y, color=colour,
+            label_y = y
+            while any(abs(label_y - other) < row and side == right_side for other, side in taken):
+                label_y -= row  # a row lower than a label on the same side: points a row apart keep both labels
+            taken.append((label_y, right_side))
+            plt.text(_label(point), x + LABEL_OFFSET if right_side else x - LABEL_OFFSET, label_y, color=colour,
                      background=under, alignment="left" if right_side else "right")
         plt.xlim(_log(x_lo), _log(x_hi))
         plt.ylim(_log(y_lo), _log(y_hi))
