@@ -18,6 +18,8 @@ MARKERS = {PREFILL: "●", DECODE: "●", "server": "◆"}
 """Each point's mark; the line under the chart says which is which."""
 LABEL_OFFSET = 0.12
 """A label's distance from its point, in decades: it starts beside the mark, not over it."""
+MAX_LABEL_MOVES = 4
+"""Rows a label may move down to clear the marks and labels before it; past that it is drawn where it is."""
 PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
 
 
@@ -53,17 +55,26 @@ class RooflinePlot(ThemedPlot):
         plt.text(f" ridge {ridge:,.0f}", _log(ridge), _log(y_lo) + 0.15, color=self._rgb(self.RIDGE), background=under,
                  alignment="left")
         row = (_log(y_hi) - _log(y_lo)) / max(1, self.size.height - 3)  # a terminal row, in decades
-        taken: list[tuple[float, bool]] = []
-        for point in view.points:
+        column = (_log(x_hi) - _log(x_lo)) / max(1, self.size.width - 8)  # a column, in decades
+        marks = [(_log(p.intensity_flop_per_byte), _log(p.achieved_flops)) for p in view.points]
+        placed: list[tuple[float, float, float]] = []
+        """Each label drawn: its row and its first and last column, in decades."""
+        for point, (x, y) in zip(view.points, marks):
             colour = self._rgb({PREFILL: self.PREFILL, DECODE: self.DECODE}.get(point.phase, self.ESTIMATE))
-            x, y = _log(point.intensity_flop_per_byte), _log(point.achieved_flops)
             plt.scatter([x], [y], marker=MARKERS.get(point.phase, "◆"), color=colour)
+            label = _label(point)
             right_side = point.intensity_flop_per_byte < ridge
+            width = (len(label) + 1) * column
+            left = x + LABEL_OFFSET if right_side else x - LABEL_OFFSET - width
             label_y = y
-            while any(abs(label_y - other) < row and side == right_side for other, side in taken):
-                label_y -= row  # a row lower than a label on the same side: points a row apart keep both labels
-            taken.append((label_y, right_side))
-            plt.text(_label(point), x + LABEL_OFFSET if right_side else x - LABEL_OFFSET, label_y, color=colour,
+            for _ in range(MAX_LABEL_MOVES):  # plotext draws a text over any mark: a row lower until it hides none
+                covers_mark = any(abs(my - label_y) < row and left <= mx <= left + width for mx, my in marks)
+                covers_label = any(abs(ly - label_y) < row and a < left + width and left < b for ly, a, b in placed)
+                if not covers_mark and not covers_label:
+                    break
+                label_y -= row
+            placed.append((label_y, left, left + width))
+            plt.text(label, x + LABEL_OFFSET if right_side else x - LABEL_OFFSET, label_y, color=colour,
                      background=under, alignment="left" if right_side else "right")
         plt.xlim(_log(x_lo), _log(x_hi))
         plt.ylim(_log(y_lo), _log(y_hi))
