@@ -32,7 +32,7 @@ async def test_w_opens_the_roofline_and_decode_moves_right_with_the_batch(slow_s
         main.action_preset("long")  # a key of the main screen's, sent while the roofline is up
         await wait_for(pilot, lambda: roofline.view.decode is not None, what="the long request placed")
         prefill = roofline.view.prefill
-        assert prefill.tokens >= 1990 and prefill.bound == "compute"  # 2,000 tokens, less any the tokenizer could not hit
+        assert prefill.tokens >= 1990 and prefill.bound == "compute"  # 2,000, less any the tokenizer could not hit
         assert prefill.intensity_flop_per_byte > roofline.view.roofs.ridge_flop_per_byte
         one = roofline.view.decode
         assert one.batch == 1 and one.intensity_flop_per_byte < 1.1  # its answer decoded alone: about 1 FLOP a byte

@@ -35,7 +35,8 @@ def physics(work: list[tuple[int, int]]) -> tuple[float, float]:
 def doc(sim_url):
     """One roofline of the default simulator at batch 1, run as a shell runs it (once for the module: it takes a
     couple of seconds); stdout holds the JSON document and nothing else."""
-    out = subprocess.run([sys.executable, "-m", "tui", "roofline", "--url", sim_url, "--decode-tokens", "128", "--json"],
+    out = subprocess.run([sys.executable, "-m", "tui", "roofline", "--url", sim_url, "--decode-tokens", "128",
+                          "--json"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
@@ -111,7 +112,8 @@ def test_a_server_without_metrics_is_timed_by_its_streams(capsys):
     assert decode["batch"] == 2 and decode["batch_source"] == "the streams sent together"
     assert decode["decode_tok_s_source"].startswith("timed by the streams themselves")
     assert decode["intensity_flop_per_byte"] < RIDGE < doc["prefill"]["intensity_flop_per_byte"]
-    assert decode["server_estimate"] is None and doc["prefill"]["server_estimate_reason"] == "the server has no /metrics"
+    assert decode["server_estimate"] is None
+    assert doc["prefill"]["server_estimate_reason"] == "the server has no /metrics"
 
 
 def test_text_names_the_roofs_and_reads_each_phase(capsys, sim_url):

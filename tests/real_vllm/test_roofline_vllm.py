@@ -22,8 +22,9 @@ def mfu_vllm():
 
 
 def roofline(capsys, url: str, *argv: str) -> dict:
-    code, document, err = phasetop_json(capsys, "roofline", "--url", url, "--layout", str(default_model() / "config.json"),
-                                        "--prompt-tokens", "1000", "--timeout", CLIENT_TIMEOUT_S, *argv)
+    layout = str(default_model() / "config.json")
+    code, document, err = phasetop_json(capsys, "roofline", "--url", url, "--layout", layout, "--prompt-tokens", "1000",
+                                        "--timeout", CLIENT_TIMEOUT_S, *argv)
     assert code == 0, err
     return document
 
@@ -39,7 +40,8 @@ def test_vllms_estimate_lands_beside_phasetops_and_decode_moves_right(capsys, mf
         assert phase["server_estimate"]["source"] == "server_estimate"
     assert prefill["server_estimate"]["intensity_flop_per_byte"] > one["ridge_flop_per_byte"]  # vLLM: compute bound too
     assert decode["batch"] == 1 and decode["batch_source"].startswith("vllm:iteration_tokens_total")
-    assert decode["server_estimate"]["intensity_flop_per_byte"] == pytest.approx(decode["intensity_flop_per_byte"], rel=0.1)
+    estimate = decode["server_estimate"]["intensity_flop_per_byte"]
+    assert estimate == pytest.approx(decode["intensity_flop_per_byte"], rel=0.1)
     four = roofline(capsys, mfu_vllm.url, "--concurrency", "4")["decode"]
     assert four["batch"] == 4  # vLLM's own tokens per step
     assert four["intensity_flop_per_byte"] > 3 * decode["intensity_flop_per_byte"]

@@ -58,7 +58,7 @@ def test_tokens_per_step_from_the_iteration_histogram_and_the_servers_estimates(
     [reading(0.0, 1, 10, 5)],
     [reading(0.0, 0, 0, 0), reading(1.0, 1, 10, 5), reading(2.0, 1, 10, 25)],  # no reading before the second saw it
     [reading(0.0, 0, 10, 5), reading(1.0, 0, 10, 5), reading(2.0, 0, 10, 5)],  # idle
-    [reading(0.0, 1, 10, 5), reading(1.0, 1, 10, 5), reading(2.0, 1, 10, 5)],  # counters that move only at a request's end
+    [reading(0.0, 1, 10, 5), reading(1.0, 1, 10, 5), reading(2.0, 1, 10, 5)],  # counters that move at the end
     [reading(0.0, 1, 10, 50), reading(1.0, 1, 10, 50), reading(2.0, 1, 10, 3)],  # a restart
 ])
 def test_no_stretch(readings):

@@ -39,9 +39,10 @@ def test_prefill_of_the_request_alone_and_decode_of_the_send_of_eight():
     view = live_roofline(TARGET, [LONG, *EIGHT], None)
     assert view.prefill.tokens == 2000 and view.prefill.achieved_flops == pytest.approx(PREFILL_FLOPS / 0.0676)
     assert view.decode.batch == 8 and view.decode.bound == "bandwidth"
-    assert view.decode.achieved_flops == pytest.approx(8 * 200 * (16e9 + 4 * 32 * 4096 * (200 + 32.5 + 0.5)))  # mid-answer
-    assert view.lines[0] == ("prefill of 2,000 tokens: 49 % of the compute roof (MFU); a longer prompt stays at this roof "
-                             "and costs more time")
+    mid_answer = 200 + 32.5
+    assert view.decode.achieved_flops == pytest.approx(8 * 200 * (16e9 + 4 * 32 * 4096 * (mid_answer + 0.5)))
+    assert view.lines[0] == ("prefill of 2,000 tokens: 49 % of the compute roof (MFU); a longer prompt stays at this "
+                             "roof and costs more time")
     assert view.lines[1].startswith("decode at batch 8: ")
     assert view.heading == "NVIDIA H100 SXM (simulator flags) · Llama-3.1-8B at 16 bit · ridge 295 FLOP/byte"
     assert [p.phase for p in view.points] == ["prefill", "decode"]
@@ -76,8 +77,8 @@ def test_the_servers_estimate_over_its_window():
     view = live_roofline(TARGET, [], snapshot(20e12, 2000.0))
     assert view.estimate.intensity_flop_per_byte == pytest.approx(10.0) and view.estimate.achieved_flops == 20e12
     assert view.estimate.roof_share == pytest.approx(2000 / 3350)  # bandwidth bound: its share is the bandwidth's
-    assert figures_lines(view)[1] == ("server est.        10.0      20.0      33.5    60 %  bandwidth  · its own counters "
-                                      "over the last 30 s, both phases")
+    assert figures_lines(view)[1] == ("server est.        10.0      20.0      33.5    60 %  bandwidth  · its own "
+                                      "counters over the last 30 s, both phases")
     assert "--enable-mfu-metrics" in live_roofline(TARGET, [], snapshot(None, None)).lines[2]
     assert live_roofline(TARGET, [], None).lines[2] == "server estimate: no /metrics window yet"
 
@@ -92,7 +93,8 @@ def test_the_figures_table_has_a_row_a_point():
 
 
 def test_nvml_measures_the_bandwidth_of_a_server_on_this_hosts_gpu():
-    gpu = GpuReading(index="0", name="NVIDIA H100 80GB HBM3", server_mem_bytes=1, mem_bw_gbs=2010.0, mem_bw_source="gpm")
+    gpu = GpuReading(index="0", name="NVIDIA H100 80GB HBM3", server_mem_bytes=1, mem_bw_gbs=2010.0,
+                     mem_bw_source="gpm")
     target = live_target(None, "llama-3.1-8b", [gpu], True)
     view = live_roofline(target, [], None, [gpu])
     assert view.lines[-1] == "NVML measures 2,010 GB/s of DRAM traffic now: 60 % of the bandwidth roof"
@@ -110,7 +112,8 @@ def test_no_target_is_a_heading_and_no_points():
 @pytest.mark.parametrize(("before", "after", "rate"), [(1e12, 5e12, 2e12), (0.0, 0.0, None), (None, None, None)])
 def test_the_estimated_flops_rate_over_a_scrape_window(before, after, rate):
     def reading(t, value):
-        return ServerReading(t_mono=t, t_unix=t, engine="vllm", counters={} if value is None else {"est_flops_total": value})
+        counters = {} if value is None else {"est_flops_total": value}
+        return ServerReading(t_mono=t, t_unix=t, engine="vllm", counters=counters)
     assert build_snapshot(reading(10.0, before), reading(12.0, after)).est_flops_per_s == rate
 
 

@@ -30,7 +30,8 @@ BEFORE = counters(prompt_tokens_total=100, generation_tokens_total=10, est_flops
 
 
 def test_the_prefills_estimate_from_the_counters_it_alone_moved():
-    after = counters(prompt_tokens_total=2100, generation_tokens_total=11, est_flops_total=34e12, est_read_bytes_total=2.6e10)
+    after = counters(prompt_tokens_total=2100, generation_tokens_total=11, est_flops_total=34e12,
+                     est_read_bytes_total=2.6e10)
     point, why = prefill_estimate(TARGET, BEFORE, after, 2000, prefill_s=0.066)
     assert why is None and point.intensity_flop_per_byte == pytest.approx(33e12 / 1.6e10)
     assert point.achieved_flops == pytest.approx(33e12 / 0.066) and point.tokens == 2000
@@ -52,8 +53,8 @@ def test_no_prefill_estimate(after, reason):
     assert prefill_estimate(TARGET, BEFORE, after, 2000, 0.066) == (None, reason)
 
 
-WINDOW = DecodeWindow(seconds=2.0, generated_tokens=3200, batch=8, batch_source="x", est_flops=5e13, est_read_bytes=3.3e13,
-                      generated_before=800, first=2, last=9)
+WINDOW = DecodeWindow(seconds=2.0, generated_tokens=3200, batch=8, batch_source="x", est_flops=5e13,
+                      est_read_bytes=3.3e13, generated_before=800, first=2, last=9)
 
 
 def test_decode_from_the_window_at_its_mean_context():
@@ -84,7 +85,8 @@ def test_decode_from_streams_adds_their_rates_at_their_count():
     ([], "failed"),
     (streams(200, ok=False), "failed"),
     (streams(200, burst="clumps"), "bursts"),
-    ([RequestTiming(ok=True, t_sent_unix=0.0, token_offsets_s=(0.01,), prompt_tokens=32, output_tokens=1)], "two tokens"),
+    ([RequestTiming(ok=True, t_sent_unix=0.0, token_offsets_s=(0.01,), prompt_tokens=32, output_tokens=1)],
+     "two tokens"),
 ])
 def test_no_decode_from_streams(timings, words):
     point, why = decode_from_streams(TARGET, timings)

@@ -120,6 +120,8 @@ def test_a_measured_bandwidth_moves_the_point_not_its_height():
 
 def test_json_has_the_spec_fields():
     roofs = Roofs("x", 100e12, 1e12)
-    assert roofs.to_json() == {"device": "x", "peak_flops": 100e12, "peak_bytes_per_s": 1e12, "ridge_flop_per_byte": 100.0}
+    assert roofs.to_json() == {"device": "x", "peak_flops": 100e12, "peak_bytes_per_s": 1e12,
+                               "ridge_flop_per_byte": 100.0}
     point = decode_point(roofs, LAYOUT, 8e9, WEIGHTS, batch=1, context=0, decode_tok_s=50).to_json()
-    assert {"intensity_flop_per_byte", "achieved_flops", "roof_flops", "roof_share", "bound", "source", "reading"} <= set(point)
+    spec = {"intensity_flop_per_byte", "achieved_flops", "roof_flops", "roof_share", "bound", "source", "reading"}
+    assert spec <= set(point)

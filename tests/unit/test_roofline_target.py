@@ -50,7 +50,8 @@ def test_a_local_server_on_this_hosts_gpu_that_holds_its_memory():
 def test_tensor_parallel_adds_the_gpus_roofs():
     both = [H100_NVML, GpuReading(index="1", name="NVIDIA H100 80GB HBM3", server_mem_bytes=1)]
     target = served_target("llama-3.1-8b", both, True)
-    assert target.gpus == 2 and target.roofs.peak_bytes_per_s == 2 * 3350e9 and target.roofs.device == "2× NVIDIA H100 SXM"
+    assert target.gpus == 2 and target.roofs.peak_bytes_per_s == 2 * 3350e9
+    assert target.roofs.device == "2× NVIDIA H100 SXM"
 
 
 def test_no_gpu_here_is_the_cpu_row_and_a_remote_server_needs_gpu():

@@ -6,14 +6,15 @@ import argparse
 import asyncio
 from dataclasses import dataclass
 
-from tui.cli.common import add_json_option, add_meter_option, add_server_options, base_url, check_url, meters, settings_from
+from tui.cli.common import (add_json_option, add_meter_option, add_server_options, base_url, check_url, meters,
+                             settings_from)
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, say
 from tui.config import Settings
 from tui.core.decode_window import gpm_bytes_per_s
 from tui.core.delivery import flag_bursts
-from tui.core.devices import UnknownDeviceError, find_device
+from tui.core.devices import Device, UnknownDeviceError, find_device
 from tui.core.models import ModelLayout, find_model
-from tui.core.roofline import PhasePoint, measured_point
+from tui.core.roofline import measured_point
 from tui.core.roofline_phases import (
     decode_estimate,
     decode_from_streams,
@@ -101,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _device(name: str):
+def _device(name: str) -> Device:
     try:
         return find_device(name)
     except UnknownDeviceError as error:
@@ -115,7 +116,8 @@ def _layout(name: str) -> ModelLayout:
         raise CliError(str(error), EXIT_USAGE) from None
 
 
-async def _measure(settings: Settings, args: argparse.Namespace, device, layout) -> Measured:
+async def _measure(settings: Settings, args: argparse.Namespace, device: Device | None,
+                   layout: ModelLayout | None) -> Measured:
     base = base_url(settings.url)
     try:
         async with client_for(settings, base) as client:
@@ -142,7 +144,8 @@ async def _measure(settings: Settings, args: argparse.Namespace, device, layout)
     return Measured(server, target, prefill, decode)
 
 
-async def _target(client, server: ServerInfo, args: argparse.Namespace, device, layout) -> RooflineTarget:
+async def _target(client, server: ServerInfo, args: argparse.Namespace, device: Device | None,
+                  layout: ModelLayout | None) -> RooflineTarget:
     """A simulator's own device and model (what the user names wins); else the model id on this host's GPU."""
     flags = await simulator_flags(client)
     if flags is not None and device is None:
@@ -181,6 +184,7 @@ def _prefill(m: Measured) -> dict:
     estimate, why = prefill_estimate(m.target, run.before, run.after, run.prompt_tokens, run.prefill_s)
     return {
         **point.to_json(),
+        "reason": None,
         "prompt_tokens": run.prompt_tokens,
         "cached_tokens": run.cached_tokens,
         "prefill_s": run.prefill_s,
@@ -211,11 +215,12 @@ def _decode(m: Measured) -> dict:
                                        "two /metrics readings saw it alone (raise --decode-tokens)")
         estimate, measured_bps = None, None
         source = "timed by the streams themselves: the server's counters gave no stretch of pure decode"
-        extra = {"context_tokens": None, "decode_tok_s": sum(t.decode_tok_s or 0 for t in run.timings) if point else None,
-                 "window_s": None, "batch_source": "the streams sent together"}
+        decode_tok_s = sum(t.decode_tok_s or 0 for t in run.timings) if point else None
+        extra = {"context_tokens": None, "decode_tok_s": decode_tok_s, "window_s": None,
+                 "batch_source": "the streams sent together"}
     measured = measured_point(m.target.roofs, point, measured_bps) if point and measured_bps else None
     return {
-        **(point.to_json() if point else _no_point(why)),
+        **(point.to_json() | {"reason": None} if point else _no_point(why)),
         **extra,
         "decode_tok_s_source": source,
         "concurrency": run.concurrency,
@@ -247,7 +252,8 @@ def _text(d: dict) -> str:
     ]
     for phase in ("prefill", "decode"):
         p = d[phase]
-        for label, point in (("phasetop model", p), ("server estimate", p["server_estimate"]), ("NVML measured", p["measured"])):
+        sources = (("phasetop model", p), ("server estimate", p["server_estimate"]), ("NVML measured", p["measured"]))
+        for label, point in sources:
             if point and point.get("achieved_flops") is not None:
                 lines.append(f"{phase:<8} {label:<16} {point['intensity_flop_per_byte']:>10,.1f} "
                              f"{point['achieved_flops'] / 1e12:>10,.2f} {point['roof_flops'] / 1e12:>10,.2f} "

@@ -236,7 +236,8 @@ def decode_step_traffic(layout: ModelLayout, params: float, weights: float, batc
 
     One read of the weights serves the whole batch; each sequence reads its own KV cache.
     """
-    return batch * forward_flops(params, layout, 1, context), weights + batch * kv_bytes_per_token(layout, kv_bytes_per_element) * context
+    kv_read = batch * kv_bytes_per_token(layout, kv_bytes_per_element) * context
+    return batch * forward_flops(params, layout, 1, context), weights + kv_read
 
 
 def decode_point(roofs: Roofs, layout: ModelLayout, params: float, weights: float, batch: float, context: float,

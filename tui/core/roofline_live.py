@@ -80,9 +80,9 @@ def live_roofline(target: RooflineTarget | str, timings: Sequence[RequestTiming]
 
 def _span(timing: RequestTiming) -> tuple[float, float]:
     """When a request was on the server, wall clock: from its send to its last token (still running: no end)."""
-    end = timing.t_sent_unix + timing.token_offsets_s[-1] if timing.output_tokens is not None and timing.token_offsets_s \
-        else math.inf
-    return timing.t_sent_unix, end
+    if timing.output_tokens is None or not timing.token_offsets_s:
+        return timing.t_sent_unix, math.inf
+    return timing.t_sent_unix, timing.t_sent_unix + timing.token_offsets_s[-1]
 
 
 def _overlaps(start: float, end: float, others: Sequence[RequestTiming]) -> bool:
@@ -175,7 +175,8 @@ def _nvml_line(target: RooflineTarget, devices: Sequence[GpuReading] | None) -> 
 def figures_lines(view: LiveRoofline) -> list[str]:
     """Each point beside the roof above it, a row each: "decode ×8  7.9 FLOP/byte  26.5 of 26.6 TFLOP/s  100 %"."""
     rows = [("prefill", view.prefill, ""), ("decode", view.decode, ""),
-            ("server est.", view.estimate, f"its own counters over the last {view.estimate_window_s or 0:.0f} s, both phases")]
+            ("server est.", view.estimate,
+             f"its own counters over the last {view.estimate_window_s or 0:.0f} s, both phases")]
     lines = [f"{'':<13}{'FLOP/byte':>10}{'TFLOP/s':>10}{'roof':>10}{'share':>8}  bound"]
     for name, point, note in rows:
         if point is None:

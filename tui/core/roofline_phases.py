@@ -16,7 +16,8 @@ from tui.core.telemetry import ServerReading
 NO_ESTIMATES = "the server publishes no FLOP and byte estimates (vLLM does with --enable-mfu-metrics)"
 
 
-def prefill_model_point(target: RooflineTarget, prompt_tokens: int, prefill_s: float, cached_tokens: int = 0) -> PhasePoint:
+def prefill_model_point(target: RooflineTarget, prompt_tokens: int, prefill_s: float,
+                        cached_tokens: int = 0) -> PhasePoint:
     """The prompt's FLOPs and bytes from the target's layout, over the time its prefill took."""
     layout = target.layout
     return prefill_point(target.roofs, layout, layout.params, target.weight_bytes, prompt_tokens, prefill_s,
@@ -65,7 +66,8 @@ def decode_estimate(target: RooflineTarget, window: DecodeWindow) -> tuple[Phase
     return point, None
 
 
-def decode_from_streams(target: RooflineTarget, timings: Sequence[RequestTiming]) -> tuple[PhasePoint | None, str | None]:
+def decode_from_streams(target: RooflineTarget,
+                        timings: Sequence[RequestTiming]) -> tuple[PhasePoint | None, str | None]:
     """Decode from the client's streams (a server whose counters gave no stretch): the batch is the streams sent
     together, their rates add up. None when one failed or came in bursts (its timing is the delivery's)."""
     if not timings or not all(t.ok for t in timings):

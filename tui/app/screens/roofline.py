@@ -16,8 +16,9 @@ from textual.widgets import Footer, Static
 from tui.app.widgets.roofline_plot import RooflinePlot
 from tui.core.roofline_live import LiveRoofline, figures_lines
 
-LEGEND = Content.from_markup("[$warning]●[/] prefill  [$secondary-lighten-3]●[/] decode  [$success]◆[/] the server's "
-                             "estimate    log-log · the slope: the bandwidth roof · the flat: the compute roof")
+LEGEND = Content.from_markup("[$warning]●[/] prefill  [$secondary-lighten-3]●[/] decode  [$success]◆[/] the "
+                             "server's estimate    log-log · the slope: the bandwidth roof · "
+                             "the flat: the compute roof")
 """phasetop's own words only: the marks in the chart's colours."""
 
 

@@ -105,7 +105,8 @@ def _limits(roofs: Roofs, points: tuple[PhasePoint, ...]) -> tuple[float, float,
 def _ticks(low: float, high: float, unit: str) -> tuple[list[float], list[str]]:
     """A tick at each power of ten from `low` to `high`, labelled "100", "1k", "10T"."""
     powers = range(round(_log(low)), round(_log(high)) + 1)
-    return [float(p) for p in powers], [f"{_si(10.0 ** p)}{' ' + unit if unit and p == powers[-1] else ''}" for p in powers]
+    labels = [f"{_si(10.0 ** p)}{' ' + unit if unit and p == powers[-1] else ''}" for p in powers]
+    return [float(p) for p in powers], labels
 
 
 def _si(value: float) -> str:
