@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import os
+import re
+import shutil
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -21,6 +25,7 @@ from tui.app.screens.experiment import ExperimentScreen
 from tui.app.screens.flags import FlagEditorScreen
 from tui.app.screens.fleet import FleetScreen
 from tui.app.screens.main import MainScreen
+from tui.app.screens.roofline import RooflineScreen
 from tui.config import Settings
 from tui.core.serve_command import ServeCommand, Setting
 from tui.sim.fleet_lab import FleetLab, send_load
@@ -128,6 +133,41 @@ async def long_prompt_among_streams(pilot, screen: MainScreen) -> None:
     await until(pilot, lambda: all(getattr(screen.state.record(i), "output_tokens", None) for i in ended), 90)
 
 
+async def roofline() -> None:
+    """The roofline screen (w) on the simulator with --enable-mfu-metrics, after a 2,000-token prompt (prefill at
+    the compute roof) and then 8 at once (decode at batch 8 under the bandwidth roof), at 120×40 and 160×45; PNGs
+    of both too, rendered by the system's chromium (as tests/web's screenshot)."""
+    with SimulatorProcess.start([*simulator_args(REAL_TIME), "--enable-mfu-metrics"]) as sim:
+        for size, name in ((SIZE, "roofline"), ((160, 45), "roofline-160x45")):
+            app = PhasetopApp(REAL_TIME, sim.url, *simulated_server(REAL_TIME), save_runs=False)
+            async with app.run_test(size=size) as pilot:
+                screen: MainScreen = app.screen
+                await until(pilot, lambda: screen.state.simulator_flags is not None)
+                done = len(screen.timings)
+                for key, more in (("2", 1), ("4", 8)):
+                    await pilot.press(key)
+                    done += more
+                    await settled(pilot, screen, done)
+                await pilot.press("w")
+                await until(pilot, lambda: isinstance(app.screen, RooflineScreen) and app.screen.view.decode is not None
+                            and app.screen.view.decode.batch == 8)
+                await pilot.pause(0.3)
+                app.save_screenshot(f"{name}.svg", path=str(OUT))
+            png(OUT / f"{name}.svg")
+
+
+def png(svg: Path) -> None:
+    """A PNG of a screenshot's SVG beside it, drawn by headless chromium at the SVG's own size (its viewBox)."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        raise RuntimeError("chromium is not installed: the PNGs are drawn by it")
+    box = re.search(r'viewBox="0 0 ([\d.]+) ([\d.]+)"', svg.read_text())
+    width, height = (math.ceil(float(v)) for v in box.groups())
+    subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                    f"--screenshot={svg.with_suffix('.png')}", f"--window-size={width},{height}", svg.as_uri()],
+                   check=True, capture_output=True, timeout=120)
+
+
 async def before_after() -> None:
     """8 streams with a long prompt landing among them, the simulator restarted on its port with
     --max-num-batched-tokens 256, the same again, then b: the flag that changed over the figures of both.
@@ -229,6 +269,7 @@ async def main() -> None:
     await server_down()
     with SimulatorProcess.start(simulator_args(REAL_TIME)) as sim:
         await experiment(sim.url)
+    await roofline()
     await before_after()
     await tuning_loop()
     await disaggregation()
@@ -238,5 +279,6 @@ async def main() -> None:
 
 if __name__ == "__main__":
     # `python scripts/screenshots.py fleet`: that shot alone (it needs Prometheus, and takes a rate window's time).
-    # `python scripts/screenshots.py disaggregation`: the 1P1D shots alone.
-    asyncio.run({"fleet": fleet, "disaggregation": disaggregation}[sys.argv[1]]() if sys.argv[1:] else main())
+    # `python scripts/screenshots.py disaggregation`: the 1P1D shots alone; `roofline`: the roofline's.
+    asyncio.run({"fleet": fleet, "disaggregation": disaggregation, "roofline": roofline}[sys.argv[1]]()
+                if sys.argv[1:] else main())

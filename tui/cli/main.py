@@ -14,7 +14,8 @@ from tui import __version__
 from tui.cli.common import MAX_METERS, METERS_HELP, add_server_options, whole_number
 from tui.cli.output import EXIT_USAGE, CliError, note
 
-SUBCOMMANDS = ("ceiling", "probe", "sim", "metrics", "gpu", "serve_llamacpp", "serve_vllm", "runs", "compare", "sweep", "bench", "tune", "fleet", "sim_dcgm", "web", "traces")
+SUBCOMMANDS = ("ceiling", "probe", "sim", "metrics", "gpu", "serve_llamacpp", "serve_vllm", "runs", "compare", "sweep", "bench",
+               "tune", "fleet", "sim_dcgm", "web", "traces", "roofline")
 """Modules of `tui.cli`, each with `register(subparsers)` and a `run(args)` handler."""
 
 

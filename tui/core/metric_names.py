@@ -61,9 +61,10 @@ COUNTERS: dict[str, tuple[str, ...]] = {
     ),
     "prompt_tokens_cached_total": ("vllm:prompt_tokens_cached_total",),  # local + external cache hits, in tokens
     "est_read_bytes_total": ("vllm:estimated_read_bytes_per_gpu_total",),  # --enable-mfu-metrics; 0 without it
+    "est_flops_total": ("vllm:estimated_flops_per_gpu_total",),  # the same flag's FLOPs
 }
 
-PER_GPU_COUNTERS = frozenset({"est_read_bytes_total"})
+PER_GPU_COUNTERS = frozenset({"est_read_bytes_total", "est_flops_total"})
 """Counters already per GPU: averaged over engines (each engine drives its own GPUs), never summed."""
 
 LABELLED_GAUGES: dict[str, tuple[str, str, str]] = {
@@ -91,6 +92,7 @@ HISTOGRAMS: dict[str, tuple[str, ...]] = {
     "queue_s": ("vllm:request_queue_time_seconds", "sglang:queue_time_seconds", "tgi_request_queue_duration"),
     "prefill_s": ("vllm:request_prefill_time_seconds",),
     "decode_s": ("vllm:request_decode_time_seconds",),
+    "iteration_tokens": ("vllm:iteration_tokens_total",),  # tokens per engine step, despite the name
 }
 
 CONFIG_INFO = ("vllm:cache_config_info",)

@@ -253,6 +253,9 @@ def build_snapshot(previous: ServerReading | None, current: ServerReading, resta
     est_read_bps = counter_rate("est_read_bytes_total") if now.get("est_read_bytes_total") else None
     if "est_read_bytes_total" in source_names:
         source_names["est_read_gbs"] = source_names["est_read_bytes_total"]
+    est_flops_per_s = counter_rate("est_flops_total") if now.get("est_flops_total") else None
+    if "est_flops_total" in source_names:
+        source_names["est_flops_per_s"] = source_names["est_flops_total"]
     kv_size = current.gauges.get("kv_cache_size_tokens")
     kv_usage = current.gauges.get("kv_cache_usage")
     previous_histograms = baseline.histograms if baseline is not None else {}
@@ -287,4 +290,5 @@ def build_snapshot(previous: ServerReading | None, current: ServerReading, resta
             s: now[f"prompt_tokens_{s}_total"] for s in PROMPT_SOURCES if f"prompt_tokens_{s}_total" in now
         },
         est_read_gbs=est_read_bps / 1e9 if est_read_bps is not None else None,
+        est_flops_per_s=est_flops_per_s,
     )

@@ -144,6 +144,8 @@ class MetricsSnapshot:
     est_read_gbs: float | None = None
     """vLLM's model-based estimate of bytes read per GPU, GB/s over the window (`--enable-mfu-metrics`); None when
     the counter is absent or still 0 (the flag is off). An estimate from the model's shape, not a measurement."""
+    est_flops_per_s: float | None = None
+    """The same flag's estimate of FLOPs per GPU, FLOP/s over the window; None when absent or still 0."""
 
     @property
     def saturated(self) -> bool:
@@ -183,6 +185,7 @@ class MetricsSnapshot:
             "prompt_tokens_cached_total": self.prompt_tokens_cached_total,
             "prompt_tokens_by_source": dict(self.prompt_tokens_by_source),
             "est_read_gbs": self.est_read_gbs,
+            "est_flops_per_s": self.est_flops_per_s,
         }
 
 

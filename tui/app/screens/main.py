@@ -38,6 +38,7 @@ from tui.app.screens.compare import CompareScreen
 from tui.app.screens.experiment import ExperimentScreen
 from tui.app.screens.flags import FlagEditorScreen
 from tui.app.screens.help import HelpScreen
+from tui.app.screens.roofline import RooflineScreen
 from tui.app.screens.main_keys import MAIN_BINDINGS
 from tui.app.screens.runs import RunsScreen
 from tui.app.screens.server_log import ServerLogScreen
@@ -59,6 +60,7 @@ from tui.core.lab import (LOAD_BACKLOG, LOAD_MAX_TOKENS, LOAD_PROMPT_TOKENS, NOT
 from tui.core.lane_figures import NEWEST
 from tui.core.live import LiveSession, Served
 from tui.core.records import RequestTiming
+from tui.core.roofline_live import LiveRoofline, live_roofline, live_target
 from tui.core.runs import compare_runs
 from tui.core.sends import Send
 from tui.core.served import TraceWindow
@@ -169,6 +171,8 @@ class MainScreen(Screen):
         """What the /metrics poll reads through (made with the client)."""
         self.traffic = TraceWindow()
         """Every request the server's spans told of, for the traffic view (fed by the trace receiver)."""
+        self.roofline: RooflineScreen | None = None
+        """The roofline screen while it is open: it is handed each new state."""
 
     @property
     def save_runs(self) -> bool:
@@ -324,6 +328,21 @@ class MainScreen(Screen):
         served = self.served
         self.app.push_screen(ServerLogScreen(served.log_tail, f"Server log · {one_line(str(served.command), 160)}"))
 
+    def action_roofline(self) -> None:
+        self.roofline = RooflineScreen(self.roofline_view())
+        self.app.push_screen(self.roofline, lambda _: setattr(self, "roofline", None))
+
+    def roofline_view(self) -> LiveRoofline:
+        """Where the timeline's requests and the server's window sit under the device's roofs."""
+        state = self.state
+        target = live_target(state.simulator_flags, state.served.model if state.served else None, state.devices,
+                             local_port(self.server_url) is not None)
+        return live_roofline(target, self.timings, self.metrics, state.devices)
+
+    def _show_roofline(self) -> None:
+        if self.roofline is not None:
+            self.roofline.view = self.roofline_view()
+
     def action_runs(self) -> None:
         self.app.push_screen(RunsScreen(runs_dir(self.settings)))
 
@@ -447,6 +466,7 @@ class MainScreen(Screen):
         if config != self.server.config:
             self.server = replace(self.server, config=config)
         self.diagnosis = self.state.diagnosis()
+        self._show_roofline()
 
     @on(MetricsUnavailable)
     def _no_metrics(self, event: MetricsUnavailable) -> None:
@@ -636,6 +656,7 @@ class MainScreen(Screen):
         self.selected_back = published.selected_back  # before the timings: the pane draws both once, when the timings come
         self.timings = published.timings
         self.diagnosis = self.state.diagnosis()
+        self._show_roofline()
 
     def _show_ceiling(self) -> None:
         """The ceiling the live session has (given, or derived once the server and devices are known)."""
@@ -645,6 +666,7 @@ class MainScreen(Screen):
             self.cpu_ceiling = derived.line
             if derived.device != self.server.device:
                 self.server = replace(self.server, device=derived.device)
+        self._show_roofline()
 
     def watch_decode_ceiling_tok_s(self, ceiling_tok_s: float | None) -> None:
         self.server = replace(self.server, ceiling_tok_s=ceiling_tok_s)

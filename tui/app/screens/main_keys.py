@@ -71,6 +71,8 @@ MAIN_BINDINGS = [
             tooltip="Bring the GPU / host pane into view"),
     Binding("t", "show_pane('timeline-pane')", "Timeline", show=False, id="pane.timeline",
             tooltip="Bring the token timeline into view"),
+    Binding("w", "roofline", "Roofline", show=False, id="roofline.open",
+            tooltip="Where prefill and decode sit under the device's compute and bandwidth roofs, live"),
     Binding("v", "timeline_view", "View", tooltip="Timeline: each lane from its own send (aligned), or one wall clock",
             id="timeline.view"),
     # Not priority bindings: a focused prompt box (or the answer) keeps its own arrows.

@@ -1,0 +1,52 @@
+"""SVG snapshots of the roofline screen on fixed figures: a 2,000-token prefill, a send of 8 decoding together and
+the server's own estimate, on a simulated H100 SXM. Fixed size, fixed theme, no clock, no server.
+
+Update with `python -m pytest tests/snapshots --snapshot-update` only after looking at the report.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from textual.app import App
+
+import tui.app.app
+from tui.app.screens.roofline import RooflineScreen
+from tui.core.devices import find_device
+from tui.core.models import MODELS
+from tui.core.records import RequestTiming
+from tui.core.roofline_live import live_roofline, live_target
+from tui.core.telemetry import MetricsSnapshot
+from tui.sim.options import SimOptions
+from tui.sim.physics import EngineConfig
+
+FLAGS = SimOptions(EngineConfig(find_device("H100"), MODELS["8b"]), "meta-llama/Llama-3.1-8B-Instruct").sim_info()
+
+
+def request(sent: float, ttft_s: float, tokens: int, prompt: int) -> RequestTiming:
+    return RequestTiming(ok=True, t_sent_unix=sent, token_offsets_s=tuple(ttft_s + i * 0.0049 for i in range(tokens)),
+                         prompt_tokens=prompt, output_tokens=tokens)
+
+
+def view():
+    """As the simulator times them: the prefill at half the compute roof, the 8 streams just under the bandwidth
+    roof, the server's window mixing both."""
+    timings = [request(100.0, 0.0676, 2, 2000), *(request(110.0 + 0.001 * i, 0.021, 128, 200) for i in range(8))]
+    window = MetricsSnapshot(t_unix=120.0, engine="vllm", window_s=30.0, est_flops_per_s=2.1e12, est_read_gbs=200.0)
+    return live_roofline(live_target(FLAGS, None, None, False), timings, window)
+
+
+class Over(App):
+    """A host app with nothing but the roofline screen, in the app's own styles."""
+
+    CSS_PATH = str(Path(tui.app.app.__file__).with_name("phasetop.tcss"))
+
+    def on_mount(self) -> None:
+        self.theme = "textual-dark"
+        self.push_screen(RooflineScreen(view()))
+
+
+@pytest.mark.parametrize("size", [(120, 40), (160, 45)])
+def test_the_roofline_with_both_phases_and_the_servers_estimate(snap_compare, size):
+    assert snap_compare(Over(), terminal_size=size)

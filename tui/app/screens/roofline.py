@@ -1,0 +1,55 @@
+"""The roofline, live: where this server's prefill and decode sit under its device's compute and bandwidth roofs.
+
+The main screen hands it each new state (`LiveRoofline`, from its requests and scrapes) while it is open; the
+points move as sends finish. Everything shown that a server sent (model names) is plain text.
+"""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.content import Content
+from textual.binding import Binding
+from textual.reactive import reactive
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from tui.app.widgets.roofline_plot import RooflinePlot
+from tui.core.roofline_live import LiveRoofline, figures_lines
+
+LEGEND = Content.from_markup("[$warning]●[/] prefill  [$secondary-lighten-3]●[/] decode  [$success]◆[/] the "
+                             "server's estimate    log-log · the slope: the bandwidth roof · "
+                             "the flat: the compute roof")
+"""phasetop's own words only: the marks in the chart's colours."""
+
+
+class RooflineScreen(Screen[None]):
+    """The chart over the readings: each phase's share of the roof above it, what moves it, the estimates beside."""
+
+    BINDINGS = [Binding("escape,w", "dismiss", "Back", tooltip="Back to the main screen", id="roofline.back")]
+
+    view: reactive[LiveRoofline | None] = reactive(None, always_update=True, init=False)
+    """The roofs and points now; the main screen sets it as its state changes."""
+
+    def __init__(self, view: LiveRoofline) -> None:
+        super().__init__()
+        self._first = view
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="roofline-heading", markup=False)
+        yield RooflinePlot(id="roofline-plot")
+        yield Static(LEGEND, id="roofline-legend")
+        yield Static(id="roofline-figures", markup=False)
+        yield Static(id="roofline-readings", markup=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.view = self._first
+
+    def watch_view(self, view: LiveRoofline | None) -> None:
+        if view is None:
+            return
+        self.query_one("#roofline-heading", Static).update(f"Roofline · {view.heading}")
+        self.query_one(RooflinePlot).show(view)
+        self.query_one("#roofline-figures", Static).update("\n".join(figures_lines(view)))
+        self.query_one("#roofline-readings", Static).update("\n".join(view.lines))
+        self.set_class(view.target is None, "-no-target")
