@@ -48,14 +48,14 @@ sys.path.insert(0, str(ROOT))  # run as a plain script from anywhere
 import httpx  # noqa: E402
 
 from bench.fidelity import errors_ms  # noqa: E402
-from tui.core.arrivals import unit_schedule  # noqa: E402
-from tui.core.records import RequestTiming  # noqa: E402
-from tui.core.stats import summarize  # noqa: E402
+from tui.core.measure.arrivals import unit_schedule  # noqa: E402
+from tui.core.measure.records import RequestTiming  # noqa: E402
+from tui.core.measure.stats import summarize  # noqa: E402
 from tui.sim.launcher import SimulatorProcess  # noqa: E402
 from tui.sources.detect import describe_server  # noqa: E402
 from tui.sources.http import make_client  # noqa: E402
-from tui.sources.load import LoadDial, LoadRunner, Workload  # noqa: E402
-from tui.sources.prompts import prompt_of  # noqa: E402
+from tui.sources.workloads.load import LoadDial, LoadRunner, Workload  # noqa: E402
+from tui.sources.workloads.prompts import prompt_of  # noqa: E402
 
 ERROR_LIMIT_MS = 2.0
 SATURATED_MS = 20.0

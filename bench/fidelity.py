@@ -47,9 +47,9 @@ import httpx  # noqa: E402
 import orjson  # noqa: E402
 from sim_emission import pin  # noqa: E402
 from tests.scripted_server import count_tokens  # noqa: E402
-from tui.core.stats import percentile  # noqa: E402
+from tui.core.measure.stats import percentile  # noqa: E402
 from tui.sources.http import make_client  # noqa: E402
-from tui.sources.prompts import filler_text, make_nonce  # noqa: E402
+from tui.sources.workloads.prompts import filler_text, make_nonce  # noqa: E402
 from tui.sources.meter import LocalMeter  # noqa: E402
 from tui.sources.stream import StreamRequest  # noqa: E402
 

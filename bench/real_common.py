@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 from statistics import median
 
-from tui.core.records import RequestTiming
+from tui.core.measure.records import RequestTiming
 from tui.sources.http import make_client
-from tui.sources.prompts import Prompt, prompt_of
+from tui.sources.workloads.prompts import Prompt, prompt_of
 from tui.sources.meter import LocalMeter
 from tui.sources.stream import StreamRequest
 

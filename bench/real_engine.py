@@ -20,11 +20,11 @@ from real_common import itl_p50, ms
 from real_common import fresh as fresh_prompts
 from real_common import send as send_prompts
 
-from tui.core.experiments import aggregate_tok_s
-from tui.core.reconcile import reconcile
-from tui.core.records import RequestTiming
-from tui.sources.llamacpp_server import LlamaServerProcess
-from tui.sources.prompts import Prompt
+from tui.core.experiments.plans import aggregate_tok_s
+from tui.core.measure.reconcile import reconcile
+from tui.core.measure.records import RequestTiming
+from tui.sources.servers.llamacpp_server import LlamaServerProcess
+from tui.sources.workloads.prompts import Prompt
 
 REPO = Path(__file__).resolve().parent.parent
 MAX_TOKENS = 64

@@ -6,7 +6,7 @@ Llama, CPU), client beside server, with phasetop's own launcher and its own CLI 
 Prints a Markdown table: TTFT and decode at 200 and 2,000 prompt tokens beside vLLM's per-request metrics
 (medians of alternating repeats), 1 vs 4 streams at once, and the same small probe before and after a
 restart on the same port with other flags (`phasetop probe`, then `phasetop compare`). Requests whose
-timing was delivery, not generation (tui.core.delivery) stay out of the medians and are counted below.
+timing was delivery, not generation (tui.core.measure.delivery) stay out of the medians and are counted below.
 """
 
 from __future__ import annotations
@@ -27,13 +27,13 @@ from real_common import itl_p50, ms
 from real_common import send as send_prompts
 
 from tui.cli.main import main as phasetop
-from tui.core.delivery import flag_bursts
-from tui.core.experiments import aggregate_tok_s
-from tui.core.reconcile import reconcile
-from tui.core.records import RequestTiming
-from tui.sources.managed_server import free_port
-from tui.sources.prompts import Prompt
-from tui.sources.vllm_server import SERVED_MODEL_NAME, VllmServerProcess
+from tui.core.measure.delivery import flag_bursts
+from tui.core.experiments.plans import aggregate_tok_s
+from tui.core.measure.reconcile import reconcile
+from tui.core.measure.records import RequestTiming
+from tui.sources.servers.managed_server import free_port
+from tui.sources.workloads.prompts import Prompt
+from tui.sources.servers.vllm_server import SERVED_MODEL_NAME, VllmServerProcess
 
 MEASURING_FLAGS = ("--enable-per-request-metrics",)
 RESTART_FLAGS = ("--max-num-batched-tokens", "512", "--no-enable-prefix-caching")
@@ -64,7 +64,7 @@ class Tally:
     def lines(self) -> list[str]:
         flagged = sum(len(reasons) for reasons in self.bursts.values())
         lines = [f"{flagged} of {sum(self.seen.values())} requests were timed in bursts (delivery, not generation: "
-                 "tui.core.delivery `flag_bursts`) and left out of the medians; a 4-stream round with one counts "
+                 "tui.core.measure.delivery `flag_bursts`) and left out of the medians; a 4-stream round with one counts "
                  "in no aggregate."]
         lines += [f"- {what}: {len(reasons)} of {self.seen[what]}, e.g. {reasons[0]}"
                   for what, reasons in self.bursts.items() if reasons]

@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 import httpx
 import psutil
 
-from tui.core.stats import summarize
+from tui.core.measure.stats import summarize
 from tui.sim.launcher import SimulatorProcess
 
 TARGET_STREAMS = 256

@@ -54,7 +54,7 @@ from pathlib import Path
 import httpx
 import psutil
 
-from tui.core.metric_names import read_scrape
+from tui.core.telemetry.metric_names import read_scrape
 
 ROOT = Path(__file__).resolve().parents[1]
 SIZE = (120, 40)
@@ -261,7 +261,7 @@ def child(url: str, streams: int = STREAMS, rounds: int | None = None) -> None:
     from tui.app.app import PhasetopApp
     from tui.app.launch import draw_apart, run_app
     from tui.config import Settings
-    from tui.core.sends import Send
+    from tui.core.measure.sends import Send
 
     class LoadedApp(PhasetopApp):
         CSS_PATH = str(Path(sys.modules[PhasetopApp.__module__].__file__).with_name("phasetop.tcss"))

@@ -58,8 +58,8 @@ import psutil
 from fidelity import ROOT, errors_ms
 from sim_emission import pin
 from ui import MAX_TOKENS, PROMPT_TOKENS, Terminal, child
-from tui.core.runs import request_figures
-from tui.core.stats import percentile
+from tui.core.runs.run_record import request_figures
+from tui.core.measure.stats import percentile
 
 MODEL = "scripted-model"
 """The scripted server's model: on screen once the UI has detected the server."""

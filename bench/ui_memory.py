@@ -36,9 +36,9 @@ from tui.app.app import PhasetopApp  # noqa: E402
 from tui.app.feeds.requests import SHOWN_LANES, TokenBatches  # noqa: E402
 from tui.app.messages import RequestCompleted, RequestStarted, ServerCameUp  # noqa: E402
 from tui.config import Settings  # noqa: E402
-from tui.core.aggregates import EndlessRecord  # noqa: E402
-from tui.core.records import RequestTiming, ServerSplit  # noqa: E402
-from tui.sources.load import ENDLESS_SAMPLE  # noqa: E402
+from tui.core.measure.aggregates import EndlessRecord  # noqa: E402
+from tui.core.measure.records import RequestTiming, ServerSplit  # noqa: E402
+from tui.sources.workloads.load import ENDLESS_SAMPLE  # noqa: E402
 
 STREAMS = 32
 OUT_TOKENS = 512

@@ -20,9 +20,9 @@ from screenshots import OUT, SIZE, until
 from tui.app.app import PhasetopApp
 from tui.app.screens.main import MainScreen
 from tui.config import Settings
-from tui.sources.llamacpp_server import LlamaServerProcess
-from tui.sources.managed_server import ManagedServer
-from tui.sources.vllm_server import VllmServerProcess
+from tui.sources.servers.llamacpp_server import LlamaServerProcess
+from tui.sources.servers.managed_server import ManagedServer
+from tui.sources.servers.vllm_server import VllmServerProcess
 
 REPO = OUT.parent
 

@@ -27,10 +27,10 @@ from tui.app.screens.fleet import FleetScreen
 from tui.app.screens.main import MainScreen
 from tui.app.screens.roofline import RooflineScreen
 from tui.config import Settings
-from tui.core.serve_command import ServeCommand, Setting
+from tui.core.serving.serve_command import ServeCommand, Setting
 from tui.sim.fleet_lab import FleetLab, send_load
 from tui.sim.launcher import SimulatorProcess, simulator_args
-from tui.sources.served_command import ServedCommand, start_served
+from tui.sources.servers.served_command import ServedCommand, start_served
 
 OUT = Path(__file__).resolve().parent.parent / "screenshots"
 SIZE = (120, 40)

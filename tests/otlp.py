@@ -15,8 +15,8 @@ from collections.abc import Iterator
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tui.core.otlp_spans import export_request
-from tui.core.served import ServedRequest
+from tui.core.telemetry.otlp_spans import export_request
+from tui.core.telemetry.served import ServedRequest
 from tui.sim.serve import url_of
 from tui.sources.otlp_receiver import TRACES_PATH, TraceReceiver
 

@@ -25,9 +25,9 @@ from pydantic_settings import (
 )
 from pydantic_settings import SettingsError as _SourceError
 
-from tui.core.devices import UnknownDeviceError, find_device
-from tui.core.models import find_model
-from tui.core.promql import Matcher
+from tui.core.hardware.devices import UnknownDeviceError, find_device
+from tui.core.hardware.models import find_model
+from tui.core.fleet.promql import Matcher
 from tui.core.untrusted import register_secret, register_url_credentials
 
 ApiKind = Literal["auto", "openai", "ollama", "llamacpp"]

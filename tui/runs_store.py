@@ -5,7 +5,7 @@ target, so a reader (or a crash at any moment) sees the old file whole or the ne
 file's name holds the writer's pid, so the temps of a writer that was killed are removed by the next
 save or listing, at once; one whose writer cannot be told is removed once it is STALE_TEMP_S old.
 
-A file is read only once it passes the run schema (`tui.core.run_schema`): a listing names each file it
+A file is read only once it passes the run schema (`tui.core.runs.schema`): a listing names each file it
 cannot read, with the reason, and goes on with the others.
 """
 
@@ -23,8 +23,8 @@ import orjson
 import psutil
 from platformdirs import user_data_dir
 
-from tui.core.run_schema import RunInvalid, check_run
-from tui.core.runs import is_bench_document, run_from_bench_document, run_header
+from tui.core.runs.schema import RunInvalid, check_run
+from tui.core.runs.run_record import is_bench_document, run_from_bench_document, run_header
 from tui.core.untrusted import redact_all, surrogates_escaped, without_credentials
 
 TEMP_SUFFIX = ".tmp"

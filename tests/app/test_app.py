@@ -9,7 +9,7 @@ from tui.app.messages import RequestCompleted, ServerCameUp, ServerWentDown
 from tui.app.screens.help import HelpScreen
 from tui.app.screens.main import MainScreen
 from tui.app.widgets.prompt_pane import AnswerView, PromptPane
-from tui.core.delivery import flag_bursts
+from tui.core.measure.delivery import flag_bursts
 
 
 async def test_short_preset_streams_and_the_figures_match_the_record(sim_url):

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from tui.app.widgets.load_dial import DialState, describe
-from tui.core.delivery import flag_bursts
-from tui.core.lane_figures import figures_line
-from tui.core.records import RequestTiming, ServerSplit
-from tui.core.load_steps import LoadProgress
+from tui.core.measure.delivery import flag_bursts
+from tui.core.view.lane_figures import figures_line
+from tui.core.measure.records import RequestTiming, ServerSplit
+from tui.core.measure.load_steps import LoadProgress
 
 
 def timing(offsets) -> RequestTiming:

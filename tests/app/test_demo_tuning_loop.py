@@ -10,10 +10,10 @@ from tests.app.tuning_steps import edit_flags, long_among_streams
 from tui.app.app import PhasetopApp
 from tui.app.screens.compare import CompareScreen
 from tui.app.screens.server_log import ServerLogScreen
-from tui.core.serve_command import ServeCommand, Setting
+from tui.core.serving.serve_command import ServeCommand, Setting
 from tui.sim.launcher import SimulatorProcess
-from tui.sources.managed_server import ServerStartError
-from tui.sources.served_command import ServedSimulator
+from tui.sources.servers.managed_server import ServerStartError
+from tui.sources.servers.served_command import ServedSimulator
 
 ARGS = ["--time-scale", "4", "--max-num-batched-tokens", "2048"]
 

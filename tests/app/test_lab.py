@@ -22,8 +22,8 @@ from tui.app.screens.experiment import ExperimentChart, ExperimentScreen
 from tui.app.screens.main import MainScreen
 from tui.app.screens.runs import RunsScreen
 from tui.cli.main import main as phasetop
-from tui.core.runs import compare_runs, new_run
-from tui.core.stats import summarize
+from tui.core.runs.run_record import compare_runs, new_run
+from tui.core.measure.stats import summarize
 from tui.runs_store import save_run
 from tui.sim.launcher import SimulatorProcess
 

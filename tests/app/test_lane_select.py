@@ -6,7 +6,7 @@ from __future__ import annotations
 from tests.app.harness import CEILING, completed, send, settings, started, wait_for
 from tui.app.app import PhasetopApp
 from tui.app.widgets.timeline_pane import TimelinePane
-from tui.core.timeline import SELECTED_MARK
+from tui.core.view.timeline import SELECTED_MARK
 
 
 def figures(screen) -> str:

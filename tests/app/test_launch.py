@@ -9,7 +9,7 @@ import pytest
 
 from tui.app.launch import simulated_server
 from tui.config import load_settings
-from tui.core.server_ceiling import simulator_ceiling
+from tui.core.hardware.server_ceiling import simulator_ceiling
 
 TINY = {"hidden_size": 256, "num_attention_heads": 4, "num_hidden_layers": 2, "vocab_size": 1000,
         "intermediate_size": 512, "_name_or_path": "tiny-test"}

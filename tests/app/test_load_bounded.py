@@ -7,7 +7,7 @@ import math
 
 from tui.sources.detect import describe_server
 from tui.sources.http import make_client
-from tui.sources.load import LoadDial, LoadRunner, Workload
+from tui.sources.workloads.load import LoadDial, LoadRunner, Workload
 
 
 async def test_an_endless_load_keeps_a_sample_and_counts_every_request(sim_url):

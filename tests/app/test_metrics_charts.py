@@ -14,7 +14,7 @@ from tests.snapshots.recorded import metrics
 from tui.app.widgets.gpu_pane import GpuPane
 from tui.app.widgets.history_plot import HistoryPlot
 from tui.app.widgets.metrics_pane import CHART_MIN_COLUMNS, CHART_MIN_ROWS, MetricsPane
-from tui.core.telemetry import GpuReading, GpuSample, HistogramQuantiles
+from tui.core.telemetry.readings import GpuReading, GpuSample, HistogramQuantiles
 
 TCSS = Path(tui.app.__file__).parent / "phasetop.tcss"
 T0 = 1_735_732_800.0

@@ -18,8 +18,8 @@ import tui.app
 from tests.snapshots.recorded import T0, make_app, metrics, offsets, play
 from tui.app.widgets.metrics_pane import MetricsPane
 from tui.app.widgets.timeline_pane import AXIS_ROWS, PREFILL_MARK, TimelinePane, TimelinePlot
-from tui.core.records import RequestTiming
-from tui.core.telemetry import HistogramQuantiles
+from tui.core.measure.records import RequestTiming
+from tui.core.telemetry.readings import HistogramQuantiles
 
 TCSS = Path(tui.app.__file__).parent / "phasetop.tcss"
 SIZE = (80, 24)

@@ -8,7 +8,7 @@ from tests.app.harness import completed, settings, started, wait_for
 from tui.app.app import PhasetopApp
 from tui.app.screens.main import MainScreen
 from tui.app.screens.roofline import RooflineScreen
-from tui.core.roofline_live import NO_DECODE
+from tui.core.hardware.roofline_live import NO_DECODE
 
 
 def batch_of(view) -> float | None:

@@ -14,7 +14,7 @@ import tui.app
 from tests.app.harness import text_of, wait_for
 from tui.app.screens.compare import CompareScreen
 from tui.app.screens.runs import RunsScreen
-from tui.core.runs import new_run
+from tui.core.runs.run_record import new_run
 from tui.runs_store import save_run
 
 TCSS = Path(tui.app.__file__).parent / "phasetop.tcss"

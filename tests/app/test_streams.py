@@ -14,8 +14,8 @@ from tui.app.messages import (
 )
 from tui.app.screens.main import MainScreen
 from tui.app.widgets.prompt_pane import PRESETS
-from tui.core.live import KEEP_REQUESTS
-from tui.core.records import RequestTiming
+from tui.core.state.live import KEEP_REQUESTS
+from tui.core.measure.records import RequestTiming
 
 T0 = 1.7e9
 
@@ -129,8 +129,8 @@ async def test_eight_streams_replot_far_less_often_than_batches_arrive(sim_url):
 
 async def test_a_busy_meter_is_shown_and_the_figures_it_marked_are_kept_out():
     from tui.app.messages import ClientSampled
-    from tui.core.client_load import mark_busy
-    from tui.core.delivery import DELIVERY_NOT_GENERATION
+    from tui.core.measure.client_load import mark_busy
+    from tui.core.measure.delivery import DELIVERY_NOT_GENERATION
 
     app = PhasetopApp(settings(), "http://127.0.0.1:9", None, None, live=False)
     async with app.run_test(size=(120, 40)) as pilot:

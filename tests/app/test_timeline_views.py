@@ -15,10 +15,10 @@ from tui.app.widgets.timeline_pane import (
     TimelinePane,
     TimelinePlot,
 )
-from tui.core.gaps import UNKNOWN
-from tui.core.lane_cells import DECODE, GAP_KINDS
-from tui.core.records import RequestTiming
-from tui.core.timeline import ALIGNED, WALL_CLOCK
+from tui.core.measure.gaps import UNKNOWN
+from tui.core.view.lane_cells import DECODE, GAP_KINDS
+from tui.core.measure.records import RequestTiming
+from tui.core.view.timeline import ALIGNED, WALL_CLOCK
 
 TCSS = Path(tui.app.__file__).parent / "phasetop.tcss"
 SIZES = [(80, 24), (120, 40), (200, 50)]

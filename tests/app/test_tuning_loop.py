@@ -18,9 +18,9 @@ from tui.app.app import PhasetopApp
 from tui.app.screens.compare import CompareScreen
 from tui.app.screens.flags import FlagEditorScreen
 from tui.config import PollSettings
-from tui.core.sends import Send
-from tui.core.serve_command import ServeCommand, Setting
-from tui.sources.served_command import ServedCommand, listening, start_served
+from tui.core.measure.sends import Send
+from tui.core.serving.serve_command import ServeCommand, Setting
+from tui.sources.servers.served_command import ServedCommand, listening, start_served
 
 SETTLE_S = 1.5
 """The UI's first seconds (first paint, the server identified) keep its one core busy: streams read then
@@ -231,7 +231,7 @@ def highlighted(static) -> set[str]:
 
 
 def test_a_restart_keeps_the_uis_port(served):
-    from tui.sources.managed_server import ServerStartError
+    from tui.sources.servers.managed_server import ServerStartError
 
     with pytest.raises(ServerStartError, match="the port is the UI's"):
         served.restart(served.command.with_setting(Setting("port", "1")))

@@ -15,9 +15,9 @@ from tests.snapshots.recorded import make_app, play
 from tui.app.messages import MetricsScraped
 from tui.app.widgets.gpu_pane import GpuPane
 from tui.app.widgets.metrics_pane import MetricsPane
-from tui.core.metric_names import read_scrape
-from tui.core.promstats import build_snapshot
-from tui.core.telemetry import GpuReading, GpuSample
+from tui.core.telemetry.metric_names import read_scrape
+from tui.core.telemetry.promstats import build_snapshot
+from tui.core.telemetry.readings import GpuReading, GpuSample
 
 TCSS = Path(tui.app.__file__).parent / "phasetop.tcss"
 E = 'engine="0",model_name="tiny"'

@@ -6,8 +6,8 @@ from textual.widgets import Input, RadioButton
 
 from tests.app.harness import completed, wait_for
 from tui.app.screens.flags import FlagEditorScreen
-from tui.core.sends import Send
-from tui.core.serve_command import ServeCommand
+from tui.core.measure.sends import Send
+from tui.core.serving.serve_command import ServeCommand
 
 
 async def edit_flags(pilot, app, command: ServeCommand, rerun: str | None = None) -> None:

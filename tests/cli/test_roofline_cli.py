@@ -9,8 +9,8 @@ import pytest
 from tests.cli.running import assert_one_clear_line, run
 from tests.loopback import closed_port_url
 from tests.scripted_server import Reply, Script, ScriptedServer
-from tui.core.devices import find_device
-from tui.core.models import MODELS
+from tui.core.hardware.devices import find_device
+from tui.core.hardware.models import MODELS
 from tui.sim.launcher import SimulatorProcess
 from tui.sim.physics import EngineConfig, step_time_s, step_traffic
 

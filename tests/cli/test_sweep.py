@@ -25,12 +25,12 @@ import pytest
 from tests.cli.running import assert_one_clear_line
 from tests.scripted_server import Script, ScriptedServer
 from tui.cli.main import main
-from tui.core.experiment_columns import COLUMNS
-from tui.core.experiments import INTERFERENCE_STREAMS, make_plan
-from tui.core.timeline import lanes
+from tui.core.experiments.columns import COLUMNS
+from tui.core.experiments.plans import INTERFERENCE_STREAMS, make_plan
+from tui.core.view.timeline import lanes
 from tui.sim.launcher import SimulatorProcess
 from tui.sources.detect import describe_server
-from tui.sources.experiments import run_experiment
+from tui.sources.workloads.experiments import run_experiment
 from tui.sources.http import make_client
 
 SLOWED = ("--time-scale", "2")

@@ -13,7 +13,7 @@ import pytest
 from tests.cli.running import assert_one_clear_line, run
 from tests.loopback import free_port
 from tests.otlp import PROTOBUF_HEADERS, export_bytes, record
-from tui.core.otlp_spans import export_request
+from tui.core.telemetry.otlp_spans import export_request
 from tui.runs_store import default_runs_dir, list_runs, load_run
 
 

@@ -8,7 +8,7 @@ import pytest
 from tests.loopback import closed_port_url
 from tui.cli.gpu import format_sample
 from tui.cli.main import main
-from tui.core.telemetry import GpuReading, GpuSample, HostSample, ProcessSample
+from tui.core.telemetry.readings import GpuReading, GpuSample, HostSample, ProcessSample
 from tui.sim.launcher import SimulatorProcess
 
 pytestmark = pytest.mark.usefixtures("isolated")

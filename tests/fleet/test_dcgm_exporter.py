@@ -8,8 +8,8 @@ import httpx
 import pytest
 
 from tui.cli.sim_dcgm import READY_PREFIX
-from tui.core.devices import find_device
-from tui.core.metric_names import parse_exposition
+from tui.core.hardware.devices import find_device
+from tui.core.telemetry.metric_names import parse_exposition
 from tui.sim.dcgm_exporter import DcgmExporter, host_gpus
 from tui.sim.fleet_lab import READY_PREFIX as READY_LINE, FleetLab, LabError, prometheus_config
 

@@ -4,10 +4,10 @@ import math
 
 import pytest
 
-from tui.core.fleet import SATURATED_KV_USAGE, merged_latency, read_fleet_results, sort_rows
-from tui.core.fleet_gpus import JoinRules, host_part
-from tui.core.fleet_queries import Discovered, Want
-from tui.core.promstats import histogram_quantile
+from tui.core.fleet.instances import SATURATED_KV_USAGE, merged_latency, read_fleet_results, sort_rows
+from tui.core.fleet.gpus import JoinRules, host_part
+from tui.core.fleet.queries import Discovered, Want
+from tui.core.telemetry.promstats import histogram_quantile
 
 VLLM = frozenset({"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
                   "vllm:generation_tokens_total", "vllm:inter_token_latency_seconds_count",

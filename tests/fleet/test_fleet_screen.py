@@ -23,8 +23,8 @@ from tui.app.app import PhasetopApp
 from tui.app.fleet_messages import FleetRead
 from tui.app.screens.fleet import SORT_CYCLE, FleetScreen, InstanceScreen
 from tui.config import Settings
-from tui.core.fleet import SORT_COLUMNS
-from tui.core.fleet_text import row_cells
+from tui.core.fleet.instances import SORT_COLUMNS
+from tui.core.fleet.text import row_cells
 from tui.sim.fleet_lab import send_load
 from tui.sources.prometheus import prometheus_client, query, read_fleet
 

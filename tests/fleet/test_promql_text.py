@@ -2,9 +2,9 @@
 
 import pytest
 
-from tui.core import promql
-from tui.core.fleet_queries import Discovered, Want, family_names, plan
-from tui.core.promql import Matcher, escape, parse_matcher, selector
+from tui.core.fleet import promql
+from tui.core.fleet.queries import Discovered, Want, family_names, plan
+from tui.core.fleet.promql import Matcher, escape, parse_matcher, selector
 
 
 @pytest.mark.parametrize(("raw", "escaped"), [
@@ -97,8 +97,8 @@ def test_plan_asks_only_for_the_names_instances_would_use():
 
 
 def test_an_instances_series_read_back_as_its_exposition_text():
-    from tui.core.metric_names import parse_exposition, read_scrape
-    from tui.core.promql import exposition
+    from tui.core.telemetry.metric_names import parse_exposition, read_scrape
+    from tui.core.fleet.promql import exposition
 
     series = [({"__name__": "vllm:num_requests_running", "model_name": 'a"b\nc', "job": "vllm", "instance": "h:1"}, 3.0),
               ({"__name__": "vllm:time_to_first_token_seconds_bucket", "le": "0.1"}, 4.0),

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tui.cli.main import main
-from tui.sources.llamacpp_server import LlamaServerProcess
+from tui.sources.servers.llamacpp_server import LlamaServerProcess
 
 REPO = Path(__file__).resolve().parents[2]
 CLIENT_TIMEOUT_S = "120"

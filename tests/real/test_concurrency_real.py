@@ -7,11 +7,11 @@ from statistics import median
 
 import pytest
 
-from tui.core.experiments import aggregate_tok_s
-from tui.core.records import RequestTiming
+from tui.core.experiments.plans import aggregate_tok_s
+from tui.core.measure.records import RequestTiming
 from tui.sources.detect import WARM_UP_PATHS
 from tui.sources.http import make_client
-from tui.sources.prompts import prompt_of
+from tui.sources.workloads.prompts import prompt_of
 from tui.sources.stream import StreamRequest, measure, warm_up
 
 pytestmark = pytest.mark.real_engine

@@ -10,9 +10,9 @@ import httpx
 import pytest
 
 from tests.real.conftest import phasetop_json, probe
-from tui.core.devices import find_device
+from tui.core.hardware.devices import find_device
 from tui.sources.http import make_client
-from tui.sources.prompts import prompt_of
+from tui.sources.workloads.prompts import prompt_of
 from tui.sources.scrape import MetricsScraper
 from tui.sources.stream import StreamRequest, measure
 

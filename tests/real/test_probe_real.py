@@ -11,7 +11,7 @@ from statistics import median
 import pytest
 
 from tests.real.conftest import probe
-from tui.core.reconcile import TTFT_GAP_NAME
+from tui.core.measure.reconcile import TTFT_GAP_NAME
 
 pytestmark = pytest.mark.real_engine
 

@@ -16,11 +16,11 @@ from tui.app.app import PhasetopApp
 from tui.app.screens.compare import CompareScreen
 from tui.app.screens.flags import FlagEditorScreen
 from tui.cli.main import main
-from tui.core.sends import Send
-from tui.core.serve_command import ServeCommand, Setting
+from tui.core.measure.sends import Send
+from tui.core.serving.serve_command import ServeCommand, Setting
 from tui.runs_store import list_runs, load_run
-from tui.sources.llamacpp_server import binary_path, server_command
-from tui.sources.served_command import ServedCommand, listening, start_served
+from tui.sources.servers.llamacpp_server import binary_path, server_command
+from tui.sources.servers.served_command import ServedCommand, listening, start_served
 
 pytestmark = pytest.mark.real_engine
 

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from tests.real.conftest import phasetop_json, quiet_environment  # noqa: F401  (the same clean environment)
-from tui.sources.vllm_server import INSTALL_HINT, VllmServerProcess, default_model, default_python
+from tui.sources.servers.vllm_server import INSTALL_HINT, VllmServerProcess, default_model, default_python
 
 CLIENT_TIMEOUT_S = "120"
 """Generous: a 2,000-token prefill takes about a second on an idle core, several on a busy machine."""

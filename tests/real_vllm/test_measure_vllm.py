@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from tests.real_vllm.conftest import CLIENT_TIMEOUT_S, phasetop_json
-from tui.sources.vllm_server import DEFAULT_MAX_MODEL_LEN
+from tui.sources.servers.vllm_server import DEFAULT_MAX_MODEL_LEN
 
 pytestmark = pytest.mark.real_vllm
 

@@ -23,7 +23,7 @@ from tests.real_vllm.conftest import (
 from tui.app.app import PhasetopApp
 from tui.app.messages import MetricsScraped
 from tui.app.screens.main import MainScreen
-from tui.sources.managed_server import free_port
+from tui.sources.servers.managed_server import free_port
 
 pytestmark = pytest.mark.real_vllm
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tests.real_vllm.conftest import CLIENT_TIMEOUT_S, phasetop_json, start_vllm
-from tui.sources.vllm_server import default_model
+from tui.sources.servers.vllm_server import default_model
 
 pytestmark = pytest.mark.real_vllm
 

@@ -13,11 +13,11 @@ from tests.sources.engine_threads import engine_threads
 from tui.app.app import PhasetopApp
 from tui.app.screens.compare import CompareScreen
 from tui.app.screens.flags import FlagEditorScreen
-from tui.core.sends import Send
-from tui.core.serve_command import ServeCommand, Setting
-from tui.sources.managed_server import free_port
-from tui.sources.served_command import ServedCommand, listening, start_served
-from tui.sources.vllm_server import (
+from tui.core.measure.sends import Send
+from tui.core.serving.serve_command import ServeCommand, Setting
+from tui.sources.servers.managed_server import free_port
+from tui.sources.servers.served_command import ServedCommand, listening, start_served
+from tui.sources.servers.vllm_server import (
     default_model,
     default_python,
     server_command,

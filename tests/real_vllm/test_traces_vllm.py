@@ -16,8 +16,8 @@ import httpx
 import pytest
 
 from tests.real_vllm.conftest import CLIENT_TIMEOUT_S, MEASURING_FLAGS, start_vllm
-from tui.sources.managed_server import free_port
-from tui.sources.vllm_server import INSTALL_HINT, SERVED_MODEL_NAME, default_python
+from tui.sources.servers.managed_server import free_port
+from tui.sources.servers.vllm_server import INSTALL_HINT, SERVED_MODEL_NAME, default_python
 
 pytestmark = pytest.mark.real_vllm
 

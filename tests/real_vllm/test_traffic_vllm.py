@@ -13,9 +13,9 @@ from tui.app.app import PhasetopApp
 from tui.app.feeds.traces import endpoint_of
 from tui.app.screens.traffic import TrafficScreen
 from tui.app.widgets.traffic_lanes import TrafficLanes
-from tui.core.traffic import DECODE, PREFILL
+from tui.core.view.traffic import DECODE, PREFILL
 from tui.sources.otlp_receiver import TraceReceiver
-from tui.sources.vllm_server import SERVED_MODEL_NAME
+from tui.sources.servers.vllm_server import SERVED_MODEL_NAME
 
 pytestmark = pytest.mark.real_vllm
 

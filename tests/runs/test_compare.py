@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tui.core.runs import compare_runs, new_run, run_header
+from tui.core.runs.run_record import compare_runs, new_run, run_header
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
 
@@ -142,7 +142,7 @@ def test_a_different_kind_or_workload_is_named_and_who_ran_it_is_not():
 
 
 def test_phasetops_own_launcher_argument_is_no_server_flag():
-    from tui.core.command_flags import command_flags
+    from tui.core.serving.command_flags import command_flags
 
     assert command_flags(["python", "-m", "tui", "sim", "--port", "0", "--stop-on-stdin-close", "--max-num-seqs", "8"]) == {
         "max_num_seqs": "8"}

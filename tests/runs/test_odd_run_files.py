@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tui.cli.main import main
-from tui.core.runs import compare_runs, new_run
+from tui.core.runs.run_record import compare_runs, new_run
 from tui.runs_store import RunFileError, RunStoreError, load_run, save_run, scan_runs
 from tui.sim.launcher import SimulatorProcess
 

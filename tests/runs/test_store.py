@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tui.core.runs import new_run
+from tui.core.runs.run_record import new_run
 from tui.core.untrusted import register_secret, register_url_credentials
 from tui.runs_store import RunFileError, RunNotFound, list_runs, load_run, save_run
 

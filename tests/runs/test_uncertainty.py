@@ -9,14 +9,14 @@ import random
 import pytest
 
 from tui.cli.main import main
-from tui.core.runs import (
+from tui.core.runs.run_record import (
     compare_runs,
     draw_block_of,
     request_figures,
     request_samples,
     run_from_bench_document,
 )
-from tui.core.uncertainty import BETTER, NOT_ENOUGH, TIE, WORSE, judge, verdict_of
+from tui.core.measure.uncertainty import BETTER, NOT_ENOUGH, TIE, WORSE, judge, verdict_of
 
 pytestmark = pytest.mark.timing
 

@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from tui.core.devices import find_device
-from tui.core.models import find_model
+from tui.core.hardware.devices import find_device
+from tui.core.hardware.models import find_model
 from tui.sim.launcher import SimulatorProcess
 from tui.sim.options import SimOptions
 from tui.sim.physics import EngineConfig

@@ -1,7 +1,7 @@
 """The domain text's claims, measured against the running simulator through phasetop's own clients.
 
 Every request goes through `tui.sources.stream.measure` (the client `probe` uses), prompts of N
-tokens come from `tui.sources.prompts.prompt_of`, server gauges from `tui.sources.scrape`. Margins
+tokens come from `tui.sources.workloads.prompts.prompt_of`, server gauges from `tui.sources.scrape`. Margins
 are wide: the physics gives 2–7× what each assertion needs, so a loaded 2-core machine still passes.
 Claims that compare ratios run on a `--time-scale 2` simulator (ratios do not move; jitter matters less).
 """
@@ -13,11 +13,11 @@ import statistics
 
 import pytest
 
-from tui.core.records import RequestTiming
-from tui.core.roofline import decode_ceiling_tok_s, weight_bytes
-from tui.core.stats import summarize
+from tui.core.measure.records import RequestTiming
+from tui.core.hardware.roofline import decode_ceiling_tok_s, weight_bytes
+from tui.core.measure.stats import summarize
 from tui.sources.http import make_client
-from tui.sources.prompts import prompt_of
+from tui.sources.workloads.prompts import prompt_of
 from tui.sources.scrape import MetricsScraper
 from tui.sources.stream import StreamRequest, measure
 

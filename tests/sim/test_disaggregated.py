@@ -17,13 +17,13 @@ import sys
 import httpx
 import pytest
 
-from tui.core.disaggregation import KV_LINKS, kv_transfer_bytes
-from tui.core.experiments import make_plan
-from tui.core.models import MODELS
+from tui.core.experiments.disaggregation import KV_LINKS, kv_transfer_bytes
+from tui.core.experiments.plans import make_plan
+from tui.core.hardware.models import MODELS
 from tui.sources.detect import describe_server
-from tui.sources.experiments import run_experiment
+from tui.sources.workloads.experiments import run_experiment
 from tui.sources.http import make_client
-from tui.sources.prompts import prompt_of
+from tui.sources.workloads.prompts import prompt_of
 from tui.sources.stream import StreamRequest, measure
 
 pytestmark = pytest.mark.timing

@@ -10,8 +10,8 @@ import time
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client import Histogram as ClientHistogram
 
-from tui.core.devices import find_device
-from tui.core.models import find_model
+from tui.core.hardware.devices import find_device
+from tui.core.hardware.models import find_model
 from tui.sim.engine import TIMER_SLACK_S
 from tui.sim.exposition import Exposition, Histogram, generated, histogram, merged
 from tui.sim.metrics import ITL_BUCKETS

@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from tui.core.devices import find_device
-from tui.core.models import find_model
+from tui.core.hardware.devices import find_device
+from tui.core.hardware.models import find_model
 from tui.sim.blocks import BLOCK_SIZE, BlockPool, block_hashes
 from tui.sim.physics import (
     COMPUTE_EFFICIENCY,

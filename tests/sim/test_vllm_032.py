@@ -12,8 +12,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.sim.wire_text import MODEL, events, samples, value
-from tui.core.devices import find_device
-from tui.core.models import find_model
+from tui.core.hardware.devices import find_device
+from tui.core.hardware.models import find_model
 from tui.sim.physics import EngineConfig
 
 LABELS = {"model_name": MODEL, "engine": "0"}

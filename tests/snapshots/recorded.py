@@ -27,8 +27,8 @@ from tui.app.messages import (
 from tui.app.screens.main import MainScreen
 from tui.app.widgets.prompt_pane import PromptPane
 from tui.config import Settings
-from tui.core.records import RequestTiming
-from tui.core.telemetry import GpuReading, GpuSample, HistogramQuantiles, HostSample, MetricsSnapshot, ProcessSample
+from tui.core.measure.records import RequestTiming
+from tui.core.telemetry.readings import GpuReading, GpuSample, HistogramQuantiles, HostSample, MetricsSnapshot, ProcessSample
 
 URL = "http://gpu-box:8000"
 """Never contacted: the app runs without workers."""

@@ -13,11 +13,11 @@ from textual.app import App
 
 import tui.app.app
 from tui.app.screens.roofline import RooflineScreen
-from tui.core.devices import find_device
-from tui.core.models import MODELS
-from tui.core.records import RequestTiming
-from tui.core.roofline_live import live_roofline, live_target
-from tui.core.telemetry import MetricsSnapshot
+from tui.core.hardware.devices import find_device
+from tui.core.hardware.models import MODELS
+from tui.core.measure.records import RequestTiming
+from tui.core.hardware.roofline_live import live_roofline, live_target
+from tui.core.telemetry.readings import MetricsSnapshot
 from tui.sim.options import SimOptions
 from tui.sim.physics import EngineConfig
 

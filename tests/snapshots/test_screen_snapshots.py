@@ -19,13 +19,13 @@ from tui.app.screens.compare import CompareScreen
 from tui.app.screens.experiment import ExperimentScreen
 from tui.app.screens.flags import FlagEditorScreen
 from tui.app.screens.fleet import FleetScreen
-from tui.core.experiments import make_plan
-from tui.core.fleet import Fleet, FleetRow, Latency, Pool
-from tui.core.runs import compare_runs, new_run
-from tui.core.serve_command import ServeCommand, Setting
-from tui.core.tuning_loop import PROBE, SENDS
+from tui.core.experiments.plans import make_plan
+from tui.core.fleet.instances import Fleet, FleetRow, Latency, Pool
+from tui.core.runs.run_record import compare_runs, new_run
+from tui.core.serving.serve_command import ServeCommand, Setting
+from tui.core.state.tuning_loop import PROBE, SENDS
 from tui.sources.detect import ServerInfo
-from tui.sources.experiments import ExperimentResult
+from tui.sources.workloads.experiments import ExperimentResult
 from tui.sources.meter import LocalMeter
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from tui.sources.copy_load import CopyLoad, LoadFailed, torch_installed
+from tui.sources.workloads.copy_load import CopyLoad, LoadFailed, torch_installed
 
 
 def stand_in(tmp_path, body: str) -> list[str]:

@@ -14,7 +14,7 @@ from tests.scripted_server import Reply, Script
 from tui.sources.detect import describe_server
 from tui.sources.errors import AnswerTooSlow, ServerTimeout
 from tui.sources.http import make_client
-from tui.sources.prompts import count_tokens
+from tui.sources.workloads.prompts import count_tokens
 from tui.sources.scrape import MetricsScraper
 from tui.sources.stream import StreamRequest, measure
 

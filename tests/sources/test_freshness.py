@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.fixtures.metrics_server import MetricsServer, fixture, set_value
-from tui.core.records import mark_cold
+from tui.core.measure.records import mark_cold
 from tui.sim.launcher import SimulatorProcess
 from tui.sources.http import make_client
 from tui.sources.identity import server_is_fresh

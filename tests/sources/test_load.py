@@ -8,11 +8,11 @@ import random
 
 import pytest
 
-from tui.core.arrivals import unit_schedule
+from tui.core.measure.arrivals import unit_schedule
 from tui.sim.launcher import SimulatorProcess
 from tui.sources.detect import describe_server
 from tui.sources.http import make_client
-from tui.sources.load import LoadDial, LoadRunner, Workload
+from tui.sources.workloads.load import LoadDial, LoadRunner, Workload
 from tui.sources.scrape import MetricsScraper
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from tui.core.records import RequestTiming
+from tui.core.measure.records import RequestTiming
 from tui.sources.loop_watch import PROBE_S, LoopWatch
 from tui.sources.wall_clock import now_unix
 

@@ -12,7 +12,7 @@ from tests.scripted_server import Reply, Script
 from tui.sources.detect import describe_server
 from tui.sources.errors import ProtocolError
 from tui.sources.http import make_client
-from tui.sources.load import LoadDial, LoadRunner, Workload
+from tui.sources.workloads.load import LoadDial, LoadRunner, Workload
 from tui.sources.stream import StreamRequest, measure
 
 

@@ -15,7 +15,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from tests.hostile import bomb
 from tests.otlp import PROTOBUF_HEADERS, export_bytes, receiving, record, wait_for_records
-from tui.core.otlp_spans import PROMPT_TOKENS, export_request, request_span
+from tui.core.telemetry.otlp_spans import PROMPT_TOKENS, export_request, request_span
 
 MB = 1024 * 1024
 

@@ -4,12 +4,12 @@ import pytest
 
 from tests.fixtures.fake_pynvml import FakeGpu, FakeNvml
 from tui.config import Settings
-from tui.core.decode_window import gpm_bytes_per_s
+from tui.core.hardware.decode_window import gpm_bytes_per_s
 from tui.sources.detect import describe_configured
 from tui.sources.gpu import GpuSampler
 from tui.sources.http import client_for
 from tui.sources.meter import LocalMeter
-from tui.sources.roofline_probe import probe_decode, probe_prefill
+from tui.sources.workloads.roofline_probe import probe_decode, probe_prefill
 
 
 async def decode(url, gpu=None, concurrency=2):

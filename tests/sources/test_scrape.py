@@ -8,7 +8,7 @@ import time
 import pytest
 
 from tests.fixtures.metrics_server import MetricsServer, bump, fixture, observe, set_value, vllm_models
-from tui.core.promstats import cached_prompt_tokens
+from tui.core.telemetry.promstats import cached_prompt_tokens
 from tui.sources.errors import ProtocolError, ServerUnavailable
 from tui.sources.http import make_client
 from tui.sources.scrape import MetricsNotExposed, MetricsScraper

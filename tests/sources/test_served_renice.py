@@ -8,8 +8,8 @@ import sys
 
 from tests.loopback import closed_port_url
 from tests.sources.engine_threads import engine_threads
-from tui.core.serve_command import ServeCommand, Setting
-from tui.sources.served_command import ServedCommand, start_served
+from tui.core.serving.serve_command import ServeCommand, Setting
+from tui.sources.servers.served_command import ServedCommand, start_served
 
 # A stand-in for vLLM's process tree: an "API server" answering /health, with a child named as vLLM names its
 # engine (`VLLM::EngineCore`), which runs a second thread so every thread must be reniced, not the first only.

@@ -21,8 +21,8 @@ import pytest
 
 from tui.sources.detect import ServerInfo
 from tui.sources.http import make_client
-from tui.sources.load import LoadDial, LoadRunner, Workload
-from tui.sources.prompts import prompt_of
+from tui.sources.workloads.load import LoadDial, LoadRunner, Workload
+from tui.sources.workloads.prompts import prompt_of
 from tui.sources.stream import StreamRequest, measure, warm_up
 
 TOKENS = [" a", " b", " c", " d"]

@@ -9,7 +9,7 @@ import pytest
 from tests.scripted_server import Script, count_tokens
 from tui.sources.detect import describe_server, detect_api
 from tui.sources.http import make_client
-from tui.sources.prompts import prompt_of, refit
+from tui.sources.workloads.prompts import prompt_of, refit
 from tui.sources.stream import ChunkArrived, RequestFinished, StreamRequest, measure, stream, warm_up
 
 TOKENS = ["Hello", ",", " world", "!", " How", " are", " you", "?"]

@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from tui.core.sse import LineSplitter, sse_field
+from tui.core.measure.sse import LineSplitter, sse_field
 from tui.sources.chunks import Tally, read_llamacpp, read_ollama, read_openai
-from tui.sources.prompts import filler_text, make_nonce
+from tui.sources.workloads.prompts import filler_text, make_nonce
 from tui.sources.stream import StreamRequest, route_for
 
 

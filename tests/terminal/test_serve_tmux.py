@@ -8,7 +8,7 @@ import sys
 
 from tests.loopback import closed_port_url
 from tests.terminal.tmux_pane import HEIGHT, WIDTH, exit_line, tmux, wait_for
-from tui.sources.served_command import listening
+from tui.sources.servers.served_command import listening
 
 
 def start_pane(socket, tmp_path, serve: str, exit_file) -> None:

@@ -7,13 +7,13 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tui.core.aggregates import EXACT_VALUES, RELATIVE_ACCURACY, Distribution, EndlessRecord, Reservoir
-from tui.core.bench import bench_figures
-from tui.core.client_load import busy_line
-from tui.core.records import RequestTiming, summarize_requests
-from tui.core.runs import new_run, run_header
-from tui.core.sessions import KEEP_SESSION_REQUESTS, Session, session_run
-from tui.core.stats import summarize
+from tui.core.measure.aggregates import EXACT_VALUES, RELATIVE_ACCURACY, Distribution, EndlessRecord, Reservoir
+from tui.core.measure.bench import bench_figures
+from tui.core.measure.client_load import busy_line
+from tui.core.measure.records import RequestTiming, summarize_requests
+from tui.core.runs.run_record import new_run, run_header
+from tui.core.runs.sessions import KEEP_SESSION_REQUESTS, Session, session_run
+from tui.core.measure.stats import summarize
 
 T0 = 1.7e9
 

@@ -8,7 +8,7 @@ import statistics
 
 import pytest
 
-from tui.core.arrivals import Pacer, unit_gap, unit_schedule
+from tui.core.measure.arrivals import Pacer, unit_gap, unit_schedule
 
 
 def gaps_of(times: list[float]) -> list[float]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tui.core.bench import bench_figures, peak_concurrency
-from tui.core.records import RequestTiming
+from tui.core.measure.bench import bench_figures, peak_concurrency
+from tui.core.measure.records import RequestTiming
 
 
 def timing(offsets, sent=0.0, prompt=100, output=None, ok=True) -> RequestTiming:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tui.core.client_load import mark_busy
-from tui.core.records import RequestTiming
+from tui.core.measure.client_load import mark_busy
+from tui.core.measure.records import RequestTiming
 
 
 def _timing(sent: float, last_offset: float, burst: str | None = None, ok: bool = True) -> RequestTiming:

@@ -1,6 +1,6 @@
 """A server's command line as config: flags a restart changed, never its secrets."""
 
-from tui.core.command_flags import command_flags
+from tui.core.serving.command_flags import command_flags
 
 
 def test_vllm_module_entry_point_flags_become_config_keys():

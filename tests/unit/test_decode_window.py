@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from tui.core.decode_window import decode_window
-from tui.core.metric_names import read_scrape
-from tui.core.telemetry import Histogram, ServerReading
+from tui.core.hardware.decode_window import decode_window
+from tui.core.telemetry.metric_names import read_scrape
+from tui.core.telemetry.readings import Histogram, ServerReading
 
 
 def reading(t, running, prompts, generated, steps=None, step_tokens=None, flops=None, read=None) -> ServerReading:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tui.core.delivery import burst_line, burst_reason, flag_bursts
-from tui.core.records import RequestTiming, ServerSplit, summarize_requests
+from tui.core.measure.delivery import burst_line, burst_reason, flag_bursts
+from tui.core.measure.records import RequestTiming, ServerSplit, summarize_requests
 
 
 def timing(offsets, output_tokens=None, split=None) -> RequestTiming:

@@ -1,6 +1,6 @@
 import pytest
 
-from tui.core.devices import UnknownDeviceError, find_device
+from tui.core.hardware.devices import UnknownDeviceError, find_device
 
 
 @pytest.mark.parametrize("name", ["H100", "h100-sxm", "H100 SXM", "NVIDIA H100 80GB HBM3", "h100_sxm5"])

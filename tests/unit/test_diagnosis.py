@@ -2,7 +2,7 @@ from dataclasses import replace
 
 import pytest
 
-from tui.core.diagnosis import LiveFigures, diagnose, saturated
+from tui.core.view.diagnosis import LiveFigures, diagnose, saturated
 
 
 def phases(findings):

@@ -1,7 +1,7 @@
 import pytest
 
-from tui.core.devices import find_device
-from tui.core.disaggregation import (
+from tui.core.hardware.devices import find_device
+from tui.core.experiments.disaggregation import (
     KV_LINKS,
     KV_TRANSFER_LATENCY_S,
     device_copy_link,
@@ -12,7 +12,7 @@ from tui.core.disaggregation import (
     split_memory_utilization,
     time_sliced_s,
 )
-from tui.core.models import MODELS
+from tui.core.hardware.models import MODELS
 
 
 def test_a_4000_token_prompt_of_the_8b_layout_is_about_512_mib_of_kv():

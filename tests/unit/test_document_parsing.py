@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tui.core.server_ceiling import ceiling_for, simulator_ceiling
+from tui.core.hardware.server_ceiling import ceiling_for, simulator_ceiling
 from tui.sources.chunks import Tally, read_llamacpp, read_ollama, read_openai
 from tui.sources.documents import listed_model, llamacpp_props, ollama_first, version_of
 from tui.sources.errors import ProtocolError

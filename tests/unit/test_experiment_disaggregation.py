@@ -1,10 +1,10 @@
 import pytest
 
-from tui.core.disaggregation import KV_LINKS, link_of_rate
-from tui.core.experiment_columns import describe_row
-from tui.core.experiment_disaggregation import disaggregation_row, setups
-from tui.core.experiment_findings import finding, finding_figures
-from tui.core.records import RequestTiming, ServerSplit
+from tui.core.experiments.disaggregation import KV_LINKS, link_of_rate
+from tui.core.experiments.columns import describe_row
+from tui.core.experiments.setups import disaggregation_row, setups
+from tui.core.experiments.findings import finding, finding_figures
+from tui.core.measure.records import RequestTiming, ServerSplit
 
 
 def stream(stall_s: float, at_s: float = 0.3) -> RequestTiming:

@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from tui.core.experiment_findings import finding, finding_figures
-from tui.core.experiment_columns import describe_row
-from tui.core.experiments import (
+from tui.core.experiments.findings import finding, finding_figures
+from tui.core.experiments.columns import describe_row
+from tui.core.experiments.plans import (
     BACKGROUND_PROMPT_TOKENS,
     CONTEXT_PROMPT_TOKENS,
     CONTEXT_WINDOW,
@@ -25,7 +25,7 @@ from tui.core.experiments import (
     prefix_row,
     prompt_length_row,
 )
-from tui.core.records import RequestTiming, ServerSplit
+from tui.core.measure.records import RequestTiming, ServerSplit
 
 
 def timing(ttft, itl=0.005, tokens=11, sent=1000.0, ok=True, **kw):

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from tui.core.gaps import (CLIENT, READ_SLACK_S, SERVER, UNKNOWN, Stall, attribute, client_gaps, count_by_cause, counts_line,
+from tui.core.measure.gaps import (CLIENT, READ_SLACK_S, SERVER, UNKNOWN, Stall, attribute, client_gaps, count_by_cause, counts_line,
                            first_read_late, last_read_late, read_lateness, worst_gap)
-from tui.core.records import RequestTiming, ServerSplit
+from tui.core.measure.records import RequestTiming, ServerSplit
 
 T0 = 1_800_000_000.0
 ITL = 0.01

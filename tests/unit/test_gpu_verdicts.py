@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tui.core.gpu_check import (
+from tui.core.hardware.gpu_check import (
     Check,
     CopyRun,
     DecodeRun,
@@ -17,7 +17,7 @@ from tui.core.gpu_check import (
     peak_check,
     summary_line,
 )
-from tui.core.telemetry import GpuReading
+from tui.core.telemetry.readings import GpuReading
 
 H200 = dict(index="0", name="NVIDIA H200", peak_bw_gbs=4800.0, peak_bw_source="preset", peak_bw_clock_gbs=4917.0)
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from tui.core.effects import Notify
-from tui.core.lab import (LOAD_CONCURRENCY, LOAD_RATE, NOT_KNOWN_YET, SAVE_DELAY_S, DropSave, Identify, Lab,
+from tui.core.state.effects import Notify
+from tui.core.state.lab import (LOAD_CONCURRENCY, LOAD_RATE, NOT_KNOWN_YET, SAVE_DELAY_S, DropSave, Identify, Lab,
                           OpenComparison, OpenExperiment, SaveRun, SaveSoon, StartLoad, StopLoad, TurnLoad)
-from tui.core.load_steps import LOAD_RATES, LoadProgress
-from tui.core.records import RequestTiming
+from tui.core.measure.load_steps import LOAD_RATES, LoadProgress
+from tui.core.measure.records import RequestTiming
 
 START = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
 IDENTITY = {"model": "m", "config": {}}

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from tui.core.lane_cells import (DECODE, EMPTY, GAP_KINDS, PREFILL, SENT, THROUGH, axis_ticks, lane_cells,
+from tui.core.view.lane_cells import (DECODE, EMPTY, GAP_KINDS, PREFILL, SENT, THROUGH, axis_ticks, lane_cells,
                                  tokens_per_cell)
-from tui.core.records import RequestTiming
-from tui.core.timeline import ALIGNED, WALL_CLOCK, batches, lanes, layout
+from tui.core.measure.records import RequestTiming
+from tui.core.view.timeline import ALIGNED, WALL_CLOCK, batches, lanes, layout
 
 T0 = 1_800_000_000.0
 

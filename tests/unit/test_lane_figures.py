@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from tui.core.diagnosis import Finding
-from tui.core.lane_figures import (EMPTY_LINE, NEWEST, after_send, diagnosis_text, figures_line, moved,
+from tui.core.view.diagnosis import Finding
+from tui.core.view.lane_figures import (EMPTY_LINE, NEWEST, after_send, diagnosis_text, figures_line, moved,
                                    selected_index, ttft_parts)
-from tui.core.records import RequestTiming, ServerSplit
+from tui.core.measure.records import RequestTiming, ServerSplit
 
 
 def timing(ttft_s: float, gap_s: float = 0.005, tokens: int = 64, prompt: int = 200, **kw) -> RequestTiming:
@@ -81,7 +81,7 @@ def test_the_diagnosis_names_its_request_and_waits_for_it_to_end():
 
 
 def test_a_kv_transfer_is_named_as_its_share_of_ttft_with_its_bytes():
-    from tui.core.lane_figures import transfer_text
+    from tui.core.view.lane_figures import transfer_text
 
     moved = timing(0.100, server_split=ServerSplit(kv_transfer_s=0.011, kv_transfer_bytes=512_000_000))
     text = transfer_text(moved)

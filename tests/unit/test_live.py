@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from tui.core.lane_figures import IN_FLIGHT
-from tui.core.live import KEEP_REQUESTS, LaneTokens, LiveSession, Served, said_on
-from tui.core.records import RequestTiming
-from tui.core.sessions import SessionLog
-from tui.core.telemetry import GpuReading, MetricsSnapshot
-from tui.core.timeline import KEEP_LANES
+from tui.core.view.lane_figures import IN_FLIGHT
+from tui.core.state.live import KEEP_REQUESTS, LaneTokens, LiveSession, Served, said_on
+from tui.core.measure.records import RequestTiming
+from tui.core.runs.sessions import SessionLog
+from tui.core.telemetry.readings import GpuReading, MetricsSnapshot
+from tui.core.view.timeline import KEEP_LANES
 
 T0 = 1_700_000_000.0
 CEILING = (209.0, 131072.0, 16e9)

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from tui.core.metric_history import METRICS, GpuHistory, MetricHistory, Series, metric_values
-from tui.core.telemetry import GpuReading, GpuSample, HistogramQuantiles, MetricsSnapshot
+from tui.core.telemetry.metric_history import METRICS, GpuHistory, MetricHistory, Series, metric_values
+from tui.core.telemetry.readings import GpuReading, GpuSample, HistogramQuantiles, MetricsSnapshot
 
 
 def quantiles(p50: float | None, p99: float | None, n: float) -> HistogramQuantiles:

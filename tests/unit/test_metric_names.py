@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tui.core.metric_names import read_scrape, read_wanted, wanted_lines
+from tui.core.telemetry.metric_names import read_scrape, read_wanted, wanted_lines
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "metrics"
 

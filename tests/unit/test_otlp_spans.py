@@ -10,14 +10,14 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
-from tui.core.otlp_spans import (
+from tui.core.telemetry.otlp_spans import (
     E2E,
     PROMPT_TOKENS,
     QUEUE,
     export_request,
     read_export,
 )
-from tui.core.served import ServedRequest, TraceWindow, is_sent, match_sent
+from tui.core.telemetry.served import ServedRequest, TraceWindow, is_sent, match_sent
 
 START_NS = 1_760_000_000_123_456_789
 

@@ -9,11 +9,11 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tui.core.command_flags import command_flags
-from tui.core.metric_names import read_scrape
-from tui.core.promstats import histogram_quantile
-from tui.core.slots import read_slots, slots_line
-from tui.core.sse import LineSplitter, sse_field
+from tui.core.serving.command_flags import command_flags
+from tui.core.telemetry.metric_names import read_scrape
+from tui.core.telemetry.promstats import histogram_quantile
+from tui.core.telemetry.slots import read_slots, slots_line
+from tui.core.measure.sse import LineSplitter, sse_field
 
 BOUNDED = settings(max_examples=300, deadline=None)
 JSON = st.recursive(

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from tui.core.promstats import (
+from tui.core.telemetry.promstats import (
     build_snapshot,
     cached_prompt_tokens,
     counter_increase,
@@ -20,7 +20,7 @@ from tui.core.promstats import (
     time_since_restart,
     window_quantiles,
 )
-from tui.core.telemetry import Histogram, Restart, ServerReading
+from tui.core.telemetry.readings import Histogram, Restart, ServerReading
 
 INF = math.inf
 LATENCY_LE = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, INF)

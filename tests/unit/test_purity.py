@@ -5,10 +5,10 @@ import sys
 
 CHECK = """
 import sys
-import tui, tui.core.records, tui.core.stats, tui.core.roofline, tui.core.devices, tui.core.models
+import tui, tui.core.measure.records, tui.core.measure.stats, tui.core.hardware.roofline, tui.core.hardware.devices, tui.core.hardware.models
 import pkgutil, importlib, tui.core
-for info in pkgutil.iter_modules(tui.core.__path__):
-    importlib.import_module(f"tui.core.{info.name}")
+for info in pkgutil.walk_packages(tui.core.__path__, "tui.core."):
+    importlib.import_module(info.name)
 heavy = sorted(m for m in ("textual", "httpx", "rich", "textual_plotext", "tui.sources", "tui.app") if m in sys.modules)
 print(",".join(heavy))
 """

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tui.core.reconcile import TTFT_GAP_NAME, reconcile
-from tui.core.records import RequestTiming, ServerSplit
+from tui.core.measure.reconcile import TTFT_GAP_NAME, reconcile
+from tui.core.measure.records import RequestTiming, ServerSplit
 
 
 def timing(split: ServerSplit | None) -> RequestTiming:

@@ -1,6 +1,6 @@
 import pytest
 
-from tui.core.records import RequestTiming, ServerSplit, mark_cold, summarize_requests
+from tui.core.measure.records import RequestTiming, ServerSplit, mark_cold, summarize_requests
 
 
 def timing(offsets, output_tokens=None, prompt_tokens=100, **kw):

@@ -2,9 +2,9 @@ import json
 
 import pytest
 
-from tui.core.devices import seed_table_devices
-from tui.core.models import MODELS, ModelLayout, find_model, params_from_config
-from tui.core.roofline import ceiling, decode_ceiling_tok_s, forward_flops, kv_bytes_per_token, weight_bytes
+from tui.core.hardware.devices import seed_table_devices
+from tui.core.hardware.models import MODELS, ModelLayout, find_model, params_from_config
+from tui.core.hardware.roofline import ceiling, decode_ceiling_tok_s, forward_flops, kv_bytes_per_token, weight_bytes
 
 LLAMA_31_8B_CONFIG = {
     "hidden_size": 4096, "intermediate_size": 14336, "num_attention_heads": 32, "num_hidden_layers": 32,

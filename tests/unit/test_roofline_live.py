@@ -2,12 +2,12 @@
 
 import pytest
 
-from tui.core.devices import find_device
-from tui.core.models import MODELS
-from tui.core.promstats import build_snapshot
-from tui.core.records import RequestTiming, ServerSplit
-from tui.core.roofline_live import NO_DECODE, NO_PREFILL, figures_lines, live_roofline, live_target
-from tui.core.telemetry import GpuReading, MetricsSnapshot, ServerReading
+from tui.core.hardware.devices import find_device
+from tui.core.hardware.models import MODELS
+from tui.core.telemetry.promstats import build_snapshot
+from tui.core.measure.records import RequestTiming, ServerSplit
+from tui.core.hardware.roofline_live import NO_DECODE, NO_PREFILL, figures_lines, live_roofline, live_target
+from tui.core.telemetry.readings import GpuReading, MetricsSnapshot, ServerReading
 from tui.sim.options import SimOptions
 from tui.sim.physics import EngineConfig
 

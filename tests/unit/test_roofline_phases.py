@@ -2,12 +2,12 @@
 
 import pytest
 
-from tui.core.decode_window import DecodeWindow
-from tui.core.devices import find_device
-from tui.core.models import MODELS
-from tui.core.records import RequestTiming
-from tui.core.roofline import device_roofs
-from tui.core.roofline_phases import (
+from tui.core.hardware.decode_window import DecodeWindow
+from tui.core.hardware.devices import find_device
+from tui.core.hardware.models import MODELS
+from tui.core.measure.records import RequestTiming
+from tui.core.hardware.roofline import device_roofs
+from tui.core.hardware.roofline_phases import (
     NO_ESTIMATES,
     decode_estimate,
     decode_from_streams,
@@ -15,8 +15,8 @@ from tui.core.roofline_phases import (
     prefill_estimate,
     window_context,
 )
-from tui.core.roofline_target import RooflineTarget
-from tui.core.telemetry import ServerReading
+from tui.core.hardware.roofline_target import RooflineTarget
+from tui.core.telemetry.readings import ServerReading
 
 TARGET = RooflineTarget(device_roofs(find_device("H100")), MODELS["8b"], 16, None, "--gpu", "model id")
 TP2 = RooflineTarget(TARGET.roofs, MODELS["8b"], 16, None, "NVML", "model id", gpus=2)

@@ -2,9 +2,9 @@
 
 import pytest
 
-from tui.core.devices import find_device
-from tui.core.models import MODELS
-from tui.core.roofline import (
+from tui.core.hardware.devices import find_device
+from tui.core.hardware.models import MODELS
+from tui.core.hardware.roofline import (
     DECODE,
     PREFILL,
     Roofs,

@@ -2,10 +2,10 @@
 
 import pytest
 
-from tui.core.devices import find_device
-from tui.core.models import MODELS
-from tui.core.roofline_target import chunk_of, served_target, simulator_target
-from tui.core.telemetry import GpuReading
+from tui.core.hardware.devices import find_device
+from tui.core.hardware.models import MODELS
+from tui.core.hardware.roofline_target import chunk_of, served_target, simulator_target
+from tui.core.telemetry.readings import GpuReading
 from tui.sim.options import SimOptions
 from tui.sim.physics import EngineConfig
 

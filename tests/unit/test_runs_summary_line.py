@@ -2,7 +2,7 @@
 
 from datetime import UTC, datetime
 
-from tui.core.runs import compare_runs, new_run
+from tui.core.runs.run_record import compare_runs, new_run
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 

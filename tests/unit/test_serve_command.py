@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tui.core.serve_command import CommandError, ServeCommand, Setting, grid, parse_vary
-from tui.core.tune import OBJECTIVES, best
+from tui.core.serving.serve_command import CommandError, ServeCommand, Setting, grid, parse_vary
+from tui.core.serving.tune import OBJECTIVES, best
 
 
 @pytest.mark.parametrize(("text", "engine", "url"), [
@@ -70,7 +70,7 @@ def test_the_best_is_lowest_for_latency_highest_for_throughput_and_skips_failed_
 
 
 def test_the_flags_that_changed_between_two_commands():
-    from tui.core.serve_command import changed_flags
+    from tui.core.serving.serve_command import changed_flags
 
     first = ServeCommand.parse("vllm serve m --max-num-batched-tokens 2048 --enable-prefix-caching --port 8001")
     now = first.with_setting(Setting("max-num-batched-tokens", "256")).with_setting(Setting("enable-prefix-caching", "off"))

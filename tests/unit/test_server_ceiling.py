@@ -1,8 +1,8 @@
 import pytest
 
-from tui.core.models import MODELS, find_served_model
-from tui.core.server_ceiling import ceiling_for, server_ceiling, simulator_ceiling
-from tui.core.telemetry import GpuReading
+from tui.core.hardware.models import MODELS, find_served_model
+from tui.core.hardware.server_ceiling import ceiling_for, server_ceiling, simulator_ceiling
+from tui.core.telemetry.readings import GpuReading
 
 H100 = GpuReading(index="0", name="NVIDIA H100 80GB HBM3")
 LLAMA_8B = "meta-llama/Llama-3.1-8B-Instruct"

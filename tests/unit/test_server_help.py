@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tui.core.serve_command import ServeCommand
-from tui.core.server_help import against_defaults, complete_flag, defaults_in_help, flags_in_help, help_argv
+from tui.core.serving.serve_command import ServeCommand
+from tui.core.serving.server_help import against_defaults, complete_flag, defaults_in_help, flags_in_help, help_argv
 
 HELP = Path(__file__).parent.parent / "fixtures" / "help"
 

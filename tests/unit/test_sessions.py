@@ -6,11 +6,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tui.core.compare_text import figure_delta, figure_value
-from tui.core.records import RequestTiming
-from tui.core.runs import run_header
-from tui.core.sessions import SESSION_SOURCE, Session, compare_sessions, session_run
-from tui.core.telemetry import GpuReading, GpuSample, MetricsSnapshot
+from tui.core.runs.compare_text import figure_delta, figure_value
+from tui.core.measure.records import RequestTiming
+from tui.core.runs.run_record import run_header
+from tui.core.runs.sessions import SESSION_SOURCE, Session, compare_sessions, session_run
+from tui.core.telemetry.readings import GpuReading, GpuSample, MetricsSnapshot
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 

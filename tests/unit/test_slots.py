@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tui.core.slots import SlotState, read_slots, slots_line
+from tui.core.telemetry.slots import SlotState, read_slots, slots_line
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "llamacpp-slots.json"
 

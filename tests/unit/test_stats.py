@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tui.core.stats import percentile, summarize
+from tui.core.measure.stats import percentile, summarize
 
 
 def test_percentiles_interpolate_linearly_like_numpy():

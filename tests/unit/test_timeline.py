@@ -1,7 +1,7 @@
 import pytest
 
-from tui.core.records import RequestTiming
-from tui.core.timeline import (ALIGNED, WALL_CLOCK, Lane, axis_cells, axis_range, batches, default_view, keep_count,
+from tui.core.measure.records import RequestTiming
+from tui.core.view.timeline import (ALIGNED, WALL_CLOCK, Lane, axis_cells, axis_range, batches, default_view, keep_count,
                                lane_label, lanes, layout)
 
 
@@ -145,8 +145,8 @@ def test_bursts_are_marked_on_the_lane():
 
 
 def test_the_selected_lane_is_marked_and_its_labels_width_counted():
-    from tui.core.records import RequestTiming
-    from tui.core.timeline import SELECTED_MARK
+    from tui.core.measure.records import RequestTiming
+    from tui.core.view.timeline import SELECTED_MARK
     timings = [RequestTiming(ok=True, t_sent_unix=float(i), token_offsets_s=(0.02, 0.03)) for i in range(3)]
     kept = lanes(timings, ["a", "b", "c"], keep=3, selected=1)
     assert [lane.selected for lane in kept] == [False, True, False]
@@ -169,7 +169,7 @@ def test_the_rows_scroll_up_to_a_selected_lane_older_than_those_that_fit():
 
 
 def test_a_disaggregated_request_is_prefill_then_kv_transfer_then_decode():
-    from tui.core.records import ServerSplit
+    from tui.core.measure.records import ServerSplit
 
     moved = RequestTiming(True, 100.0, offsets(0.100), server_split=ServerSplit(kv_transfer_s=0.030))
     plain = RequestTiming(True, 100.0, offsets(0.100))
@@ -184,7 +184,7 @@ def test_a_disaggregated_request_is_prefill_then_kv_transfer_then_decode():
 
 
 def test_a_transfer_shorter_than_a_cell_is_still_one_cell_and_one_longer_than_ttft_starts_at_the_send():
-    from tui.core.records import ServerSplit
+    from tui.core.measure.records import ServerSplit
 
     quick = RequestTiming(True, 100.0, offsets(0.100, count=400), server_split=ServerSplit(kv_transfer_s=0.0001))
     drawn = layout(lanes([quick]), ALIGNED, rows=10, width=60)

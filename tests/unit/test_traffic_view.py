@@ -8,11 +8,11 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from tests.otlp import record
-from tui.core.records import RequestTiming
-from tui.core.runs import compare_runs, new_run
-from tui.core.telemetry import HistogramQuantiles
-from tui.core.timeline import ALIGNED, WALL_CLOCK
-from tui.core.traffic import (DECODE, EMPTY, OUTSIDE, PREFILL, QUEUE, own_beside_server, own_line, phase_spans,
+from tui.core.measure.records import RequestTiming
+from tui.core.runs.run_record import compare_runs, new_run
+from tui.core.telemetry.readings import HistogramQuantiles
+from tui.core.view.timeline import ALIGNED, WALL_CLOCK
+from tui.core.view.traffic import (DECODE, EMPTY, OUTSIDE, PREFILL, QUEUE, own_beside_server, own_line, phase_spans,
                               phase_table, run_requests, slowest_lines, traffic_layout)
 
 T0 = 1_760_000_000.0

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 
-from tui.core.tune import OBJECTIVES, standing
-from tui.core.uncertainty import NOT_ENOUGH, TIE
+from tui.core.serving.tune import OBJECTIVES, standing
+from tui.core.measure.uncertainty import NOT_ENOUGH, TIE
 
 
 def requests(gap_s: float, seed: int, n: int = 20) -> list[dict]:

@@ -4,10 +4,10 @@ effects it asks for."""
 
 from __future__ import annotations
 
-from tui.core.effects import Notify
-from tui.core.sends import Send
-from tui.core.serve_command import ServeCommand, Setting
-from tui.core.tuning_loop import (EXPERIMENT, NOTHING, PROBE, SENDS, CompareBefore, CompareRuns, NewSession, Play,
+from tui.core.state.effects import Notify
+from tui.core.measure.sends import Send
+from tui.core.serving.serve_command import ServeCommand, Setting
+from tui.core.state.tuning_loop import (EXPERIMENT, NOTHING, PROBE, SENDS, CompareBefore, CompareRuns, NewSession, Play,
                                   RestartRequest, RunExperiment, Server, StartRestart, TuningLoop)
 
 COMMAND = ServeCommand.parse("vllm serve m --port 8000 --max-num-batched-tokens 2048")

@@ -19,7 +19,7 @@ from tui.config import Settings
 from tui.config_file import remember_setting
 from tui.core.untrusted import printable
 from tui.sim.launcher import SimulatorProcess
-from tui.sources.served_command import ServedProcess
+from tui.sources.servers.served_command import ServedProcess
 
 class PhasetopApp(App[None]):
     """phasetop's UI. It is handed its settings and the server URL; it reads no globals."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tui.app.messages import LatestFact
-from tui.core.fleet import Fleet
+from tui.core.fleet.instances import Fleet
 
 
 class FleetRead(LatestFact):

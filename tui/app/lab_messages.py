@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from tui.app.messages import Fact, LatestFact
-from tui.core.load_steps import LoadProgress
+from tui.core.measure.load_steps import LoadProgress
 from tui.runs_store import RunListing
 from tui.sources.detect import ServerInfo
-from tui.sources.experiments import ExperimentResult, Progress
+from tui.sources.workloads.experiments import ExperimentResult, Progress
 
 
 class SessionIdentified(Fact):
@@ -64,7 +64,7 @@ class ExperimentProgressed(Fact):
 
 class ExperimentFinished(Fact):
     """An experiment ended: its result (partial when `error` is set), or only `error` when nothing ran; `run` is
-    the result as a run record (see `tui.core.runs.new_run`) when it has rows."""
+    the result as a run record (see `tui.core.runs.run_record.new_run`) when it has rows."""
 
     def __init__(self, result: ExperimentResult | None, error: str | None, run: dict | None = None) -> None:
         super().__init__()

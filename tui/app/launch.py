@@ -16,16 +16,16 @@ from tui.app.app import PhasetopApp
 from tui.app.feeds.traces import endpoint_of
 from tui.app.screens.fleet import FleetScreen
 from tui.config import Settings
-from tui.core.devices import find_device
-from tui.core.models import find_model
-from tui.core.serve_command import CommandError, ServeCommand
-from tui.core.server_ceiling import simulated_ceiling
+from tui.core.hardware.devices import find_device
+from tui.core.hardware.models import find_model
+from tui.core.serving.serve_command import CommandError, ServeCommand
+from tui.core.hardware.server_ceiling import simulated_ceiling
 from tui.core.untrusted import one_line
 from tui.runs_store import default_runs_dir, remove_dead_temps
 from tui.sim.launcher import SimulatorError, SimulatorProcess, simulator_args
-from tui.sources.managed_server import ServerStartError
+from tui.sources.servers.managed_server import ServerStartError
 from tui.sources.otlp_receiver import TraceReceiver
-from tui.sources.served_command import ServedCommand, ServedSimulator, start_served
+from tui.sources.servers.served_command import ServedCommand, ServedSimulator, start_served
 from tui.spawn import keep_drawing_apart, keep_priority
 
 PROBE_TIMEOUT_S = 0.5

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from textual.message import Message
 
-from tui.core.live import LaneTokens
-from tui.core.records import RequestTiming
-from tui.core.telemetry import GpuSample, HostSample, MetricsSnapshot
+from tui.core.state.live import LaneTokens
+from tui.core.measure.records import RequestTiming
+from tui.core.telemetry.readings import GpuSample, HostSample, MetricsSnapshot
 
 
 class Fact(Message, bubble=False):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tui.app.messages import Fact, LatestFact
-from tui.core.served import ServedRequest, ServerSpan, Tally
+from tui.core.telemetry.served import ServedRequest, ServerSpan, Tally
 
 
 class TracesReceived(Fact):

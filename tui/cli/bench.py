@@ -25,16 +25,16 @@ from tui.cli.common import (
 from tui.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, emit_json, note, say
 from tui.cli.runs_common import add_runs_options, save_run_from_cli
 from tui.config import Settings
-from tui.core.delivery import burst_line
-from tui.core.load_steps import LoadProgress
+from tui.core.measure.delivery import burst_line
+from tui.core.measure.load_steps import LoadProgress
 from tui.core.untrusted import redact_all
 from tui.runs_store import write_atomic
 from tui.sources import loop
 from tui.sources.detect import ServerInfo, describe_configured
 from tui.sources.errors import SourceError
 from tui.sources.http import client_for
-from tui.sources.load import LoadDial, LoadResult, LoadRunner, Workload
-from tui.sources.measure import LoadMeasured, guard_for, measure_load
+from tui.sources.workloads.load import LoadDial, LoadResult, LoadRunner, Workload
+from tui.sources.workloads.measure import LoadMeasured, guard_for, measure_load
 
 DEFAULT_PROMPT_TOKENS = 1024
 DEFAULT_MAX_TOKENS = 128

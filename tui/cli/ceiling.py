@@ -7,10 +7,10 @@ import argparse
 from tui.cli.common import add_json_option, base_url, check_url, settings_from
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, say
 from tui.config import Settings
-from tui.core.devices import DEVICES, Device, UnknownDeviceError, find_device, seed_table_devices
-from tui.core.models import MODELS, ModelLayout, find_model
-from tui.core.roofline import Ceiling, bytes_per_decode_token, ceiling, decode_ceiling_tok_s
-from tui.core.server_ceiling import ServerCeiling
+from tui.core.hardware.devices import DEVICES, Device, UnknownDeviceError, find_device, seed_table_devices
+from tui.core.hardware.models import MODELS, ModelLayout, find_model
+from tui.core.hardware.roofline import Ceiling, bytes_per_decode_token, ceiling, decode_ceiling_tok_s
+from tui.core.hardware.server_ceiling import ServerCeiling
 from tui.sources import loop
 from tui.sources.ceiling import server_decode_ceiling
 from tui.sources.detect import ServerInfo, describe_configured

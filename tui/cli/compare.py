@@ -7,10 +7,10 @@ import argparse
 from tui.cli.common import add_json_option, settings_from
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, say
 from tui.cli.runs_common import add_runs_dir_option, runs_dir_from
-from tui.core.compare_text import (changes_lines, figure_change, figure_value, schedule_lines, started_text, verdict_note,
+from tui.core.runs.compare_text import (changes_lines, figure_change, figure_value, schedule_lines, started_text, verdict_note,
                                    verdict_text, workload_line)
-from tui.core.runs import compare_runs
-from tui.core.uncertainty import LEVEL, PRACTICAL
+from tui.core.runs.run_record import compare_runs
+from tui.core.measure.uncertainty import LEVEL, PRACTICAL
 from tui.core.untrusted import one_line
 from tui.runs_store import RunStoreError, load_run
 

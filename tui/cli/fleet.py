@@ -7,11 +7,11 @@ import asyncio
 
 from tui.cli.common import add_json_option, settings_from
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, say
-from tui.core.fleet import SORT_COLUMNS, Fleet, FleetRow, sort_rows
-from tui.core.fleet_gpus import JoinRules
-from tui.core.fleet_text import (down_lines, kv_transfer_line, merged_text, pool_line, row_cells, saturated_text,
+from tui.core.fleet.instances import SORT_COLUMNS, Fleet, FleetRow, sort_rows
+from tui.core.fleet.gpus import JoinRules
+from tui.core.fleet.text import (down_lines, kv_transfer_line, merged_text, pool_line, row_cells, saturated_text,
                                  slowest_text)
-from tui.core.promql import parse_matcher
+from tui.core.fleet.promql import parse_matcher
 from tui.core.untrusted import without_credentials
 from tui.sources.prometheus import PrometheusError, prometheus_client, read_fleet
 

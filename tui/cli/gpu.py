@@ -7,7 +7,7 @@ import time
 
 from tui.cli.common import add_json_option, settings_from
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, say
-from tui.core.telemetry import GpuReading, GpuSample, HostSample
+from tui.core.telemetry.readings import GpuReading, GpuSample, HostSample
 from tui.sources.gpu import GPM_MIN_WINDOW_S, GpuSampler
 from tui.sources.host import HostSampler, local_port
 

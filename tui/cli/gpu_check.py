@@ -18,7 +18,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import NoReturn
 
 from tui.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, emit_json, note, say
-from tui.core.gpu_check import (
+from tui.core.hardware.gpu_check import (
     Check,
     Load,
     NoLoad,
@@ -31,8 +31,8 @@ from tui.core.gpu_check import (
     peak_check,
     summary_line,
 )
-from tui.core.telemetry import GpuReading
-from tui.sources.copy_load import CopyLoad, LoadFailed, torch_installed
+from tui.core.telemetry.readings import GpuReading
+from tui.sources.workloads.copy_load import CopyLoad, LoadFailed, torch_installed
 from tui.sources.gpu import GPM_MIN_WINDOW_S, GpuSampler
 
 IDLE_WINDOWS = 2
@@ -190,7 +190,7 @@ def _decode(args: argparse.Namespace, sample_under_load: Callable[[], list[GpuRe
     of it)."""
     from tui.cli.common import base_url, settings_from
     from tui.sources import loop
-    from tui.sources.decode_load import DecodePlan, decode_during
+    from tui.sources.workloads.decode_load import DecodePlan, decode_during
     from tui.sources.detect import describe_configured
     from tui.sources.errors import SourceError
     from tui.sources.http import client_for

@@ -10,11 +10,11 @@ from datetime import datetime
 
 from tui.cli.common import add_json_option, settings_from, stop_on_first_interrupt
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note, say
-from tui.core.fleet_text import num as _num
-from tui.core.fleet_text import seconds as _seconds
-from tui.core.slots import SlotState, slots_line
+from tui.core.fleet.text import num as _num
+from tui.core.fleet.text import seconds as _seconds
+from tui.core.telemetry.slots import SlotState, slots_line
 from tui.core.untrusted import one_line
-from tui.core.telemetry import MetricsSnapshot, kv_tokens_text, saturation_text, waiting_text
+from tui.core.telemetry.readings import MetricsSnapshot, kv_tokens_text, saturation_text, waiting_text
 from tui.sources.errors import ServerRejected, SourceError
 from tui.sources.http import client_for
 from tui.sources.scrape import MetricsNotExposed, MetricsScraper

@@ -18,19 +18,19 @@ from tui.cli.common import (
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note, say
 from tui.cli.runs_common import add_runs_options, save_run_from_cli
 from tui.config import Settings
-from tui.core.delivery import DELIVERY_NOT_GENERATION, burst_line, flag_bursts
-from tui.core.reconcile import reconcile
-from tui.core.promstats import cached_prompt_tokens
-from tui.core.records import RequestTiming, mark_cold, summarize_requests, with_cached_from_metrics
-from tui.core.runs import new_run
-from tui.core.stats import summarize
+from tui.core.measure.delivery import DELIVERY_NOT_GENERATION, burst_line, flag_bursts
+from tui.core.measure.reconcile import reconcile
+from tui.core.telemetry.promstats import cached_prompt_tokens
+from tui.core.measure.records import RequestTiming, mark_cold, summarize_requests, with_cached_from_metrics
+from tui.core.runs.run_record import new_run
+from tui.core.measure.stats import summarize
 from tui.sources import loop
 from tui.sources.detect import WARM_UP_PATHS, ServerInfo, describe_configured
 from tui.sources.errors import SourceError
 from tui.sources.http import client_for
 from tui.sources.identity import server_identity
-from tui.sources.measure import Guard, guard_for
-from tui.sources.prompts import estimate_tokens, prompt_of
+from tui.sources.workloads.measure import Guard, guard_for
+from tui.sources.workloads.prompts import estimate_tokens, prompt_of
 from tui.sources.scrape import MetricsScraper
 from tui.sources.stream import StreamRequest
 

@@ -10,12 +10,12 @@ from tui.cli.common import (add_json_option, add_meter_option, add_server_option
                              settings_from)
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, say
 from tui.config import Settings
-from tui.core.decode_window import gpm_bytes_per_s
-from tui.core.delivery import flag_bursts
-from tui.core.devices import Device, UnknownDeviceError, find_device
-from tui.core.models import ModelLayout, find_model
-from tui.core.roofline import measured_point
-from tui.core.roofline_phases import (
+from tui.core.hardware.decode_window import gpm_bytes_per_s
+from tui.core.measure.delivery import flag_bursts
+from tui.core.hardware.devices import Device, UnknownDeviceError, find_device
+from tui.core.hardware.models import ModelLayout, find_model
+from tui.core.hardware.roofline import measured_point
+from tui.core.hardware.roofline_phases import (
     decode_estimate,
     decode_from_streams,
     decode_from_window,
@@ -23,7 +23,7 @@ from tui.core.roofline_phases import (
     prefill_model_point,
     window_context,
 )
-from tui.core.roofline_target import RooflineTarget, served_target, simulator_target
+from tui.core.hardware.roofline_target import RooflineTarget, served_target, simulator_target
 from tui.sources import loop
 from tui.sources.detect import ServerInfo, describe_configured
 from tui.sources.errors import SourceError
@@ -31,7 +31,7 @@ from tui.sources.gpu import GpuSampler
 from tui.sources.host import local_port
 from tui.sources.http import client_for
 from tui.sources.identity import local_command_flags, simulator_flags
-from tui.sources.roofline_probe import DecodeRun, PrefillRun, probe_decode, probe_prefill, warm_up_if_fresh
+from tui.sources.workloads.roofline_probe import DecodeRun, PrefillRun, probe_decode, probe_prefill, warm_up_if_fresh
 
 DEFAULT_PROMPT_TOKENS = 2000
 DEFAULT_DECODE_TOKENS = 256

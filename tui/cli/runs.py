@@ -7,7 +7,7 @@ import argparse
 from tui.cli.common import add_json_option, settings_from
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note, say
 from tui.cli.runs_common import add_runs_dir_option, runs_dir_from
-from tui.core.compare_text import started_text
+from tui.core.runs.compare_text import started_text
 from tui.core.untrusted import one_line
 from tui.runs_store import RunListing, RunStoreError, scan_runs
 

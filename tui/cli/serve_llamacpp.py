@@ -8,8 +8,8 @@ from pathlib import Path
 from tui.cli.common import add_json_option
 from tui.cli.output import EXIT_USAGE, CliError, note
 from tui.cli.serving import serve_until_stopped
-from tui.sources.llamacpp_server import DEFAULT_CTX_SIZE, DEFAULT_PARALLEL, DEFAULT_THREADS, LlamaServerProcess
-from tui.sources.managed_server import ServerStartError
+from tui.sources.servers.llamacpp_server import DEFAULT_CTX_SIZE, DEFAULT_PARALLEL, DEFAULT_THREADS, LlamaServerProcess
+from tui.sources.servers.managed_server import ServerStartError
 
 READY_PREFIX = "llama-server listening on "
 """The start of the one line printed on stdout once the server answers /health."""

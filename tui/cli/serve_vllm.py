@@ -7,8 +7,8 @@ import argparse
 from tui.cli.common import add_json_option
 from tui.cli.output import EXIT_USAGE, CliError, note
 from tui.cli.serving import serve_until_stopped
-from tui.sources.managed_server import ServerStartError
-from tui.sources.vllm_server import DEFAULT_MAX_MODEL_LEN, VllmServerProcess, default_model, default_python
+from tui.sources.servers.managed_server import ServerStartError
+from tui.sources.servers.vllm_server import DEFAULT_MAX_MODEL_LEN, VllmServerProcess, default_model, default_python
 
 READY_PREFIX = "vLLM listening on "
 """The start of the one line printed on stdout once the server answers /health."""

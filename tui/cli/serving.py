@@ -9,7 +9,7 @@ import sys
 import time
 
 from tui.cli.output import EXIT_OK, CliError, emit_json, note, say
-from tui.sources.managed_server import ManagedServer
+from tui.sources.servers.managed_server import ManagedServer
 
 
 def serve_until_stopped(server: ManagedServer, command: str, ready_prefix: str, described: dict, detail: str,

@@ -8,9 +8,9 @@ import os
 from tui.cli.common import add_json_option, port_number, settings_from
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note, say
 from tui.config import bad_url
-from tui.core.devices import UnknownDeviceError, find_device
-from tui.core.disaggregation import DEFAULT_KV_LINK, KV_LINKS, link_of_rate
-from tui.core.models import MODELS, find_model
+from tui.core.hardware.devices import UnknownDeviceError, find_device
+from tui.core.experiments.disaggregation import DEFAULT_KV_LINK, KV_LINKS, link_of_rate
+from tui.core.hardware.models import MODELS, find_model
 from tui.sim.blocks import BLOCK_SIZE
 from tui.sim.options import QUANTIZATION_BITS, READY_PREFIX, WORKER_PREFIX, SimOptions, served_name
 from tui.sim.physics import ConfigError, EngineConfig

@@ -7,7 +7,7 @@ import threading
 
 from tui.cli.common import port_number
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, note, say
-from tui.core.devices import UnknownDeviceError, find_device
+from tui.core.hardware.devices import UnknownDeviceError, find_device
 
 READY_PREFIX = "phasetop sim-dcgm listening on "
 """Printed on stdout with the URL once it listens (the fleet lab waits for it)."""

@@ -19,16 +19,16 @@ from tui.cli.common import (
 from tui.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, emit_json, note, say
 from tui.cli.runs_common import add_runs_options, save_run_from_cli
 from tui.config import Settings
-from tui.core.experiment_columns import COLUMNS
-from tui.core.disaggregation import DEFAULT_KV_LINK, KV_LINKS, find_link
-from tui.core.experiments import DEFAULT_VALUES, EXPERIMENTS, OWN_SIMULATORS, Plan, make_plan
+from tui.core.experiments.columns import COLUMNS
+from tui.core.experiments.disaggregation import DEFAULT_KV_LINK, KV_LINKS, find_link
+from tui.core.experiments.plans import DEFAULT_VALUES, EXPERIMENTS, OWN_SIMULATORS, Plan, make_plan
 from tui.sources import loop
 from tui.sim.launcher import simulator_args
 from tui.sources.detect import describe_configured
 from tui.sources.errors import SourceError
-from tui.sources.experiments import ExperimentResult, Progress
+from tui.sources.workloads.experiments import ExperimentResult, Progress
 from tui.sources.http import client_for
-from tui.sources.measure import Measured, OnOwnSimulators, OnServer, guard_for, measure
+from tui.sources.workloads.measure import Measured, OnOwnSimulators, OnServer, guard_for, measure
 
 VALUES_HELP = "; ".join(f"{name}: {','.join(str(v) for v in values)}" for name, values in DEFAULT_VALUES.items())
 

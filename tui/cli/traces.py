@@ -11,10 +11,10 @@ from datetime import datetime
 from tui.cli.common import add_json_option, settings_from, stop_on_first_interrupt, whole_number
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note, say
 from tui.cli.runs_common import add_runs_options, runs_dir_from, save_run_from_cli
-from tui.core.otlp_spans import SpanBatch
-from tui.core.served import (MAX_RECORDS, PHASES, ServedRequest, ServerSpan, TraceWindow, match_sent, not_counted,
+from tui.core.telemetry.otlp_spans import SpanBatch
+from tui.core.telemetry.served import (MAX_RECORDS, PHASES, ServedRequest, ServerSpan, TraceWindow, match_sent, not_counted,
                              served_summary)
-from tui.core.traffic import traffic_run
+from tui.core.view.traffic import traffic_run
 from tui.runs_store import completion_ids_since
 from tui.sim.serve import url_of
 from tui.sources.otlp_receiver import DEFAULT_PORT, TRACES_PATH, TraceReceiver, listen_address

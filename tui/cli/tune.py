@@ -16,21 +16,21 @@ from tui.cli.common import add_json_option, add_meter_option, meters, settings_f
 from tui.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, emit_json, note, say
 from tui.cli.runs_common import add_runs_options, save_run_from_cli
 from tui.config import Settings
-from tui.core.bench import bench_figures
-from tui.core.experiments import EXPERIMENTS, OWN_SIMULATORS, make_plan
-from tui.core.serve_command import CommandError, ServeCommand, Setting, grid, parse_vary
-from tui.core.tune import OBJECTIVES, Objective, Standing, standing
-from tui.core.uncertainty import LEVEL, PRACTICAL
+from tui.core.measure.bench import bench_figures
+from tui.core.experiments.plans import EXPERIMENTS, OWN_SIMULATORS, make_plan
+from tui.core.serving.serve_command import CommandError, ServeCommand, Setting, grid, parse_vary
+from tui.core.serving.tune import OBJECTIVES, Objective, Standing, standing
+from tui.core.measure.uncertainty import LEVEL, PRACTICAL
 from tui.core.untrusted import one_line, redact_all
 from tui.sources import loop
 from tui.sources.detect import describe_configured
 from tui.sources.errors import SourceError
-from tui.sources.experiments import Progress
+from tui.sources.workloads.experiments import Progress
 from tui.sources.http import client_for
-from tui.sources.load import LoadDial, LoadRunner, Workload
-from tui.sources.managed_server import ServerStartError
-from tui.sources.measure import OnServer, guard_for, measure, measure_load
-from tui.sources.served_command import start_served
+from tui.sources.workloads.load import LoadDial, LoadRunner, Workload
+from tui.sources.servers.managed_server import ServerStartError
+from tui.sources.workloads.measure import OnServer, guard_for, measure, measure_load
+from tui.sources.servers.served_command import start_served
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from tui.core.exit_status import exit_status, last_line
+from tui.core.serving.exit_status import exit_status, last_line
 from tui.meter.protocol import Cancel, Failed, Finished, Frame, Frames, Hello, OpenServer, WarmedUp, encode
 from tui.sources import wall_clock
 from tui.sources.http import StreamTarget

@@ -20,7 +20,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 
-from tui.core.records import RequestTiming
+from tui.core.measure.records import RequestTiming
 from tui.meter.link import LoopSink, MeterEnded, MeterLink
 from tui.meter.protocol import FRAME_S, Finished, LaneFrame, Stream, WarmedUp, WarmUp, raised
 from tui.sources.http import ServerClient

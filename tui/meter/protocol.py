@@ -10,7 +10,7 @@ import pickle
 import struct
 from dataclasses import dataclass
 
-from tui.core.records import RequestTiming
+from tui.core.measure.records import RequestTiming
 from tui.sources import errors
 from tui.sources.http import StreamTarget
 from tui.sources.stream import StreamRequest

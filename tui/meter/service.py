@@ -14,7 +14,7 @@ import signal
 import sys
 from collections.abc import Callable
 
-from tui.core.gaps import read_lateness, theirs
+from tui.core.measure.gaps import read_lateness, theirs
 from tui.core.untrusted import one_line
 from tui.meter.protocol import (FRAME_S, Cancel, Failed, Finished, Frame, Frames, Hello, LaneFrame, OpenServer, Stream,
                                 WarmedUp, WarmUp, encode, error_of)

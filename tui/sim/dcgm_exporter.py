@@ -12,8 +12,8 @@ import uuid
 from dataclasses import dataclass, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from tui.core.devices import Device
-from tui.core.promql import escape
+from tui.core.hardware.devices import Device
+from tui.core.fleet.promql import escape
 
 DRIVER_VERSION = "570.124.06"
 FIELDS = (

@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tui.core.disaggregation import (
+from tui.core.experiments.disaggregation import (
     DEFAULT_KV_LINK,
     KV_LINKS,
     KvLink,

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import NamedTuple
 
-from tui.core.disaggregation import time_sliced_s
+from tui.core.experiments.disaggregation import time_sliced_s
 from tui.sim.physics import Engine, EngineConfig, Sequence, StepPlan, TokenOut
 
 LAG_SAMPLES_MAX = 200_000

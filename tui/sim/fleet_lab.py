@@ -26,7 +26,7 @@ from pathlib import Path
 
 import httpx
 
-from tui.core.devices import find_device
+from tui.core.hardware.devices import find_device
 from tui.sim.dcgm_exporter import DcgmExporter, host_gpus
 from tui.sim.launcher import SimulatorProcess
 

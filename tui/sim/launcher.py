@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from tui.core.exit_status import exit_status, last_line
+from tui.core.serving.exit_status import exit_status, last_line
 from tui.sim.options import READY_PREFIX, WORKER_PREFIX
 from tui.spawn import popen
 

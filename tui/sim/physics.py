@@ -11,9 +11,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from tui.core.devices import Device
-from tui.core.models import ModelLayout
-from tui.core.roofline import forward_flops, kv_bytes_per_token, weight_bytes
+from tui.core.hardware.devices import Device
+from tui.core.hardware.models import ModelLayout
+from tui.core.hardware.roofline import forward_flops, kv_bytes_per_token, weight_bytes
 from tui.sim.blocks import BLOCK_SIZE, BlockPool, block_hashes
 
 MEMORY_EFFICIENCY = 1.0

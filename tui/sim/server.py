@@ -13,7 +13,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from tui.core.stats import summarize_with_max
+from tui.core.measure.stats import summarize_with_max
 from tui.sim import ollama, openai
 from tui.sim.admission import ApiError
 from tui.sim.engine import EngineDriver

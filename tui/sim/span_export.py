@@ -19,8 +19,8 @@ import httpx
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from tui.core.otlp_spans import export_request
-from tui.core.served import ServedRequest
+from tui.core.telemetry.otlp_spans import export_request
+from tui.core.telemetry.served import ServedRequest
 from tui.core.untrusted import one_line
 from tui.sim.physics import Sequence
 

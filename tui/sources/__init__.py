@@ -1,1 +1,3 @@
-"""Async IO that yields core records: streaming clients, /metrics scrapes, NVML and psutil samplers."""
+"""Async IO that yields core records. The wire sources here (streaming clients, /metrics scrapes, the OTLP
+receiver, NVML and psutil samplers); `servers`: every process phasetop supervises; `workloads`: what it sends, and
+`workloads.measure`, the one entry point the CLI and the UI measure through."""

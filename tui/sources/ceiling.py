@@ -1,6 +1,6 @@
 """The decode ceiling of a server given by URL, from what it says about itself and this host's NVML.
 
-The same decision as the UI's (`tui.core.server_ceiling.ceiling_for`), with one NVML reading taken
+The same decision as the UI's (`tui.core.hardware.server_ceiling.ceiling_for`), with one NVML reading taken
 here instead of the UI's live samples: `phasetop ceiling --url`, and a guard in probe or bench.
 """
 
@@ -10,8 +10,8 @@ import asyncio
 
 import httpx
 
-from tui.core.server_ceiling import ServerCeiling, ceiling_for
-from tui.core.telemetry import GpuReading
+from tui.core.hardware.server_ceiling import ServerCeiling, ceiling_for
+from tui.core.telemetry.readings import GpuReading
 from tui.sources.detect import ServerInfo
 from tui.sources.gpu import GpuSampler
 from tui.sources.host import local_port

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tui.core.records import ServerSplit
+from tui.core.measure.records import ServerSplit
 from tui.core.untrusted import one_line
 from tui.sources.documents import shape_of, shown
 from tui.sources.errors import ProtocolError

@@ -16,8 +16,8 @@ from typing import Any
 
 import psutil
 
-from tui.core.devices import UnknownDeviceError, find_device
-from tui.core.telemetry import GpuReading, GpuSample
+from tui.core.hardware.devices import UnknownDeviceError, find_device
+from tui.core.telemetry.readings import GpuReading, GpuSample
 from tui.sources.host import ListenerFinder
 
 GPM_MIN_WINDOW_S = 0.1

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 import psutil
 
-from tui.core.telemetry import HostSample, ProcessSample
+from tui.core.telemetry.readings import HostSample, ProcessSample
 
 
 def local_port(url: str | None) -> int | None:

@@ -12,9 +12,9 @@ import time
 import httpx
 import psutil
 
-from tui.core.command_flags import command_flags
-from tui.core.metric_names import read_scrape
-from tui.core.telemetry import ServerReading
+from tui.core.serving.command_flags import command_flags
+from tui.core.telemetry.metric_names import read_scrape
+from tui.core.telemetry.readings import ServerReading
 from tui.sources.detect import ServerInfo
 from tui.sources.host import find_listening_process, local_port
 
@@ -41,7 +41,7 @@ async def server_identity(client: httpx.AsyncClient, info: ServerInfo) -> dict:
 
 def local_command_flags(url: str) -> dict[str, str] | None:
     """The flags on the command line of the process serving `url` on this host (no credentials: see
-    `tui.core.command_flags`); None for a remote server or one whose process cannot be seen."""
+    `tui.core.serving.command_flags`); None for a remote server or one whose process cannot be seen."""
     port = local_port(url)
     if port is None:
         return None
@@ -56,7 +56,7 @@ async def simulator_flags(client: httpx.AsyncClient) -> dict[str, str] | None:
     """A phasetop simulator's flags (`/version`'s `phasetop_sim`) as text; None from any other server.
 
     Only flags with a text, number or boolean value are kept (the simulator publishes strings); what they
-    mean is checked where they are used (`tui.core.server_ceiling.simulator_ceiling`), so an odd flag
+    mean is checked where they are used (`tui.core.hardware.server_ceiling.simulator_ceiling`), so an odd flag
     gives a line saying what was sent, not an error that would lose a finished run.
     """
     flags = _json_field(await _get(client, "/version"), "phasetop_sim")

@@ -11,7 +11,7 @@ import time
 
 import httpx
 
-from tui.core.promql import Matcher, exposition, selector
+from tui.core.fleet.promql import Matcher, exposition, selector
 from tui.sources.prometheus import PrometheusError, query
 from tui.sources.scrape import MetricsScraper
 

@@ -23,9 +23,9 @@ from dataclasses import replace
 from itertools import takewhile
 from time import perf_counter
 
-from tui.core.client_load import CLIENT_BUSY_PCT, BusyInterval, mark_busy
-from tui.core.gaps import Stall, client_gaps, first_read_late, last_read_late
-from tui.core.records import RequestTiming
+from tui.core.measure.client_load import CLIENT_BUSY_PCT, BusyInterval, mark_busy
+from tui.core.measure.gaps import Stall, client_gaps, first_read_late, last_read_late
+from tui.core.measure.records import RequestTiming
 from tui.sources.wall_clock import unix_at
 
 PROBE_S = 0.002

@@ -14,7 +14,7 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Protocol
 
-from tui.core.records import RequestTiming
+from tui.core.measure.records import RequestTiming
 from tui.sources.http import ServerClient
 from tui.sources.loop_watch import LoopWatch
 from tui.sources.stream import ChunkArrived, RequestFinished, RequestSent, StreamRequest, stream, warm_up

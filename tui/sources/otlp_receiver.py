@@ -28,8 +28,8 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tui.core.otlp_spans import SpanBatch, read_export
-from tui.core.served import TraceWindow
+from tui.core.telemetry.otlp_spans import SpanBatch, read_export
+from tui.core.telemetry.served import TraceWindow
 from tui.core.untrusted import one_line
 from tui.sim.serve import bind
 

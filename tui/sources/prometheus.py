@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from tui.core import fleet_queries, promql
-from tui.core.fleet import Fleet, read_fleet_results
-from tui.core.fleet_gpus import JoinRules
-from tui.core.fleet_queries import Sample, Want
-from tui.core.promql import Matcher
+from tui.core.fleet import promql, queries as fleet_queries
+from tui.core.fleet.instances import Fleet, read_fleet_results
+from tui.core.fleet.gpus import JoinRules
+from tui.core.fleet.queries import Sample, Want
+from tui.core.fleet.promql import Matcher
 from tui.core.untrusted import one_line, without_credentials
 from tui.sources.errors import SourceError, from_httpx
 from tui.sources.http import BodyLimits, ServerClient, make_client

@@ -15,9 +15,9 @@ from collections.abc import AsyncIterator
 
 import httpx
 
-from tui.core.metric_names import read_wanted, wanted_lines
-from tui.core.promstats import build_snapshot, restart_reasons
-from tui.core.telemetry import MetricsSnapshot, Restart, ServerReading
+from tui.core.telemetry.metric_names import read_wanted, wanted_lines
+from tui.core.telemetry.promstats import build_snapshot, restart_reasons
+from tui.core.telemetry.readings import MetricsSnapshot, Restart, ServerReading
 from tui.core.untrusted import one_line
 from tui.sources.errors import ProtocolError, ServerRejected, from_httpx, redirected, rejected
 

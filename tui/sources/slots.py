@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from tui.core.slots import SlotState, read_slots
+from tui.core.telemetry.slots import SlotState, read_slots
 from tui.sources.errors import from_httpx
 
 

@@ -16,8 +16,8 @@ from typing import NamedTuple
 
 import orjson
 
-from tui.core.records import RequestTiming, ServerSplit
-from tui.core.sse import SSE_DONE, LineSplitter, sse_field
+from tui.core.measure.records import RequestTiming, ServerSplit
+from tui.core.measure.sse import SSE_DONE, LineSplitter, sse_field
 from tui.core.untrusted import one_line
 from tui.sources.chunks import Tally, read_llamacpp, read_ollama, read_openai
 from tui.sources.errors import ProtocolError, SourceError, rejected

@@ -13,13 +13,13 @@ from textual.message import Message
 from tui.app.feeds.lab import save_quietly
 from tui.app.lab_messages import ExperimentFinished, ExperimentProgressed
 from tui.config import Settings
-from tui.core.disaggregation import DEFAULT_KV_LINK, find_link
-from tui.core.experiments import OWN_SIMULATORS, Plan
+from tui.core.experiments.disaggregation import DEFAULT_KV_LINK, find_link
+from tui.core.experiments.plans import OWN_SIMULATORS, Plan
 from tui.sim.launcher import simulator_args
 from tui.sources.detect import ServerInfo
-from tui.sources.experiments import Progress
+from tui.sources.workloads.experiments import Progress
 from tui.sources.http import ServerClient, client_for
-from tui.sources.measure import Guard, Measured, OnOwnSimulators, OnServer, Target, measure
+from tui.sources.workloads.measure import Guard, Measured, OnOwnSimulators, OnServer, Target, measure
 from tui.sources.meter import Meter
 
 Post = Callable[[Message], object]

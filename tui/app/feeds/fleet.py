@@ -11,9 +11,9 @@ from textual.message import Message
 
 from tui.app.fleet_messages import FleetRead, FleetUnreadable
 from tui.config import Settings
-from tui.core.fleet import FleetRow
-from tui.core.fleet_gpus import JoinRules
-from tui.core.promql import Matcher
+from tui.core.fleet.instances import FleetRow
+from tui.core.fleet.gpus import JoinRules
+from tui.core.fleet.promql import Matcher
 from tui.core.untrusted import one_line, without_credentials
 from tui.sources import reach
 from tui.sources.prometheus import PrometheusError, prometheus_client, read_fleet

@@ -19,17 +19,17 @@ from textual.worker import get_current_worker
 from tui.app.feeds.requests import LaneMeter
 from tui.app.lab_messages import LoadProgressed, LoadStopped, RunSaved, SessionIdentified
 from tui.config import Settings
-from tui.core.delivery import flag_bursts
-from tui.core.records import RequestTiming
-from tui.core.stats import summarize
+from tui.core.measure.delivery import flag_bursts
+from tui.core.measure.records import RequestTiming
+from tui.core.measure.stats import summarize
 from tui.runs_store import default_runs_dir, save_run
 from tui.sources import loop
 from tui.sources.detect import ServerInfo, describe_configured
 from tui.sources.errors import SourceError
 from tui.sources.http import ServerClient, client_for
 from tui.sources.identity import server_identity
-from tui.sources.measure import measure_load
-from tui.sources.load import LoadDial, LoadRunner, Workload
+from tui.sources.workloads.measure import measure_load
+from tui.sources.workloads.load import LoadDial, LoadRunner, Workload
 from tui.sources.meter import Meter
 
 Post = Callable[[Message], object]

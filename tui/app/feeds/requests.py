@@ -14,16 +14,16 @@ from textual.message import Message
 
 from tui.app.messages import NotSent, RequestCompleted, RequestStarted, TokenBatch
 from tui.config import Settings
-from tui.core.live import LaneTokens
-from tui.core.records import RequestTiming, mark_cold
-from tui.core.sends import Send
-from tui.core.timeline import KEEP_LANES
+from tui.core.state.live import LaneTokens
+from tui.core.measure.records import RequestTiming, mark_cold
+from tui.core.measure.sends import Send
+from tui.core.view.timeline import KEEP_LANES
 from tui.sources.detect import WARM_UP_PATHS
 from tui.sources.errors import SourceError
 from tui.sources.http import ServerClient, client_for
 from tui.sources.identity import server_is_fresh
 from tui.sources.meter import ChunksArrived, Meter
-from tui.sources.prompts import prompt_of
+from tui.sources.workloads.prompts import prompt_of
 from tui.sources.stream import RequestFinished, RequestSent, StreamRequest
 from tui.sources.wall_clock import now_unix
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tui.app.lab_messages import RunsCompared, RunsScanned
-from tui.core.sessions import compare_sessions
+from tui.core.runs.sessions import compare_sessions
 from tui.runs_store import RunListing, RunStoreError, load_run, scan_runs
 
 

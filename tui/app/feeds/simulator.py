@@ -8,10 +8,10 @@ from collections.abc import Callable
 from textual.message import Message
 
 from tui.app.messages import ServedProgress, ServedRestarted, SimulatorExited, SimulatorRestarted
-from tui.core.serve_command import ServeCommand
+from tui.core.serving.serve_command import ServeCommand
 from tui.sim.launcher import SimulatorError, SimulatorProcess
-from tui.sources.managed_server import ServerStartError
-from tui.sources.served_command import ServedProcess
+from tui.sources.servers.managed_server import ServerStartError
+from tui.sources.servers.served_command import ServedProcess
 
 
 def follow_simulator(simulator: SimulatorProcess, post: Callable[[Message], object]) -> None:

@@ -12,8 +12,8 @@ from textual.message import Message
 from textual.worker import get_current_worker
 
 from tui.app.traffic_messages import TraceReceiverStopped, TracesReceived, TracesTallied
-from tui.core.otlp_spans import SpanBatch
-from tui.core.served import TraceWindow
+from tui.core.telemetry.otlp_spans import SpanBatch
+from tui.core.telemetry.served import TraceWindow
 from tui.core.untrusted import one_line
 from tui.sources import loop
 from tui.sim.serve import url_of

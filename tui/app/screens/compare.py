@@ -12,9 +12,9 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from tui.core.compare_text import (changes_lines, figure_change, figure_value, schedule_lines, started_text, verdict_note,
+from tui.core.runs.compare_text import (changes_lines, figure_change, figure_value, schedule_lines, started_text, verdict_note,
                                    verdict_text, workload_line)
-from tui.core.uncertainty import LEVEL, PRACTICAL
+from tui.core.measure.uncertainty import LEVEL, PRACTICAL
 from tui.core.untrusted import one_line
 
 

@@ -25,9 +25,9 @@ from tui.app.lab_messages import ExperimentFinished, ExperimentProgressed, RunSa
 from tui.app.layout import SHORT_HEIGHT
 from tui.app.worker_failures import report_failed_worker
 from tui.config import Settings
-from tui.core.experiment_columns import COLUMNS, Column
-from tui.core.disaggregation import DEFAULT_KV_LINK, find_link
-from tui.core.experiments import OWN_SIMULATORS, Plan
+from tui.core.experiments.columns import COLUMNS, Column
+from tui.core.experiments.disaggregation import DEFAULT_KV_LINK, find_link
+from tui.core.experiments.plans import OWN_SIMULATORS, Plan
 from tui.sources import loop
 from tui.sources.detect import ServerInfo
 from tui.sources.http import ServerClient

@@ -17,11 +17,11 @@ from textual.worker import Worker, WorkerState
 from tui.app.widgets.editing import EditInput
 from tui.app.widgets.text import set_text
 from tui.app.worker_failures import report_failed_worker
-from tui.core.serve_command import CommandError, ServeCommand, changed_flags
-from tui.core.server_help import against_defaults, complete_flag, defaults_in_help, flags_in_help
-from tui.core.tuning_loop import RestartRequest
+from tui.core.serving.serve_command import CommandError, ServeCommand, changed_flags
+from tui.core.serving.server_help import against_defaults, complete_flag, defaults_in_help, flags_in_help
+from tui.core.state.tuning_loop import RestartRequest
 from tui.core.untrusted import printable
-from tui.sources.served_command import read_help
+from tui.sources.servers.served_command import read_help
 
 HINT = ("Enter restarts the server with this command, waits for it, runs what is picked below again and opens "
         "before → after. Tab: pick what runs. Escape keeps the server as it is.")

@@ -32,10 +32,10 @@ from tui.app.widgets.editing import EditInput
 from tui.app.widgets.text import set_text
 from tui.app.worker_failures import report_failed_worker
 from tui.config import Settings
-from tui.core.fleet import Fleet, FleetRow, sort_rows
-from tui.core.fleet_text import (CELL_SORTS, CELLS, down_lines, gpu_line, kv_transfer_line, merged_text, parse_filter,
+from tui.core.fleet.instances import Fleet, FleetRow, sort_rows
+from tui.core.fleet.text import (CELL_SORTS, CELLS, down_lines, gpu_line, kv_transfer_line, merged_text, parse_filter,
                                  pool_line, row_cells, saturated_text, slowest_text)
-from tui.core.promql import Matcher
+from tui.core.fleet.promql import Matcher
 from tui.core.untrusted import one_line, without_credentials
 from tui.sources.instance_scrape import InstanceScraper
 from tui.sources.prometheus import prometheus_client

@@ -1,7 +1,7 @@
 """The one screen: token timeline, prompt, server metrics, GPU/host, and the status line.
 
 A thin composer and router: the workers (`tui.app.feeds`) post facts, the handlers hand them to the core's
-state — the live session (`tui.core.live`), the lab (`tui.core.lab`) and the tuning loop (`tui.core.tuning_loop`)
+state — the live session (`tui.core.state.live`), the lab (`tui.core.state.lab`) and the tuning loop (`tui.core.state.tuning_loop`)
 — and copy what they publish into the reactives the panes are bound to. The lab and the loop answer with
 effects; `_run` is the one place they become workers, timers, screens and toasts."""
 
@@ -52,31 +52,31 @@ from tui.app.widgets.status_line import ServerState, StatusLine
 from tui.app.widgets.timeline_pane import TimelinePane
 from tui.app.worker_failures import report_failed_worker
 from tui.config import Settings
-from tui.core.client_load import CLIENT_BUSY_PCT, busy_line
-from tui.core.effects import Notify
-from tui.core.lab import (LOAD_BACKLOG, LOAD_MAX_TOKENS, LOAD_PROMPT_TOKENS, NOT_KNOWN_YET, DialState, DropSave,
+from tui.core.measure.client_load import CLIENT_BUSY_PCT, busy_line
+from tui.core.state.effects import Notify
+from tui.core.state.lab import (LOAD_BACKLOG, LOAD_MAX_TOKENS, LOAD_PROMPT_TOKENS, NOT_KNOWN_YET, DialState, DropSave,
                           Identify, Lab, LabEffect, OpenComparison, OpenExperiment, SaveRun, SaveSoon, StartLoad, StopLoad,
                           TurnLoad)
-from tui.core.lane_figures import NEWEST
-from tui.core.live import LiveSession, Served
-from tui.core.records import RequestTiming
-from tui.core.roofline_live import LiveRoofline, live_roofline, live_target
-from tui.core.runs import compare_runs
-from tui.core.sends import Send
-from tui.core.served import TraceWindow
-from tui.core.telemetry import GpuSample, HostSample, MetricsSnapshot
-from tui.core.timeline import KEEP_LANES
-from tui.core.traffic import take_traces
-from tui.core.tuning_loop import (CompareBefore, CompareRuns, Effect, NewSession, Play, RestartRequest, RunExperiment,
+from tui.core.view.lane_figures import NEWEST
+from tui.core.state.live import LiveSession, Served
+from tui.core.measure.records import RequestTiming
+from tui.core.hardware.roofline_live import LiveRoofline, live_roofline, live_target
+from tui.core.runs.run_record import compare_runs
+from tui.core.measure.sends import Send
+from tui.core.telemetry.served import TraceWindow
+from tui.core.telemetry.readings import GpuSample, HostSample, MetricsSnapshot
+from tui.core.view.timeline import KEEP_LANES
+from tui.core.view.traffic import take_traces
+from tui.core.state.tuning_loop import (CompareBefore, CompareRuns, Effect, NewSession, Play, RestartRequest, RunExperiment,
                                   Server, StartRestart, TuningLoop, restart_key_disabled)
 from tui.core.untrusted import one_line
 from tui.meter.pool import MeterPool, default_meters
 from tui.sim.launcher import SimulatorProcess
 from tui.sources.host import local_port
 from tui.sources.http import ServerClient, client_for
-from tui.sources.load import LoadDial, Workload
+from tui.sources.workloads.load import LoadDial, Workload
 from tui.sources.scrape import MetricsScraper
-from tui.sources.served_command import ServedProcess
+from tui.sources.servers.served_command import ServedProcess
 
 PUBLISH_INTERVAL_S = 1 / 8
 """State reaches the panes at most this often (the frame budget): at 32 streams a batch lands every 50 ms,
@@ -150,7 +150,7 @@ class MainScreen(Screen):
         """The requests, the server and what is said of them."""
         self._save_runs = True
         self.lab = Lab(server_url, saving=live)
-        """Sessions, runs, the load dial and the experiments' keys (`tui.core.lab`)."""
+        """Sessions, runs, the load dial and the experiments' keys (`tui.core.state.lab`)."""
         self.loop = TuningLoop(probe())
         """Restarts of the server phasetop serves with new flags, and what runs again after them."""
         self._save_timer: Timer | None = None

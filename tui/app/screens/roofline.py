@@ -14,7 +14,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from tui.app.widgets.roofline_plot import RooflinePlot
-from tui.core.roofline_live import LiveRoofline, figures_lines
+from tui.core.hardware.roofline_live import LiveRoofline, figures_lines
 
 LEGEND = Content.from_markup("[$warning]●[/] prefill  [$secondary-lighten-3]●[/] decode  [$success]◆[/] the "
                              "server's estimate    log-log · the slope: the bandwidth roof · "

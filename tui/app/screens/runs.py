@@ -22,7 +22,7 @@ from tui.app.feeds.runs import compare_runs, list_runs
 from tui.app.lab_messages import RunsCompared, RunsScanned
 from tui.app.screens.compare import CompareScreen
 from tui.app.worker_failures import report_failed_worker
-from tui.core.compare_text import started_text
+from tui.core.runs.compare_text import started_text
 from tui.core.untrusted import one_line
 from tui.runs_store import RunListing
 

@@ -2,7 +2,7 @@
 queue, prefill, decode), phasetop's own sends matched to theirs, each phase's percentiles over the window beside the
 server's /metrics histograms, and the slowest named with the phase that made them slow.
 
-The window is the main screen's (`tui.core.served.TraceWindow`, fed by the trace receiver); this screen reads it
+The window is the main screen's (`tui.core.telemetry.served.TraceWindow`, fed by the trace receiver); this screen reads it
 once a second and on a key. `s` saves it as a run of kind "traffic", compared like any other."""
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from textual.widgets import DataTable, Footer, Static
 from tui.app.layout import SHORT_HEIGHT
 from tui.app.widgets.text import set_text
 from tui.app.widgets.traffic_lanes import LEGEND, TrafficLanes
-from tui.core.records import RequestTiming
-from tui.core.served import ServedRequest, TraceWindow, match_sent, not_counted
-from tui.core.telemetry import HistogramQuantiles
-from tui.core.timeline import ALIGNED, WALL_CLOCK
-from tui.core.traffic import own_beside_server, own_line, phase_table, slowest_lines, traffic_run
+from tui.core.measure.records import RequestTiming
+from tui.core.telemetry.served import ServedRequest, TraceWindow, match_sent, not_counted
+from tui.core.telemetry.readings import HistogramQuantiles
+from tui.core.view.timeline import ALIGNED, WALL_CLOCK
+from tui.core.view.traffic import own_beside_server, own_line, phase_table, slowest_lines, traffic_run
 from tui.core.untrusted import one_line
 
 REFRESH_S = 1.0

@@ -13,8 +13,8 @@ from textual.widgets import Static
 
 from tui.app.widgets.history_plot import HistoryPlot, Line
 from tui.app.widgets.text import set_text
-from tui.core.metric_history import GpuHistory
-from tui.core.telemetry import GpuReading, GpuSample, HostSample, MetricsSnapshot
+from tui.core.telemetry.metric_history import GpuHistory
+from tui.core.telemetry.readings import GpuReading, GpuSample, HostSample, MetricsSnapshot
 
 GIB = 1024**3
 CHART_MIN_COLUMNS = 40

@@ -1,11 +1,11 @@
-"""A time-series chart of `tui.core.metric_history` series: the last minutes, the newest point at the right edge."""
+"""A time-series chart of `tui.core.telemetry.metric_history` series: the last minutes, the newest point at the right edge."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from tui.app.widgets.themed_plot import ThemedPlot
-from tui.core.metric_history import Series
+from tui.core.telemetry.metric_history import Series
 
 REPLOT_INTERVAL_S = 0.25
 """Least time between two replots, in the data's own seconds (plotext builds the whole figure each draw).

@@ -9,8 +9,8 @@ from __future__ import annotations
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from tui.core.delivery import DELIVERY_NOT_GENERATION
-from tui.core.lab import DialState
+from tui.core.measure.delivery import DELIVERY_NOT_GENERATION
+from tui.core.state.lab import DialState
 
 
 class LoadDialPane(Static):

@@ -12,8 +12,8 @@ from textual.widgets import Label, Sparkline, Static
 
 from tui.app.widgets.history_plot import HistoryPlot, Line
 from tui.app.widgets.text import set_text
-from tui.core.metric_history import MetricHistory
-from tui.core.telemetry import HistogramQuantiles, MetricsSnapshot, saturation_text
+from tui.core.telemetry.metric_history import MetricHistory
+from tui.core.telemetry.readings import HistogramQuantiles, MetricsSnapshot, saturation_text
 
 HISTORY = 60
 """Scrapes each sparkline shows (a minute at the default interval)."""

@@ -13,9 +13,9 @@ from textual.message import Message
 from textual.widgets import Button, TextArea
 
 from tui.app.widgets.editing import EditArea
-from tui.core.sends import Send
+from tui.core.measure.sends import Send
 from tui.core.untrusted import redact, secret_begun
-from tui.sources.prompts import filler_text
+from tui.sources.workloads.prompts import filler_text
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,8 +11,8 @@ import math
 from textual.color import Color
 
 from tui.app.widgets.themed_plot import ThemedPlot
-from tui.core.roofline import DECODE, PREFILL, PhasePoint, Roofs
-from tui.core.roofline_live import LiveRoofline
+from tui.core.hardware.roofline import DECODE, PREFILL, PhasePoint, Roofs
+from tui.core.hardware.roofline_live import LiveRoofline
 
 MARKERS = {PREFILL: "●", DECODE: "●", "server": "◆"}
 """Each point's mark; the line under the chart says which is which."""

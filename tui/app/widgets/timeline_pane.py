@@ -1,6 +1,6 @@
 """The token timeline: one lane per request, the prefill span then decode as density, aligned at each send or on
-one wall clock (`v` switches); the layout arithmetic is `tui.core.timeline.layout`, each lane's cells
-`tui.core.lane_cells`. The lanes are drawn cell by cell, not through plotext: a cell must say how many tokens
+one wall clock (`v` switches); the layout arithmetic is `tui.core.view.timeline.layout`, each lane's cells
+`tui.core.view.lane_cells`. The lanes are drawn cell by cell, not through plotext: a cell must say how many tokens
 fell in it, or why none did, and a scatter plot's dots cannot."""
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from tui.app.widgets.text import set_text
-from tui.core.gaps import CLIENT, SERVER, UNKNOWN, count_by_cause, counts_line
-from tui.core.lane_cells import (BURST, DECODE, EMPTY, FAILED, GAP_KINDS, PREFILL, SENT, THROUGH, TRANSFER, Cell,
+from tui.core.measure.gaps import CLIENT, SERVER, UNKNOWN, count_by_cause, counts_line
+from tui.core.view.lane_cells import (BURST, DECODE, EMPTY, FAILED, GAP_KINDS, PREFILL, SENT, THROUGH, TRANSFER, Cell,
                                  axis_ticks)
-from tui.core.lane_figures import NEWEST, figures_line, selected_index
-from tui.core.records import RequestTiming
-from tui.core.timeline import (ALIGNED, KEEP_LANES, VIEWS, WALL_CLOCK, Lane, TimelineLayout, batches, default_view, keep_count,
+from tui.core.view.lane_figures import NEWEST, figures_line, selected_index
+from tui.core.measure.records import RequestTiming
+from tui.core.view.timeline import (ALIGNED, KEEP_LANES, VIEWS, WALL_CLOCK, Lane, TimelineLayout, batches, default_view, keep_count,
                                lanes, layout)
 
 REPLOT_INTERVAL_S = 0.25
@@ -182,7 +182,7 @@ class TimelinePlot(Widget):
 
 class TimelinePane(Vertical):
     """Timeline plus the selected lane's figures: TTFT, prefill rate, decode rate and its share of the
-    ceiling, ITL p50/p99, tokens (`tui.core.lane_figures`); the screen's arrows move the selection."""
+    ceiling, ITL p50/p99, tokens (`tui.core.view.lane_figures`); the screen's arrows move the selection."""
 
     can_focus = True
     """Tab reaches the pane and scrolls it into view: on an 80×24 terminal over SSH there is no mouse."""

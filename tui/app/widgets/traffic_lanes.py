@@ -1,5 +1,5 @@
 """Every request the server served, a lane each from its span: the time outside the engine, the queue, prefill to
-the first token, then decode (`tui.core.traffic.traffic_layout`), on one wall clock or each from its arrival; the
+the first token, then decode (`tui.core.view.traffic.traffic_layout`), on one wall clock or each from its arrival; the
 axis in seconds under them. Drawn cell by cell as the token timeline is, in its colours."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
 
-from tui.core.lane_cells import axis_ticks
-from tui.core.served import ServedRequest
-from tui.core.timeline import WALL_CLOCK
-from tui.core.traffic import DECODE, EMPTY, OUTSIDE, PREFILL, QUEUE, TrafficLayout, short_id, traffic_layout
+from tui.core.view.lane_cells import axis_ticks
+from tui.core.telemetry.served import ServedRequest
+from tui.core.view.timeline import WALL_CLOCK
+from tui.core.view.traffic import DECODE, EMPTY, OUTSIDE, PREFILL, QUEUE, TrafficLayout, short_id, traffic_layout
 
 MARKS = {OUTSIDE: "┄", QUEUE: "░", PREFILL: "━", DECODE: "▄", EMPTY: " "}
 OWN_MARK = "◆"

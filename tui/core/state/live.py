@@ -1,0 +1,335 @@
+"""The live session the main screen shows, as a plain value: the requests sent from it (their records as
+token batches grow them, which have ended, which lane is selected, whose answer the prompt pane shows),
+the server as last described, its latest scrape and its decode ceiling; and what the panes are given:
+the timings to lay out, their labels, the selection, the answer text and the diagnosis.
+
+The screen feeds it the facts its workers post and copies what it publishes to the panes; nothing here
+knows Textual, so the arithmetic is tested without a terminal."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from tui.core.measure.delivery import flag_bursts
+from tui.core.view.diagnosis import LiveFigures, diagnose
+from tui.core.measure.gaps import SERVER, attribute, worst_gap
+from tui.core.view.lane_figures import NEWEST, after_send, diagnosis_text, moved, selected_index
+from tui.core.measure.records import RequestTiming
+from tui.core.hardware.server_ceiling import ServerCeiling, ceiling_for
+from tui.core.telemetry.readings import GpuReading, MetricsSnapshot
+from tui.core.view.timeline import KEEP_LANES, batches, keep_count
+
+KEEP_REQUESTS = 40
+"""Requests kept; the timeline keeps the last `KEEP_LANES` (32 streams, one batch, stay whole)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LaneTokens:
+    """One request's chunks since the last batch, summed up: every offset only where the timeline can show it."""
+
+    request_id: int
+    count: int
+    """Content chunks in this batch."""
+    first_offset_s: float
+    last_offset_s: float
+    offsets_s: tuple[float, ...] | None = None
+    """Arrival of each chunk (seconds after the send), for a lane the timeline can show; None for the rest,
+    whose exact record comes when the request ends."""
+    text: str = ""
+    """The batch's text (untrusted), only for the request whose answer the prompt pane shows."""
+    client_gaps: tuple[int, ...] = ()
+    """Gaps the meter found to be its own so far (a lane the timeline shows; the final record has them all)."""
+
+    @classmethod
+    def detailed(cls, request_id: int, offsets_s: tuple[float, ...], text: str = "",
+                 client_gaps: tuple[int, ...] = ()) -> LaneTokens:
+        """A lane with every offset."""
+        return cls(request_id, len(offsets_s), offsets_s[0], offsets_s[-1], offsets_s, text, client_gaps)
+
+
+@dataclass(frozen=True, slots=True)
+class Published:
+    """What the panes are given at one publish."""
+
+    timings: list[RequestTiming]
+    """Requests finished and in flight, oldest first."""
+    labels: list[str]
+    """One timeline label per timing."""
+    selected_back: int
+    """The selected lane, counted back from the newest."""
+    answer: str | None
+    """Answer text that arrived since the last publish; None: nothing to write."""
+    answer_final: bool
+    """The answer's request has ended: its text is whole."""
+    batch_of: list[int]
+    """One batch number per timing (`tui.core.view.timeline.batches`: the load dial's lanes each alone)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """The server as described when it came up."""
+
+    api: str
+    model: str | None
+    model_bytes: int | None = None
+
+
+class LiveSession:
+    """The main screen's state. `ceiling`: (decode ceiling tok/s, KV bytes per token, weight bytes) when
+    phasetop knows the model and device (a simulator it started); else one is derived once the server and
+    this host's devices are known."""
+
+    def __init__(self, ceiling: tuple[float, float, float] | None = None, server_is_local: bool = False,
+                 bandwidth_gbs: float | None = None) -> None:
+        self._given_ceiling = ceiling
+        self._server_is_local = server_is_local
+        self._bandwidth_gbs = bandwidth_gbs
+        self.served: Served | None = None
+        """What the server is, once it answered."""
+        self.server_fresh: bool | None = None
+        """True while the server has served nothing since it came up (its /metrics said so then): the next
+        request sent pays its cold start and is marked cold."""
+        self.simulator_flags: dict[str, str] | None = None
+        """A phasetop simulator's flags, when the server turns out to be one (its identity says so)."""
+        self.derived: ServerCeiling | None = None
+        """The ceiling derived for a server phasetop did not start."""
+        self.metrics: MetricsSnapshot | None = None
+        """The latest /metrics snapshot."""
+        self.devices: Sequence[GpuReading] | None = None
+        """This host's GPUs as last sampled (empty: none); None before the first sample."""
+        self.selected_back = NEWEST
+        self._records: dict[int, RequestTiming] = {}
+        self._labels: dict[int, str] = {}
+        self._stall_of: tuple[tuple, tuple[float, str] | None] | None = None
+        """The selected stream's stall, and the lanes and reads it was judged on (`_stall`)."""
+        self._arrived: dict[int, list[float]] = {}
+        """Offsets of requests still streaming, as batches bring them (a list each: a tuple grown per batch
+        would copy every offset again each time); folded into the records when published."""
+        self._client_gaps: dict[int, list[int]] = {}
+        """The meter's own gaps among those offsets, as its frames said."""
+        self._done: set[int] = set()
+        """Requests that ended (completed or failed): the others are in flight."""
+        self._shown: list[int] = []
+        """The request id of each published timing."""
+        self._timings: list[RequestTiming] = []
+        self._batch_of: list[int] = []
+        self._new_send = False
+        """A request started since the last publish: the selection goes back to the newest."""
+        self._joined = 0
+        """Lanes that started since the last publish without taking the selection (the load dial's)."""
+        self._alone: set[int] = set()
+        """The ids of those lanes: no key's batch, each is one by itself."""
+        self._next_id = 1
+        self._ids_lock = threading.Lock()
+        """Ids are taken on the screen's thread (sends) and on the load dial's (its requests)."""
+        self._answer: list[str] = []
+        self._answer_id: int | None = None
+        """The request whose answer the prompt pane shows: the newest of the latest send."""
+        self._answer_ended = False
+
+    # ---- the server ----------------------------------------------------------------------------
+
+    @property
+    def decode_ceiling_tok_s(self) -> float | None:
+        if self._given_ceiling:
+            return self._given_ceiling[0]
+        return self.derived.decode_ceiling_tok_s if self.derived else None
+
+    @property
+    def kv_bytes_per_token(self) -> float | None:
+        if self._given_ceiling:
+            return self._given_ceiling[1]
+        return self.derived.kv_bytes_per_token if self.derived else None
+
+    def server_up(self, served: Served, fresh: bool | None) -> None:
+        self.served, self.server_fresh = served, fresh
+        self._derive_ceiling()
+
+    def gpu_sampled(self, devices: Sequence[GpuReading]) -> None:
+        self.devices = devices
+        self._derive_ceiling()
+
+    def identified(self, simulator_flags: dict[str, str] | None) -> None:
+        self.simulator_flags = simulator_flags
+        self._derive_ceiling()
+
+    def scraped(self, snapshot: MetricsSnapshot) -> None:
+        self.metrics = snapshot
+
+    def _derive_ceiling(self) -> None:
+        """A ceiling for a server phasetop did not start: a phasetop simulator's from the flags it publishes;
+        a real server's once its model and this host's devices are known: from NVML's GPUs, or the CPU row
+        where there is none; the weights from the model id, or their real size (llama.cpp)."""
+        if self._given_ceiling or self.served is None or self.served.model is None:
+            return
+        derived = ceiling_for(self.simulator_flags, self.served.model, self.devices, self._server_is_local,
+                              self.served.model_bytes, self._bandwidth_gbs)
+        if derived is not None:
+            self.derived = derived
+
+    # ---- requests ------------------------------------------------------------------------------
+
+    @property
+    def next_id(self) -> int:
+        """The id the next send's first request gets."""
+        return self._next_id
+
+    def __len__(self) -> int:
+        """Requests kept."""
+        return len(self._records)
+
+    def record(self, request_id: int) -> RequestTiming | None:
+        """A kept request's record as it stands (its offsets as of the last publish)."""
+        return self._records.get(request_id)
+
+    def send(self, count: int) -> int:
+        """Ids for a send of `count` requests (the first returned); the prompt pane shows its last one's answer
+        from here on: text of an earlier request still arriving is not it."""
+        first_id = self.take_ids(count)
+        self._answer_id, self._answer_ended = first_id + count - 1, False
+        self._answer.clear()
+        return first_id
+
+    def take_ids(self, count: int) -> int:
+        """`count` ids no other request has (the first returned), from any thread; the prompt pane's answer stays."""
+        with self._ids_lock:
+            first_id = self._next_id
+            self._next_id += count
+        return first_id
+
+    def started(self, request_id: int, label: str, t_sent_unix: float, prompt_tokens: int | None,
+                follow: bool = True) -> None:
+        """A request sent, or (again, from its meter) the moment its body went on the wire. `follow`: a send of
+        the user's, whose answer the prompt pane shows and to which the selection goes back (the load dial's
+        requests only join the timeline)."""
+        record = self._records.get(request_id)
+        if record is not None:
+            self._records[request_id] = replace(record, t_sent_unix=t_sent_unix)
+            return
+        self.server_fresh = False  # whichever request this is, the server has now been sent one
+        self._records[request_id] = RequestTiming(ok=True, t_sent_unix=t_sent_unix, prompt_tokens=prompt_tokens)
+        self._labels[request_id] = label
+        if follow:
+            self._answer_id = max(self._answer_id or 0, request_id)  # a send's own id is set ahead, in send()
+            self._new_send = True
+        else:
+            self._joined += 1
+            self._alone.add(request_id)
+
+    def tokens(self, lanes: Sequence[LaneTokens]) -> None:
+        for lane in lanes:
+            if lane.request_id not in self._records:
+                continue
+            if lane.offsets_s is not None:
+                self._arrived.setdefault(lane.request_id, []).extend(lane.offsets_s)
+                if lane.client_gaps:
+                    self._client_gaps.setdefault(lane.request_id, []).extend(lane.client_gaps)
+                if lane.text and lane.request_id == self._answer_id:
+                    self._answer.append(lane.text)
+            elif lane.request_id not in self._arrived:
+                # A lane the timeline cannot show keeps its first offset only (its TTFT) until its exact record comes.
+                self._arrived[lane.request_id] = [lane.first_offset_s]
+
+    def completed(self, request_id: int, timing: RequestTiming) -> None:
+        self._arrived.pop(request_id, None)
+        self._client_gaps.pop(request_id, None)
+        self._done.add(request_id)
+        if request_id == self._answer_id:
+            self._answer_ended = True
+        if request_id in self._records:  # not when it was dropped as one too many to keep
+            # Clumped arrivals time the delivery, not the generation: flagged, shown as such, kept out of the diagnosis.
+            [self._records[request_id]] = flag_bursts([timing], self.decode_ceiling_tok_s)
+
+    def clear(self) -> None:
+        self._records.clear()
+        self._labels.clear()
+        self._arrived.clear()
+        self._client_gaps.clear()
+        self._done.clear()
+        self._alone.clear()
+        self._new_send = True
+
+    def select(self, step: int) -> None:
+        """The arrows: +1 one lane older, −1 one newer, kept among the lanes the timeline keeps."""
+        self.selected_back = moved(self.selected_back, step, keep_count(self._batch_of, KEEP_LANES))
+
+    def publish(self) -> Published:
+        """Fold what arrived into the records, drop the oldest past `KEEP_REQUESTS`, and say what the panes show."""
+        ids = sorted(self._records)[-KEEP_REQUESTS:]
+        for stale in [i for i in self._records if i not in ids]:
+            del self._records[stale], self._labels[stale]
+            self._arrived.pop(stale, None)
+            self._client_gaps.pop(stale, None)
+            self._done.discard(stale)
+            self._alone.discard(stale)
+        for i, offsets in self._arrived.items():
+            if len(offsets) != len(self._records[i].token_offsets_s):
+                self._records[i] = replace(self._records[i], token_offsets_s=tuple(offsets),
+                                           client_gaps=tuple(self._client_gaps.get(i, ())))
+        self._timings = [self._records[i] for i in ids]
+        self._shown = ids
+        self._batch_of = batches(self._timings, {n for n, i in enumerate(ids) if i in self._alone})
+        if self._new_send:  # the send's newest lane: the lanes the load dial started after it come after it
+            newest_sent = max((i for i in ids if i not in self._alone), default=None)
+            newer = sum(1 for i in ids if newest_sent is not None and i > newest_sent)
+        else:
+            newer = self._joined
+        self.selected_back = after_send(self.selected_back, self._new_send, keep_count(self._batch_of, KEEP_LANES), newer)
+        self._new_send, self._joined = False, 0
+        answer = "".join(self._answer) if self._answer or self._answer_ended else None
+        published = Published(self._timings, [self._labels[i] for i in ids], self.selected_back, answer, self._answer_ended,
+                              self._batch_of)
+        self._answer.clear()
+        self._answer_ended = False
+        return published
+
+    # ---- what is said of the selection ---------------------------------------------------------
+
+    def diagnosis(self) -> str:
+        """The findings of the selected request as last published: "in flight" until it ends; none from a
+        request timed in bursts (its figures time the delivery)."""
+        index = selected_index(len(self._timings), self.selected_back)
+        if index is None:
+            return ""
+        request_id = self._shown[index]
+        name = self._labels.get(request_id, "")
+        if request_id not in self._done:
+            return diagnosis_text(name, [], in_flight=True)
+        return diagnosis_text(name, diagnose(self._figures(self._timings[index], self._stall(index))), in_flight=False)
+
+    def _stall(self, index: int) -> tuple[float, str] | None:
+        """The selected stream's worst gap and its cause, where another request's prefill held it (judged against
+        the lanes shown, as the timeline judges it; kept while those lanes and their reads are the same)."""
+        key = (self._shown[index], tuple(zip(self._shown, (len(t.token_offsets_s) for t in self._timings))))
+        if self._stall_of is None or self._stall_of[0] != key:
+            worst = worst_gap(attribute(self._timings, [self._labels[i] for i in self._shown])[index])
+            held = worst is not None and worst.cause == SERVER and worst.why.startswith("the prefill of")
+            self._stall_of = (key, (worst.length_s, worst.why) if held else None)
+        return self._stall_of[1]
+
+    def _figures(self, selected: RequestTiming, stall: tuple[float, str] | None) -> LiveFigures:
+        latest = selected if selected.ok and not selected.burst else None
+        snapshot = self.metrics
+        return LiveFigures(
+            stalled_s=stall[0] if stall else None,
+            stalled_by=stall[1] if stall else None,
+            ttft_s=latest.ttft_s if latest else None,
+            prompt_tokens=latest.prompt_tokens if latest else None,
+            context_tokens=(latest.prompt_tokens or 0) + (latest.output_tokens or 0) if latest else None,
+            decode_tok_s=latest.decode_tok_s if latest else None,
+            decode_ceiling_tok_s=self.decode_ceiling_tok_s,
+            waiting=snapshot.waiting if snapshot else None,
+            kv_cache_usage=snapshot.kv_cache_usage if snapshot else None,
+            prefix_cache_hit_rate=snapshot.prefix_cache_hit_rate if snapshot else None,
+            prefix_caching_on=said_on(snapshot.engine_config.get("enable_prefix_caching")) if snapshot else None,
+            kv_bytes_per_token=self.kv_bytes_per_token,
+            engine=(snapshot.engine if snapshot else None) or (self.served.api if self.served else None),
+            on_cpu=bool(self.derived and self.derived.cpu_row),
+        )
+
+
+def said_on(value: str | None) -> bool | None:
+    """A config label's boolean ("True"/"False", as vLLM writes them); None when absent or anything else."""
+    return {"true": True, "false": False}.get((value or "").lower())

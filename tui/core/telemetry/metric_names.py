@@ -1,0 +1,281 @@
+"""Canonical fields ← raw /metrics names, per engine and version, and the reading of one scrape.
+
+Each field lists its raw names in order of preference; the first one present in a scrape feeds
+the field, and `source_names` records which. Names are from `wire-formats.md` (vLLM V1 and its
+≤0.10 names, SGLang 0.5, llama.cpp, TGI 3.x). Values are summed over label sets (vLLM's `engine`,
+SGLang's `dp_rank`, `is_streaming`), except that fractions are averaged.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from tui.core.telemetry.readings import Histogram, ServerReading
+
+GAUGES: dict[str, tuple[str, ...]] = {
+    "running": (
+        "vllm:num_requests_running",
+        "sglang:num_running_reqs",
+        "llamacpp:requests_processing",
+        "tgi_batch_current_size",
+    ),
+    "waiting": (
+        "vllm:num_requests_waiting",
+        "sglang:num_queue_reqs",
+        "llamacpp:requests_deferred",
+        "tgi_queue_size",
+    ),
+    "kv_cache_usage": (
+        "vllm:kv_cache_usage_perc",  # a fraction 0–1 despite "perc"
+        "vllm:gpu_cache_usage_perc",  # ≤0.10 name, also a fraction
+        "sglang:token_usage",
+        "llamacpp:kv_cache_usage_ratio",  # old llama.cpp builds only
+    ),
+    "prefix_cache_hit_rate": ("sglang:cache_hit_rate",),
+}
+
+FRACTION_GAUGES = frozenset({"kv_cache_usage", "prefix_cache_hit_rate"})
+"""Per-engine fractions: averaged over label sets, never summed."""
+
+COUNTERS: dict[str, tuple[str, ...]] = {
+    "preemptions_total": ("vllm:num_preemptions_total",),
+    "prompt_tokens_total": (
+        "vllm:prompt_tokens_total",
+        "sglang:prompt_tokens_total",
+        "llamacpp:prompt_tokens_total",
+        "tgi_request_input_length_sum",
+    ),
+    "generation_tokens_total": (
+        "vllm:generation_tokens_total",
+        "sglang:generation_tokens_total",
+        "llamacpp:tokens_predicted_total",
+        "tgi_request_generated_tokens_sum",
+    ),
+    "prefix_cache_queries_total": ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
+    "prefix_cache_hits_total": (
+        "vllm:prefix_cache_hits_total",
+        "vllm:gpu_prefix_cache_hits_total",
+        "llamacpp:prompt_tokens_cached_total",  # newer builds; queries derived in read_scrape
+    ),
+    "prompt_tokens_cached_total": ("vllm:prompt_tokens_cached_total",),  # local + external cache hits, in tokens
+    "est_read_bytes_total": ("vllm:estimated_read_bytes_per_gpu_total",),  # --enable-mfu-metrics; 0 without it
+    "est_flops_total": ("vllm:estimated_flops_per_gpu_total",),  # the same flag's FLOPs
+}
+
+PER_GPU_COUNTERS = frozenset({"est_read_bytes_total", "est_flops_total"})
+"""Counters already per GPU: averaged over engines (each engine drives its own GPUs), never summed."""
+
+LABELLED_GAUGES: dict[str, tuple[str, str, str]] = {
+    "waiting_capacity": ("vllm:num_requests_waiting_by_reason", "reason", "capacity"),
+    "waiting_deferred": ("vllm:num_requests_waiting_by_reason", "reason", "deferred"),
+}
+"""Fields fed by one label value of a family: field → (raw name, label, value)."""
+
+PROMPT_SOURCES = ("local_compute", "local_cache_hit", "external_kv_transfer")
+"""The `source` label values of `vllm:prompt_tokens_by_source_total`; together they are every prompt token."""
+
+LABELLED_COUNTERS: dict[str, tuple[str, str, str]] = {
+    f"prompt_tokens_{source}_total": ("vllm:prompt_tokens_by_source_total", "source", source) for source in PROMPT_SOURCES
+}
+
+HISTOGRAMS: dict[str, tuple[str, ...]] = {
+    "ttft_s": ("vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds"),
+    "itl_s": (
+        "vllm:inter_token_latency_seconds",
+        "vllm:time_per_output_token_seconds",  # ≤0.14 name
+        "sglang:inter_token_latency_seconds",
+        "tgi_request_mean_time_per_token_duration",
+    ),
+    "e2e_s": ("vllm:e2e_request_latency_seconds", "sglang:e2e_request_latency_seconds", "tgi_request_duration"),
+    "queue_s": ("vllm:request_queue_time_seconds", "sglang:queue_time_seconds", "tgi_request_queue_duration"),
+    "prefill_s": ("vllm:request_prefill_time_seconds",),
+    "decode_s": ("vllm:request_decode_time_seconds",),
+    "iteration_tokens": ("vllm:iteration_tokens_total",),  # tokens per engine step, despite the name
+}
+
+CONFIG_INFO = ("vllm:cache_config_info",)
+"""Info metrics whose labels are the engine's configuration (value 1)."""
+
+CONFIG_GAUGES: dict[str, str] = {
+    "sglang:context_len": "context_len",
+    "sglang:max_total_num_tokens": "max_total_num_tokens",
+    "sglang:page_size": "page_size",
+    "tgi_batch_max_total_tokens": "max_total_tokens",
+}
+"""Gauges that are really configuration, shown in `engine_config`."""
+
+PROCESS_START = "process_start_time_seconds"
+
+ENGINE_PREFIXES = (("vllm:", "vllm"), ("sglang:", "sglang"), ("llamacpp:", "llamacpp"), ("tgi_", "tgi"))
+
+_SUMMED_AWAY = frozenset({"engine"})
+"""Labels dropped from config info: one engine's config stands for all."""
+
+_REPLICA_LABELS = ("tp_rank", "pp_rank", "moe_ep_rank")
+"""SGLang repeats gauges per rank with --enable-metrics-for-all-schedulers: keep rank 0 only."""
+
+Samples = dict[str, list[tuple[dict[str, str], float]]]
+
+
+def _wanted_samples() -> frozenset[str]:
+    """Every sample name `read_scrape` reads: the rest of a page (vLLM's is ~420 lines, ~160 of them read) is not
+    parsed at all, so an idle server's scrape costs a third."""
+    names = {name for table in (GAUGES, COUNTERS) for candidates in table.values() for name in candidates}
+    names |= {raw for raw, _, _ in (*LABELLED_GAUGES.values(), *LABELLED_COUNTERS.values())}
+    names |= {*CONFIG_INFO, *CONFIG_GAUGES, PROCESS_START}
+    names |= {f"{raw}{suffix}" for candidates in HISTOGRAMS.values() for raw in candidates
+              for suffix in ("_bucket", "_count", "_sum")}
+    return frozenset(names | {f"{name}_total" for name in names} | {name.removesuffix("_total") for name in names})
+
+
+WANTED_SAMPLES = _wanted_samples()
+
+
+def wanted_lines(text: str) -> str:
+    """The page's sample lines `read_scrape` reads (no comments: a sample's name is all it is read by). A page with
+    no such line is returned whole, so text that is not Prometheus at all still fails to parse."""
+    kept = [line for line in text.split("\n")  # the format's line end only: a label may hold \x0b, \x1c, \u2028…
+            if line and line[0] != "#" and line.partition("{")[0].partition(" ")[0] in WANTED_SAMPLES]
+    return "\n".join(kept) + "\n" if kept else text
+
+
+def parse_exposition(text: str) -> Samples:
+    """Raw samples by name from Prometheus text; `_created` samples dropped. Raises ValueError on bad text."""
+    samples: Samples = defaultdict(list)
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name.endswith("_created"):
+                continue
+            samples[_base(sample.name)].append((dict(sample.labels), float(sample.value)))
+    return dict(samples)
+
+
+def _base(name: str) -> str:
+    """Counters appear with and without `_total` (prometheus_client adds it): key both the same way."""
+    return name.removesuffix("_total")
+
+
+def _find(samples: Samples, candidates: tuple[str, ...]) -> tuple[str, list[tuple[dict[str, str], float]]] | None:
+    for raw in candidates:
+        found = samples.get(_base(raw))
+        if found:
+            return raw, found
+    return None
+
+
+def _primary(rows: list[tuple[dict[str, str], float]]) -> list[tuple[dict[str, str], float]]:
+    return [(labels, v) for labels, v in rows if all(labels.get(r, "0") == "0" for r in _REPLICA_LABELS)]
+
+
+def read_scrape(text: str, t_mono: float, t_unix: float, extra_config: dict[str, str] | None = None) -> ServerReading:
+    """One /metrics body in canonical names. Raises ValueError when the text is not Prometheus format."""
+    return read_wanted(wanted_lines(text), t_mono, t_unix, extra_config)
+
+
+def read_wanted(text: str, t_mono: float, t_unix: float, extra_config: dict[str, str] | None = None) -> ServerReading:
+    """`read_scrape` of a page already cut to its `wanted_lines`."""
+    samples = parse_exposition(text)
+    source_names: dict[str, str] = {}
+    gauges: dict[str, float] = {}
+    for field_name, candidates in GAUGES.items():
+        found = _find(samples, candidates)
+        if found:
+            raw, rows = found
+            values = [v for _, v in _primary(rows)] or [v for _, v in rows]
+            gauges[field_name] = sum(values) / len(values) if field_name in FRACTION_GAUGES else sum(values)
+            source_names[field_name] = raw
+    counters: dict[str, float] = {}
+    for field_name, candidates in COUNTERS.items():
+        found = _find(samples, candidates)
+        if found:
+            values = [v for _, v in found[1]]
+            counters[field_name] = sum(values) / len(values) if field_name in PER_GPU_COUNTERS else sum(values)
+            source_names[field_name] = found[0]
+    for table, out in ((LABELLED_GAUGES, gauges), (LABELLED_COUNTERS, counters)):
+        for field_name, (raw, label, value) in table.items():
+            rows = [v for labels, v in samples.get(_base(raw), []) if labels.get(label) == value]
+            if rows:
+                out[field_name] = sum(rows)
+                source_names[field_name] = f'{raw}{{{label}="{value}"}}'
+    if (size := _kv_cache_size_tokens(samples)) is not None:
+        gauges["kv_cache_size_tokens"] = size
+        source_names["kv_cache_size_tokens"] = "vllm:cache_config_info{kv_cache_size_tokens}"
+    _derive_llamacpp_queries(counters, source_names)
+    histograms: dict[str, Histogram] = {}
+    for field_name, candidates in HISTOGRAMS.items():
+        for raw in candidates:
+            histogram = _histogram(samples, raw)
+            if histogram is not None:
+                histograms[field_name] = histogram
+                source_names[field_name] = raw
+                break
+    process_start = samples.get(PROCESS_START)
+    return ServerReading(
+        t_mono=t_mono,
+        t_unix=t_unix,
+        engine=_engine(source_names.values()),
+        gauges=gauges,
+        counters=counters,
+        histograms=histograms,
+        source_names=source_names,
+        engine_config={**_engine_config(samples), **(extra_config or {})},
+        process_start_s=min(v for _, v in process_start) if process_start else None,
+    )
+
+
+def _derive_llamacpp_queries(counters: dict[str, float], source_names: dict[str, str]) -> None:
+    """llama.cpp counts prompt tokens computed and prompt tokens taken from its cache apart: their sum is the queries."""
+    if not source_names.get("prefix_cache_hits_total", "").startswith("llamacpp:") or "prompt_tokens_total" not in counters:
+        return
+    counters["prefix_cache_queries_total"] = counters["prompt_tokens_total"] + counters["prefix_cache_hits_total"]
+    source_names["prefix_cache_queries_total"] = "llamacpp:prompt_tokens_total + llamacpp:prompt_tokens_cached_total"
+
+
+def _histogram(samples: Samples, raw: str) -> Histogram | None:
+    """Buckets summed over label sets, with `le` read from the scrape."""
+    rows = samples.get(f"{raw}_bucket")
+    if not rows:
+        return None
+    by_le: dict[float, float] = defaultdict(float)
+    for labels, value in rows:
+        if "le" in labels:
+            by_le[float(labels["le"])] += value
+    if not by_le:
+        return None
+    count = sum(v for _, v in samples.get(f"{raw}_count", [])) or by_le.get(float("inf"), 0.0)
+    total = sum(v for _, v in samples.get(f"{raw}_sum", []))
+    return Histogram(buckets=tuple(sorted(by_le.items())), count=count, sum=total)
+
+
+def _engine_config(samples: Samples) -> dict[str, str]:
+    config: dict[str, str] = {}
+    for raw in CONFIG_INFO:
+        for labels, _ in samples.get(raw, [])[:1]:
+            config.update({k: v for k, v in labels.items() if k not in _SUMMED_AWAY})
+    for raw, key in CONFIG_GAUGES.items():
+        rows = samples.get(raw)
+        if rows:
+            config[key] = f"{rows[0][1]:g}"
+    return config
+
+
+def _kv_cache_size_tokens(samples: Samples) -> float | None:
+    """Tokens the KV pool holds, summed over engines (one `cache_config_info` row each, each its own pool)."""
+    per_engine: dict[str, float] = {}
+    for raw in CONFIG_INFO:
+        for labels, _ in samples.get(raw, []):
+            try:
+                per_engine[labels.get("engine", "0")] = float(labels["kv_cache_size_tokens"])
+            except (KeyError, ValueError):  # absent, or "None" before the pool is sized
+                continue
+    return sum(per_engine.values()) if per_engine else None
+
+
+def _engine(raw_names) -> str | None:
+    for raw in raw_names:
+        for prefix, engine in ENGINE_PREFIXES:
+            if raw.startswith(prefix):
+                return engine
+    return None

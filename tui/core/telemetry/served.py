@@ -1,0 +1,187 @@
+"""Every request a server served, as its own trace span told it: the phase record, its cold start, a bounded window.
+
+A served request is the server's account of one request (vLLM's `llm_request` span, or the simulator's): when it
+arrived, how long it queued, prefilled and decoded, and its token counts. phasetop's own sends are found among
+them by the completion id the client read from the stream (`match_sent`).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Collection, Iterable
+from dataclasses import asdict, dataclass, field, replace
+
+from tui.core.measure.stats import summarize
+
+
+@dataclass(frozen=True, slots=True)
+class ServedRequest:
+    """One finished request as the server timed it (seconds; `start_unix` is its arrival on the wall clock)."""
+
+    request_id: str | None
+    """The server's id for it (vLLM: the completion's id and a `-N` choice suffix); untrusted text."""
+    start_unix: float
+    end_unix: float
+    queue_s: float
+    """Waiting to be scheduled (vLLM: from the engine queueing it to its first schedule)."""
+    prefill_s: float
+    """Scheduled → first token: the prompt's prefill, the step that sampled the first token included."""
+    decode_s: float
+    """First token → last token."""
+    ttft_s: float
+    """Arrival → first token, as the server counts it."""
+    e2e_s: float
+    """Arrival → finish. On vLLM it also holds the API server's own time, so the three phases add up to less."""
+    prompt_tokens: int
+    completion_tokens: int
+    service: str | None = None
+    """The sender's `service.name` resource attribute; untrusted text."""
+    host: str | None = None
+    """The sender's `host.name` resource attribute; untrusted text."""
+    kv_transfer_s: float | None = None
+    """A disaggregated server's KV move from its prefill worker to its decode worker, inside `prefill_s`."""
+    sent_by_phasetop: bool = False
+    """One of phasetop's own requests (`match_sent`)."""
+
+    @property
+    def unaccounted_s(self) -> float:
+        """What `e2e_s` holds outside queue, prefill and decode (vLLM's API server: tokenizing, detokenizing)."""
+        return self.e2e_s - (self.queue_s + self.prefill_s + self.decode_s)
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "unaccounted_s": self.unaccounted_s}
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSpan:
+    """A span that is no request: vLLM's start-up (`Executor init`, `Load model`, …), the server's cold start."""
+
+    name: str
+    start_unix: float
+    end_unix: float
+    service: str | None = None
+    host: str | None = None
+
+    @property
+    def duration_s(self) -> float:
+        return self.end_unix - self.start_unix
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "duration_s": self.duration_s}
+
+
+def match_sent(records: Iterable[ServedRequest], sent_ids: Collection[str]) -> list[ServedRequest]:
+    """The records, each marked `sent_by_phasetop` when its id is one of `sent_ids` (completion ids phasetop's
+    client read), as is or with vLLM's choice suffix (`cmpl-ab12-0` for the completion `cmpl-ab12`)."""
+    return [replace(r, sent_by_phasetop=r.sent_by_phasetop or is_sent(r.request_id, sent_ids)) for r in records]
+
+
+def is_sent(request_id: str | None, sent_ids: Collection[str]) -> bool:
+    return sent_id(request_id, sent_ids) is not None
+
+
+def sent_id(request_id: str | None, sent_ids: Collection[str]) -> str | None:
+    """The completion id among `sent_ids` that a span's request id names: itself, or it less vLLM's `-N` choice."""
+    if not request_id:
+        return None
+    if request_id in sent_ids:
+        return request_id
+    stem, dash, choice = request_id.rpartition("-")
+    return stem if dash and choice.isdigit() and stem in sent_ids else None
+
+
+@dataclass
+class Tally:
+    """What a receiver took in and what it could not keep, for the honest footnote under every figure."""
+
+    posts: int = 0
+    """Export requests read whole and decoded."""
+    refused_posts: int = 0
+    """Export requests answered with an error: not protobuf, too large, cut off, not decodable."""
+    spans: int = 0
+    """Spans decoded, of every name."""
+    rejected_spans: int = 0
+    """`llm_request` spans that could not be read as a request (an attribute missing or wrong): told to the
+    sender as OTLP's partial success."""
+    spans_with_dropped_attributes: int = 0
+    """Spans whose sender cut attributes (`dropped_attributes_count`, its own limits): the rest may be incomplete."""
+    dropped_events: int = 0
+    """Span events the sender dropped (`dropped_events_count`)."""
+    evicted: int = 0
+    """Records pushed out of the window (the oldest, past its count or its age) before anyone read them all."""
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def not_counted(tally: Tally, last_refusal: str | None = None) -> list[str]:
+    """What the window does not hold, each in words: spans unreadable or cut, exports refused, records pushed out."""
+    lost = []
+    if tally.rejected_spans:
+        lost.append(f"{tally.rejected_spans:,} request spans rejected as unreadable")
+    if tally.refused_posts:
+        last = f" (last: {last_refusal})" if last_refusal else ""
+        lost.append(f"{tally.refused_posts:,} exports refused{last}")
+    if tally.spans_with_dropped_attributes:
+        lost.append(f"{tally.spans_with_dropped_attributes:,} spans cut by their sender's attribute limit")
+    if tally.evicted:
+        lost.append(f"{tally.evicted:,} older requests pushed out of the window")
+    return lost
+
+
+MAX_RECORDS = 10_000
+"""The window's most requests: a sender that floods cannot grow phasetop's memory past about this many records."""
+MAX_AGE_S = 600.0
+"""The window's longest memory, seconds of arrival time before the newest record."""
+MAX_SERVER_SPANS = 200
+
+
+@dataclass
+class TraceWindow:
+    """The served requests of the last `max_age_s` seconds (at most `max_records`), the start-up spans, and what
+    came in: a ring, so memory stays bounded whatever a sender does; what it pushed out is counted."""
+
+    max_records: int = MAX_RECORDS
+    max_age_s: float = MAX_AGE_S
+    records: deque[ServedRequest] = field(default_factory=deque)
+    server_spans: deque[ServerSpan] = field(default_factory=lambda: deque(maxlen=MAX_SERVER_SPANS))
+    tally: Tally = field(default_factory=Tally)
+    newest_unix: float | None = None
+    """The latest arrival among every record taken in: the age limit counts back from it."""
+
+    def add(self, records: Iterable[ServedRequest], server_spans: Iterable[ServerSpan] = ()) -> None:
+        """Keep these, then drop the oldest kept past the count, and those that arrived over `max_age_s` before the
+        newest (records come in as they finish, not as they arrived: the ring is in the order they came)."""
+        kept = self.records
+        for record in records:
+            if self.newest_unix is None or record.start_unix > self.newest_unix:
+                self.newest_unix = record.start_unix
+            if record.start_unix < self.newest_unix - self.max_age_s:
+                self.tally.evicted += 1  # already past the window: never kept
+                continue
+            kept.append(record)
+        self.server_spans.extend(server_spans)
+        while len(kept) > self.max_records:
+            kept.popleft()
+            self.tally.evicted += 1
+        if self.newest_unix is not None:
+            horizon = self.newest_unix - self.max_age_s
+            while kept and kept[0].start_unix < horizon:
+                kept.popleft()
+                self.tally.evicted += 1
+
+
+PHASES = ("queue_s", "prefill_s", "decode_s", "ttft_s", "e2e_s", "unaccounted_s")
+"""Each record's figures that percentiles are taken of: exact per request, not histogram buckets."""
+
+
+def served_summary(records: Collection[ServedRequest]) -> dict:
+    """Mean/p50/p90/p99/n of each phase over the records, their token totals and who sent them."""
+    return {
+        "requests": len(records),
+        "sent_by_phasetop": sum(1 for r in records if r.sent_by_phasetop),
+        "senders": sorted({f"{r.service or '?'}@{r.host or '?'}" for r in records}),
+        "prompt_tokens": sum(r.prompt_tokens for r in records),
+        "completion_tokens": sum(r.completion_tokens for r in records),
+        **{name: summarize(getattr(r, name) for r in records).to_json() for name in PHASES},
+    }

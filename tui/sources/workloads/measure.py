@@ -1,0 +1,161 @@
+"""One way to measure, for the CLI and the UI alike, with the run record built here and nowhere else:
+
+- an experiment: a plan run on a target (a server, or phasetop's own simulators in each setup), and what stopped it
+  short;
+- a load: a `LoadRunner`'s requests, marked where the measurement guard knows better than their figures (a fresh
+  server's cold first request, delivery that was not generation), and `vllm bench serve`'s figures over them.
+
+    measured = await measure(plan, OnServer(client, info), on_progress, should_stop, meter_for=meter_for)
+    measured.result.finding, measured.error, measured.run    # run: None when no row finished
+    loaded = await measure_load(LoadRunner(client, info, workload, dial, meter), params, guard)
+    loaded.figures, loaded.run                                # run: None when no request produced a token
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from time import monotonic
+
+from tui.core.measure.bench import bench_figures
+from tui.core.measure.delivery import flag_bursts
+from tui.core.experiments.disaggregation import KvLink
+from tui.core.experiments.setups import setups_server
+from tui.core.experiments.plans import Plan
+from tui.core.measure.records import RequestTiming, mark_cold
+from tui.core.runs.run_record import new_run
+from tui.sources.ceiling import server_decode_ceiling
+from tui.sources.detect import ServerInfo
+from tui.sources.workloads.disaggregation import run_disaggregation
+from tui.sources.errors import SourceError
+from tui.sources.workloads.experiments import ExperimentFailed, ExperimentResult, ProgressCallback, run_experiment
+from tui.sources.http import ServerClient
+from tui.sources.identity import server_identity, server_is_fresh
+from tui.sources.workloads.load import LoadResult, LoadRunner
+from tui.sources.meter import LocalMeter, Meter
+from tui.sources.stream import StreamRequest
+
+
+@dataclass(frozen=True, slots=True)
+class Guard:
+    """What the measurement guard knows of a server before the first request: whether it was fresh (its
+    first request pays its cold start) and its single-stream decode ceiling (no stream decodes faster)."""
+
+    fresh: bool | None = None
+    ceiling_tok_s: float | None = None
+
+
+async def guard_for(client: ServerClient, server: ServerInfo, bandwidth_gbs: float | None) -> Guard:
+    """Read both from the server (its /metrics counters; its identity on this host's devices)."""
+    ceiling = await server_decode_ceiling(client, server, bandwidth_gbs)
+    return Guard(await server_is_fresh(client), ceiling.decode_ceiling_tok_s)
+
+
+@dataclass(frozen=True, slots=True)
+class OnServer:
+    """The server behind `client`, as `describe_configured` found it."""
+
+    client: ServerClient
+    info: ServerInfo
+    guard: Guard = Guard()
+
+
+@dataclass(frozen=True, slots=True)
+class OnOwnSimulators:
+    """phasetop's simulator started in each setup (the disaggregation experiment): there is no one server to name."""
+
+    link: KvLink
+    gpu: str
+    model: str
+    sim_args: Sequence[str] = ()
+    """Flags every setup's simulator gets too: the device, the model, a time scale (`simulator_args`)."""
+
+
+Target = OnServer | OnOwnSimulators
+
+
+@dataclass(frozen=True, slots=True)
+class Measured:
+    """An experiment, done or stopped short: what it measured (None when nothing was), why it stopped (None when it
+    ended), the server it ran on, and its run record (None when no row finished, so nothing is worth keeping)."""
+
+    result: ExperimentResult | None
+    error: str | None
+    server: dict
+    duration_s: float
+    run: dict | None = None
+
+
+async def measure(plan: Plan, target: Target, on_progress: ProgressCallback | None = None,
+                  should_stop: Callable[[], bool] | None = None, *, exact_length: bool = True,
+                  meter_for: Callable[[ServerClient], Meter] = LocalMeter, params: dict | None = None) -> Measured:
+    """Run `plan` on `target`; `params` are added to the run's (who ran it: "phasetop tune", its setting).
+
+    A request that fails or `should_stop()` ends it with the rows finished so far; an unreachable server with none.
+    """
+    started, clock = datetime.now(UTC), monotonic()
+    try:
+        result, error = await _run(plan, target, on_progress, should_stop, exact_length, meter_for), None
+    except ExperimentFailed as failed:
+        result, error = failed.partial, str(failed)
+    except SourceError as failed:
+        result, error = None, str(failed)
+    duration_s = monotonic() - clock
+    if isinstance(target, OnOwnSimulators):
+        server = identity = setups_server(target.link, target.gpu, target.model)
+        workload = {**plan.to_json(), "kv_link": target.link.name}
+    else:
+        server = target.info.to_json()
+        workload = {**plan.to_json(), "api": target.info.kind, "model": target.info.model}
+    if result is None or not result.rows:
+        return Measured(result, error, server, duration_s)
+    if isinstance(target, OnServer):
+        identity = await server_identity(target.client, target.info)
+    run = new_run("sweep", {**(params or {}), **workload}, identity, [t.to_json() for t in result.requests],
+                  {"server": server, **result.to_json()}, started, datetime.now(UTC))
+    return Measured(result, error, server, duration_s, run)
+
+
+async def _run(plan: Plan, target: Target, on_progress: ProgressCallback | None, should_stop: Callable[[], bool] | None,
+               exact_length: bool, meter_for: Callable[[ServerClient], Meter]) -> ExperimentResult:
+    if isinstance(target, OnOwnSimulators):
+        return await run_disaggregation(plan, target.link, on_progress, should_stop, target.sim_args, exact_length,
+                                        meter_for)
+    return await run_experiment(target.client, target.info, plan, on_progress, should_stop, target.guard.ceiling_tok_s,
+                                exact_length, meter_for(target.client))
+
+
+@dataclass(frozen=True, slots=True)
+class LoadMeasured:
+    """A load, done: the runner's result, its requests marked (cold, burst), the figures and the run record (None
+    when no request produced a token)."""
+
+    result: LoadResult
+    requests: list[RequestTiming]
+    figures: dict
+    run: dict | None
+
+
+async def measure_load(runner: LoadRunner, params: dict | Callable[[], dict], guard: Guard = Guard(),
+                       slo_s: tuple[float | None, float | None] = (None, None),
+                       on_finished: Callable[[StreamRequest, RequestTiming], None] | None = None) -> LoadMeasured:
+    """Run `runner` to its end (the caller may stop it, turn its dial, read its progress meanwhile); `params` are the
+    run's (the workload's shape, never settings wholesale; a function when a dial turned meanwhile is recorded as it
+    was left), `slo_s` goodput's TTFT and TPOT limits in seconds.
+
+    The figures stay as `vllm bench serve` counts them, so they compare; the requests behind them are marked. An
+    endless run's figures are its own, kept over every request as it went (its requests are a sample).
+    Raises SourceError when the server cannot be reached before the first send.
+    """
+    started = datetime.now(UTC)
+    result = await runner.run(on_finished)
+    finished = datetime.now(UTC)
+    requests = flag_bursts(mark_cold(result.requests, server_fresh=guard.fresh), guard.ceiling_tok_s)
+    figures = result.figures() if result.endless is not None else bench_figures(requests, result.duration_s, *slo_s)
+    if not figures["completed"]:
+        return LoadMeasured(result, requests, figures, None)
+    identity = await server_identity(runner.client, runner.server)
+    run = new_run("bench", params() if callable(params) else params, identity, [r.to_json() for r in requests], figures, started, finished,
+                  requests_sample=result.sample_note())
+    return LoadMeasured(result, requests, figures, run)
