@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import httpx
+import pytest
 
 from tests.app.harness import CEILING, send, settings, started, wait_for
 from tests.otlp import PROTOBUF_HEADERS, export_bytes, record
@@ -14,6 +15,8 @@ from tui.app.app import PhasetopApp
 from tui.app.feeds.traces import endpoint_of
 from tui.app.screens.traffic import TrafficScreen
 from tui.app.widgets.traffic_lanes import TrafficLanes
+from tui.core.view.traffic import DECODE, PREFILL
+from tui.sim.launcher import SimulatorProcess
 from tui.sources.otlp_receiver import TraceReceiver
 
 
@@ -70,3 +73,32 @@ async def test_served_requests_show_as_lanes_beside_phasetops_own_and_save_as_a_
     [run] = [r for r in (json.loads(p.read_text()) for p in runs.glob("*.json")) if r["kind"] == "traffic"]
     assert run["server"]["senders"] == ["vllm@gpu-7"] and len(run["requests"]) == 3
     assert [r["sent_by_phasetop"] for r in run["requests"]] == [True, False, False]
+
+
+async def test_phasetops_own_simulator_exports_to_the_uis_receiver_and_every_send_is_matched(tmp_path):
+    """The demo's path: the simulator started with the receiver's endpoint, 8 sends at once, each drawn from the
+    simulator's own span (prefill then decode) and matched to phasetop's send."""
+    sock = TraceReceiver.bind("127.0.0.1:0")
+    simulator = SimulatorProcess.start(["--otlp-traces-endpoint", endpoint_of(sock)])
+    seen = []
+    try:
+        app = PhasetopApp(settings(tmp_path / "runs"), simulator.url, None, CEILING, traces=sock)
+        async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
+            main = app.screen
+            await started(pilot, seen)
+            await send(pilot, seen, "4", 8)
+            await wait_for(pilot, lambda: len(main.traffic.records) == 8, 30, "the simulator's 8 spans")
+            await wait_for(pilot, lambda: sum(1 for t in main.timings if t.completion_id) == 8, 10, "8 completion ids")
+            await pilot.press("T")
+            await wait_for(pilot, lambda: isinstance(app.screen, TrafficScreen), what="the traffic view")
+            traffic = app.screen
+            lanes = traffic.query_one(TrafficLanes)
+            await wait_for(pilot, lambda: lanes.drawn is not None and len(lanes.drawn.lanes) == 8, 10, "8 lanes")
+            assert all(lane.record.sent_by_phasetop for lane in lanes.drawn.lanes)
+            for lane in lanes.drawn.lanes:
+                assert PREFILL in lane.cells and DECODE in lane.cells
+                assert lane.record.unaccounted_s == pytest.approx(0, abs=1e-3)  # the simulator's phases are all of E2E
+            assert str(traffic.query_one("#traffic-own").render()).startswith("yours: 8 of 8 served")
+            assert "by phasetop-sim@" in str(traffic.query_one("#traffic-title").render())
+    finally:
+        simulator.stop()

@@ -99,7 +99,7 @@ class TrafficScreen(Screen[None]):
         arrivals = [r.start_unix for r in records]
         span = f" over {max(arrivals) - min(arrivals):,.0f} s" if records else ""
         set_text(self.query_one("#traffic-title", Static),
-                 f"Traffic: {len(records):,} requests served{span}, from the server's spans · {lanes.view} (v) · "
+                 f"Traffic: {len(records):,} requests served{span}{_senders(records)} · {lanes.view} (v) · "
                  f"{self._where()}")
         set_text(self.query_one("#traffic-counts", Static), self._counts(lanes))
         set_text(self.query_one("#traffic-own", Static), own_line(records, own_beside_server(records, self.own())))
@@ -121,3 +121,12 @@ class TrafficScreen(Screen[None]):
         hidden = lanes.drawn.hidden if lanes.drawn is not None else 0
         parts = [f"{hidden:,} older requests not drawn (no room)"] * bool(hidden) + not_counted(self.window.tally)
         return "not counted: " + "; ".join(parts) if parts else ""
+
+
+def _senders(records: Sequence[ServedRequest], shown: int = 3) -> str:
+    """Who sent the spans (service@host, as their resource says): many servers may export to one phasetop."""
+    senders = sorted({f"{r.service or '?'}@{r.host or '?'}" for r in records})
+    if not senders:
+        return ""
+    more = f" +{len(senders) - shown}" if len(senders) > shown else ""
+    return f" by {one_line(', '.join(senders[:shown]), 120)}{more}"
