@@ -17,6 +17,10 @@ from tui.sources.servers.vllm_server import INSTALL_HINT, VllmServerProcess, def
 CLIENT_TIMEOUT_S = "120"
 """Generous: a 2,000-token prefill takes about a second on an idle core, several on a busy machine."""
 MEASURING_FLAGS = ("--enable-per-request-metrics",)
+OTEL_ENV = {"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf", "OTEL_BSP_SCHEDULE_DELAY": "500",
+            "OTEL_SERVICE_NAME": "vllm-under-test", "OTEL_RESOURCE_ATTRIBUTES": "host.name=gpu-host-7"}
+"""vLLM's exporter speaks gRPC unless told; the batch processor sends every half second instead of every 5; the
+SDK names no host unless told (many servers to one phasetop are told apart by these two)."""
 
 
 def start_vllm(flags=MEASURING_FLAGS, port: int = 0, env: dict[str, str] | None = None) -> VllmServerProcess:

@@ -15,16 +15,12 @@ import time
 import httpx
 import pytest
 
-from tests.real_vllm.conftest import CLIENT_TIMEOUT_S, MEASURING_FLAGS, start_vllm
+from tests.real_vllm.conftest import CLIENT_TIMEOUT_S, MEASURING_FLAGS, OTEL_ENV, start_vllm
 from tui.sources.servers.managed_server import free_port
 from tui.sources.servers.vllm_server import INSTALL_HINT, SERVED_MODEL_NAME, default_python
 
 pytestmark = pytest.mark.real_vllm
 
-OTEL_ENV = {"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf", "OTEL_BSP_SCHEDULE_DELAY": "500",
-            "OTEL_SERVICE_NAME": "vllm-under-test", "OTEL_RESOURCE_ATTRIBUTES": "host.name=gpu-host-7"}
-"""vLLM's exporter speaks gRPC unless told; the batch processor sends every half second instead of every 5; the
-SDK names no host unless told (many servers to one phasetop are told apart by these two)."""
 PHASES_MATCH_E2E_S = 0.015
 """How far queue + prefill + decode may fall short of the span's E2E: vLLM's E2E also holds its API server's time
 (the request's way in, the answer's way out), which the three phases do not: 1.9–8.2 ms measured here on 2 cores

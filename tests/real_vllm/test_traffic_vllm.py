@@ -7,8 +7,7 @@ import httpx
 import pytest
 
 from tests.app.harness import completed, settings, wait_for
-from tests.real_vllm.conftest import CLIENT_TIMEOUT_S, MEASURING_FLAGS, start_vllm
-from tests.real_vllm.test_traces_vllm import OTEL_ENV
+from tests.real_vllm.conftest import CLIENT_TIMEOUT_S, MEASURING_FLAGS, OTEL_ENV, start_vllm
 from tui.app.app import PhasetopApp
 from tui.app.feeds.traces import endpoint_of
 from tui.app.screens.traffic import TrafficScreen
