@@ -117,7 +117,7 @@ def test_a_server_without_metrics_is_timed_by_its_streams(capsys):
 
 
 def test_text_names_the_roofs_and_reads_each_phase(capsys, sim_url):
-    code, out, err = run(capsys, "roofline", "--url", sim_url, "--decode-tokens", "64", "--prompt-tokens", "1000")
+    code, out, err = run(capsys, "roofline", "--url", sim_url, "--prompt-tokens", "1000")  # 256 decode tokens: two scrapes see it
     assert code == 0 and err == ""
     assert out.startswith("roofline of NVIDIA H100 SXM (simulator flags): compute 989 TFLOP/s, bandwidth 3,350 GB/s, "
                           "ridge 295 FLOP/byte")

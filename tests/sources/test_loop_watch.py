@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
+
 from tui.core.measure.records import RequestTiming
 from tui.sources.loop_watch import PROBE_S, LoopWatch
 from tui.sources.wall_clock import now_unix
@@ -29,6 +31,7 @@ async def test_a_blocked_loop_is_one_stall_covering_the_block_and_an_unwatched_o
     assert "ms late" in covering[0].why
 
 
+@pytest.mark.timing  # a CPU share over real time: another test's load on the cores changes it
 async def test_a_busy_meter_records_a_busy_interval():
     watch = LoopWatch(asyncio.get_running_loop(), busy_pct=25.0)  # a low bar: a loaded 2-core box may give us half a core
     with watch.watching():
