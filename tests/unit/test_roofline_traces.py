@@ -73,15 +73,18 @@ def test_the_concurrency_trace_moves_right_and_reads_where_it_would_meet_the_com
     assert trace.rows[-1].point is None and trace.rows[-1].value == 64
     assert trace.points[0].roof_share == pytest.approx(200 * (16e9 + KV * 232) / 3350e9)  # 95.7 %
     assert trace.points[-1].roof_share == pytest.approx(200 * (16e9 + 8 * KV * 232) / 3350e9)  # 97.0 %
-    assert trace.reading == ("decode moves right with the batch: ×1 at 1.0 → ×8 at 7.9 FLOP/byte, 96–97 % of the "
-                             "bandwidth roof; it would meet the compute roof (ridge 295 FLOP/byte) near batch 661")
+    assert trace.reading == ("decode moves right with the batch, ×1 → ×8: 1.0 → 7.9 FLOP/byte at 96–97 % of the "
+                             "bandwidth roof; ridge near ×661")
 
 
 def test_a_batch_past_the_ridge_meets_the_compute_roof():
-    rows = [{"streams": s, "batch_decode_tok_s": s * 150.0, "context_tokens": 0.0} for s in (256, 512)]
+    rows = [{"streams": 256, "batch_decode_tok_s": 256 * 150.0, "context_tokens": 0.0},
+            {"streams": 512, "batch_decode_tok_s": 512 * 100.0, "context_tokens": 0.0}]
     trace = experiment_trace(TARGET, "concurrency", rows)
     assert [p.bound for p in trace.points] == ["bandwidth", "compute"]  # 256 and 512 FLOP/byte at no context
-    assert trace.reading.endswith("of the roof above each; it meets the compute roof at ×512")
+    # 38,400 tok/s × 16 GFLOP under 256 × 3,350 GB/s; 51,200 tok/s × 16 GFLOP under 989 TFLOP/s
+    assert [round(p.roof_share * 100) for p in trace.points] == [72, 83]
+    assert trace.reading.endswith("at 72–83 % of the roof above each; at the compute roof from ×512")
 
 
 def test_the_prompt_length_trace_stays_at_the_compute_roof_while_ttft_grows():
@@ -91,8 +94,8 @@ def test_the_prompt_length_trace_stays_at_the_compute_roof_while_ttft_grows():
     # 200 tokens: 3.21e12 FLOPs over 16 GB, 200.7 FLOP/byte, under the ridge
     assert trace.points[0].intensity_flop_per_byte == pytest.approx((3.2e12 + ATTENTION * 200 * 100) / 16e9)
     assert [p.bound for p in trace.points] == ["bandwidth", "compute", "compute"]
-    assert trace.reading == ("prefill stays at the compute roof while TTFT grows: 1,000 → 2,000 tokens at 49 % of it "
-                             "(MFU), TTFT 33.4 → 67.6 ms; 200 tokens under the ridge (295 FLOP/byte): bandwidth bound")
+    assert trace.reading == ("prefill at the compute roof from 1,000 to 2,000 tokens (49 %, MFU) while TTFT grows "
+                             "33 → 68 ms; 200 under the ridge")
 
 
 def test_only_the_two_experiments_have_a_trace():
@@ -111,8 +114,7 @@ def test_decode_at_8_bit_reads_half_the_weights_so_its_point_moves_right_and_its
     assert ghost.roof_share == pytest.approx(measured.roof_share)
     assert ghost.achieved_flops / measured.achieved_flops == pytest.approx(read_16 / read_8)  # ×1.88: the KV stays
     assert narrower_reading(TARGET, measured, ghost) == (
-        "at 8 bit (projected, the same 64 % of the roof): 14.6 FLOP/byte, the roof above ×1.88: decode at batch 8 "
-        "×1.88 as fast")
+        "8 bit, projected at the same 64 %: 14.6 FLOP/byte, a roof ×1.88 higher: decode ×1.88 as fast at batch 8")
 
 
 def test_no_ghost_without_a_decode_point_or_a_narrower_width():

@@ -100,43 +100,41 @@ def ridge_batch(target: RooflineTarget, context: float) -> float | None:
 
 
 def concurrency_reading(target: RooflineTarget, placed: Sequence[RowPoint]) -> str:
-    """ "decode moves right with the batch: ×1 at 1.0 → ×32 at 30.8 FLOP/byte, 97–99 % of the bandwidth roof; …"."""
+    """ "decode moves right with the batch, ×1 → ×32: 1.0 → 29.8 FLOP/byte at 99 % of the bandwidth roof; …"."""
     points = [row.point for row in placed if row.point is not None]
     if not points:
         return f"concurrency: no decode point ({placed[0].reason if placed else 'no rows'})"
     first, last = points[0], points[-1]
     ridge = target.roofs.ridge_flop_per_byte
     line = last.reading if len(points) == 1 else (
-        f"decode moves right with the batch: ×{first.batch:g} at {first.intensity_flop_per_byte:,.1f} → "
-        f"×{last.batch:g} at {last.intensity_flop_per_byte:,.1f} FLOP/byte, {_shares(points)} of {_roof(points)}")
+        f"decode moves right with the batch, ×{first.batch:g} → ×{last.batch:g}: {first.intensity_flop_per_byte:,.1f}"
+        f" → {last.intensity_flop_per_byte:,.1f} FLOP/byte at {_shares(points)} of {_roof(points)}")
     compute = [p for p in points if p.bound == "compute"]
     if compute:
-        return f"{line}; it meets the compute roof at ×{compute[0].batch:g}"
+        return f"{line}; at the compute roof from ×{compute[0].batch:g}"
     meets = ridge_batch(target, last.context)
     if meets is None:
-        return (f"{line}; at this context the KV each sequence reads keeps it under the ridge ({ridge:,.0f} "
-                "FLOP/byte) at any batch")
-    return f"{line}; it would meet the compute roof (ridge {ridge:,.0f} FLOP/byte) near batch {meets:,.0f}"
+        return f"{line}; the KV each sequence reads keeps it under the ridge ({ridge:,.0f}) at any batch"
+    return f"{line}; ridge near ×{meets:,.0f}"
 
 
 def prompt_length_reading(target: RooflineTarget, placed: Sequence[RowPoint], rows: Sequence[Mapping]) -> str:
-    """ "prefill stays at the compute roof while TTFT grows: 500 → 4,000 tokens at 48–49 % of it (MFU), …"."""
+    """ "prefill at the compute roof from 500 to 2,000 tokens (47–49 %, MFU) while TTFT grows 17 → 68 ms; …"."""
     ttft = {row["prompt_tokens"]: row.get("ttft_s") for row in rows}
     points = [row.point for row in placed if row.point is not None]
     if not points:
         return f"prompt length: no prefill point ({placed[0].reason if placed else 'no rows'})"
     compute = [p for p in points if p.bound == "compute"]
     short = [p for p in points if p.bound != "compute"]
-    under = (f"{_listed(p.tokens for p in short)} tokens under the ridge "
-             f"({target.roofs.ridge_flop_per_byte:,.0f} FLOP/byte): bandwidth bound") if short else ""
+    under = f"{_listed(p.tokens for p in short)} under the ridge" if short else ""
     if not compute:
-        return f"prefill under the ridge at every length: {under}"
+        return f"prefill under the ridge ({target.roofs.ridge_flop_per_byte:,.0f} FLOP/byte) at every length: {under}"
     first, last = compute[0], compute[-1]
     grows = ""
     if ttft.get(first.tokens) is not None and ttft.get(last.tokens) is not None:
-        grows = f", TTFT {ttft[first.tokens] * 1e3:,.1f} → {ttft[last.tokens] * 1e3:,.1f} ms"
-    line = (f"prefill stays at the compute roof while TTFT grows: {first.tokens:,} → {last.tokens:,} tokens at "
-            f"{_shares(compute)} of it (MFU){grows}")
+        grows = f" while TTFT grows {_ms(ttft[first.tokens])} → {_ms(ttft[last.tokens])} ms"
+    line = (f"prefill at the compute roof from {first.tokens:,} to {last.tokens:,} tokens ({_shares(compute)}, MFU)"
+            f"{grows}")
     return f"{line}; {under}" if short else line
 
 
@@ -157,11 +155,10 @@ def narrower_decode(target: RooflineTarget, point: PhasePoint | None) -> PhasePo
 
 
 def narrower_reading(target: RooflineTarget, point: PhasePoint, ghost: PhasePoint) -> str:
-    """ "at 8 bit (projected, the same 99 % of the roof): 2.0 FLOP/byte, the roof above ×2.00: decode ×2.00 …"."""
-    bits = NARROWER_BITS[target.bits]
-    return (f"at {bits} bit (projected, the same {point.roof_share * 100:.0f} % of the roof): "
-            f"{ghost.intensity_flop_per_byte:,.1f} FLOP/byte, the roof above ×{ghost.roof_flops / point.roof_flops:.2f}"
-            f": decode at batch {point.batch:.3g} ×{ghost.achieved_flops / point.achieved_flops:.2f} as fast")
+    """ "8 bit, projected at the same 99 %: 2.0 FLOP/byte, a roof ×2.00 higher: decode ×2.00 as fast at batch 1"."""
+    return (f"{NARROWER_BITS[target.bits]} bit, projected at the same {point.roof_share * 100:.0f} %: "
+            f"{ghost.intensity_flop_per_byte:,.1f} FLOP/byte, a roof ×{ghost.roof_flops / point.roof_flops:.2f} higher: "
+            f"decode ×{ghost.achieved_flops / point.achieved_flops:.2f} as fast at batch {point.batch:.3g}")
 
 
 def _shares(points: Sequence[PhasePoint]) -> str:
@@ -172,6 +169,10 @@ def _shares(points: Sequence[PhasePoint]) -> str:
 def _roof(points: Sequence[PhasePoint]) -> str:
     bounds = {p.bound for p in points}
     return f"the {bounds.pop()} roof" if len(bounds) == 1 else "the roof above each"
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:,.1f}" if seconds < 0.01 else f"{seconds * 1e3:,.0f}"
 
 
 def _listed(values) -> str:
