@@ -27,20 +27,23 @@ def test_the_stretch_leaves_out_the_step_the_second_stream_prefilled_in():
     assert FIRST.decode_tok_s + SECOND.decode_tok_s == pytest.approx(170 + 200)
 
 
-def test_chunks_of_several_tokens_count_by_their_positions():
-    two_a_chunk = stream(TICKS, output_tokens=42, token_positions=tuple(range(0, 42, 2)))
-    assert together_decode_tok_s([two_a_chunk, SECOND]) == pytest.approx(400 + 200)
-    unmatched = stream(TICKS, output_tokens=42)  # 21 chunks, 42 tokens, no positions: which token came when is unknown
-    assert together_decode_tok_s([unmatched, SECOND]) is None
+def test_a_batch_steps_together_so_streams_whose_tokens_cannot_be_placed_count_at_the_others_rate():
+    two_a_chunk = stream(TICKS[::2], output_tokens=21, token_positions=tuple(range(0, 21, 2)))  # every 10 ms
+    assert together_decode_tok_s([two_a_chunk, SECOND]) == pytest.approx(400)
+    unmatched = stream([0.010, *TICKS[:17:2]], output_tokens=18)  # 10 chunks, 18 tokens, no positions: which when?
+    late = stream(TICKS, burst="its first chunk was read late")
+    # in the batch, but not timing it: 4 streams at the rate of the two whose tokens can be placed
+    assert together_decode_tok_s([unmatched, late, SECOND, SECOND]) == pytest.approx(4 * 200)
+    assert together_decode_tok_s([unmatched, unmatched, SECOND]) is None  # fewer than half placed
+    assert together_decode_tok_s([unmatched]) == pytest.approx(17 / 0.100)  # alone, the stretch is its whole decode
 
 
 @pytest.mark.parametrize("streams", [
     [FIRST, stream(TICKS, sent=100.2)],  # the second began after the first ended: a server running one at a time
-    [FIRST, stream(TICKS, burst="clumped reads")],
     [FIRST, RequestTiming(ok=False, t_sent_unix=100.0, token_offsets_s=(0.03,), error="refused")],
     [],
 ])
-def test_no_rate_without_a_stretch_of_all_of_them_trusted(streams):
+def test_no_rate_without_a_stretch_of_all_of_them(streams):
     assert together_decode_tok_s(streams) is None
 
 
