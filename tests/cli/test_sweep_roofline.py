@@ -13,6 +13,9 @@ from tests.cli.running import run
 from tests.scripted_server import Script, ScriptedServer
 from tui.core.hardware.devices import find_device
 from tui.core.hardware.models import MODELS
+from tui.core.hardware.roofline import device_roofs
+from tui.core.hardware.roofline_target import RooflineTarget
+from tui.core.hardware.roofline_traces import concurrency_point, narrower_decode
 from tui.sim.launcher import SimulatorProcess
 from tui.sim.physics import COMPUTE_EFFICIENCY, EngineConfig, step_time_s, step_traffic
 
@@ -78,6 +81,24 @@ def test_decode_stays_under_the_bandwidth_roof_within_a_few_percent_of_the_simul
         assert 0.95 < point["roof_share"] <= 1.0
     eight = concurrency["rows"][-1]
     assert eight["aggregate_tok_s"] < 0.95 * eight["batch_decode_tok_s"]  # the send's span holds the prompts' prefill
+
+
+@pytest.mark.timing
+def test_decode_projected_to_8_bit_lands_where_an_8_bit_simulator_measures_it(concurrency):
+    """The ghost beside the live point: the 16-bit rows' decode with half the weight bytes, at the same share of the
+    (higher) roof, against the same sweep on a simulator serving the model at 8 bit."""
+    with SimulatorProcess.start(["--quantization", "fp8"]) as fp8:
+        eight_bit = sweep(fp8.url, "--vary", "concurrency", "--values", "1,8", "--max-tokens", "64", "--repeat", "2")
+    assert eight_bit["roofline"]["target"]["bits"] == 8
+    target = RooflineTarget(device_roofs(find_device("H100 SXM")), MODELS["8b"], 16, 2048, "simulator flags",
+                            "simulator flags")
+    sixteen = {row["streams"]: row for row in concurrency["rows"]}
+    for row in eight_bit["rows"]:
+        ghost = narrower_decode(target, concurrency_point(target, sixteen[row["streams"]]).point)
+        measured = row["roofline"]
+        assert ghost.intensity_flop_per_byte == pytest.approx(measured["intensity_flop_per_byte"], rel=0.01)
+        assert ghost.achieved_flops == pytest.approx(measured["achieved_flops"], rel=0.03), row["streams"]
+        assert measured["achieved_flops"] > 1.8 * sixteen[row["streams"]]["roofline"]["achieved_flops"]
 
 
 def test_each_prompt_length_row_is_prefill_past_the_ridge(prompt_length):
