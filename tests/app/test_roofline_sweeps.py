@@ -6,12 +6,18 @@ The simulator's 300-token context scales the sweep's streams down to 68 tokens e
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from textual.app import App
+
+import tui.app.app
 from tests.app.harness import CEILING, seen_of, settings, wait_for
 from tui.app.app import PhasetopApp
 from tui.app.lab_messages import ExperimentFinished, SessionIdentified
 from tui.app.screens.experiment import ExperimentScreen
 from tui.app.screens.main import MainScreen
 from tui.app.screens.roofline import RooflineScreen
+from tui.core.hardware.roofline_live import live_roofline
 from tui.core.hardware.roofline_traces import NOT_TOGETHER
 from tui.sim.launcher import SimulatorProcess
 
@@ -49,3 +55,23 @@ async def test_the_concurrency_sweep_is_decodes_trace_on_the_roofline(tmp_path):
             await wait_for(pilot, lambda: app.screen is main, 5, "back on the main screen")
             main.swept = {vary: (object(), rows) for vary, (_, rows) in main.swept.items()}  # as if from a past session
             assert main.roofline_view().traces == ()
+
+
+class _Host(App):
+    """The roofline screen alone, in the app's own styles."""
+
+    CSS_PATH = str(Path(tui.app.app.__file__).with_name("phasetop.tcss"))
+
+    def on_mount(self) -> None:
+        self.push_screen(RooflineScreen(live_roofline("no device known", [], None)))
+
+
+async def test_a_state_handed_to_a_screen_the_app_took_apart_is_dropped():
+    """The app quitting with the roofline open removes its widgets while the main screen may still hand it a state."""
+    app = _Host()
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = app.screen
+        await screen.remove_children()
+        screen.view = live_roofline("still no device", [], None)
+        await pilot.pause()
+        assert screen.view.heading == "no roofline: still no device"

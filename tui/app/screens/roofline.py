@@ -52,7 +52,7 @@ class RooflineScreen(Screen[None]):
         self.view = self._first
 
     def watch_view(self, view: LiveRoofline | None) -> None:
-        if view is None:
+        if view is None or not self.query(RooflinePlot):  # none: the app quitting with this screen open took it apart
             return
         self.query_one("#roofline-heading", Static).update(f"Roofline · {view.heading}")
         self.query_one(RooflinePlot).show(view)
