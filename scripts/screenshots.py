@@ -156,6 +156,35 @@ async def roofline() -> None:
             png(OUT / f"{name}.svg")
 
 
+async def roofline_sweeps() -> None:
+    """The roofline screen after the concurrency sweep (n) and the prompt-length sweep (p), then a 2,000-token prompt
+    and a send of 8 at once: decode's trace moving right with the batch, prefill's along the compute roof, 8 bit's
+    ghost beside batch 8; at 120×40, then the same screen at 160×45."""
+    with SimulatorProcess.start(simulator_args(REAL_TIME)) as sim:
+        app = PhasetopApp(REAL_TIME, sim.url, *simulated_server(REAL_TIME), save_runs=False)
+        async with app.run_test(size=SIZE) as pilot:
+            screen: MainScreen = app.screen
+            await until(pilot, lambda: screen.lab.server_info is not None and screen.state.simulator_flags is not None)
+            for key, vary in (("n", "concurrency"), ("p", "prompt-tokens")):
+                await pilot.press(key)
+                await until(pilot, lambda: vary in screen.swept, 180)
+                await pilot.press("escape")
+                await until(pilot, lambda: app.screen is screen)
+            done = len(screen.timings)
+            for key, more in (("2", 1), ("4", 8)):
+                await pilot.press(key)
+                done += more
+                await settled(pilot, screen, done)
+            await pilot.press("w")
+            await until(pilot, lambda: isinstance(app.screen, RooflineScreen) and app.screen.view.decode is not None
+                        and app.screen.view.decode.batch == 8)
+            for size, name in ((SIZE, "roofline-sweeps"), ((160, 45), "roofline-sweeps-160x45")):
+                await pilot.resize_terminal(*size)
+                await pilot.pause(0.5)
+                app.save_screenshot(f"{name}.svg", path=str(OUT))
+                png(OUT / f"{name}.svg")
+
+
 def png(svg: Path) -> None:
     """A PNG of a screenshot's SVG beside it, drawn by headless chromium at the SVG's own size (its viewBox)."""
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -270,6 +299,7 @@ async def main() -> None:
     with SimulatorProcess.start(simulator_args(REAL_TIME)) as sim:
         await experiment(sim.url)
     await roofline()
+    await roofline_sweeps()
     await before_after()
     await tuning_loop()
     await disaggregation()
@@ -279,6 +309,7 @@ async def main() -> None:
 
 if __name__ == "__main__":
     # `python scripts/screenshots.py fleet`: that shot alone (it needs Prometheus, and takes a rate window's time).
-    # `python scripts/screenshots.py disaggregation`: the 1P1D shots alone; `roofline`: the roofline's.
-    asyncio.run({"fleet": fleet, "disaggregation": disaggregation, "roofline": roofline}[sys.argv[1]]()
+    # `python scripts/screenshots.py disaggregation`: the 1P1D shots alone; `roofline`, `roofline-sweeps`: the roofline's.
+    asyncio.run({"fleet": fleet, "disaggregation": disaggregation, "roofline": roofline,
+                 "roofline-sweeps": roofline_sweeps}[sys.argv[1]]()
                 if sys.argv[1:] else main())

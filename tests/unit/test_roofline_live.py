@@ -129,3 +129,20 @@ def test_a_loads_streams_coming_and_going_are_no_batch():
     view = live_roofline(TARGET, [request(100.0, 0.02, 65), *churn], None)
     assert view.decode.batch == 1  # the stream before them, alone
     assert live_roofline(TARGET, churn, None).lines[1] == NO_DECODE
+
+
+def test_the_last_sweeps_are_traced_and_decode_has_its_8_bit_ghost_beside_it():
+    swept = {"concurrency": [{"streams": n, "batch_decode_tok_s": n * 200.0, "context_tokens": 328.0} for n in (1, 8)],
+             "prompt-tokens": [{"prompt_tokens": 2000, "ttft_s": 0.0686, "prefill_tok_s": 2000 / 0.0676}],
+             "prefix": [{"prefix_tokens": 1000}]}
+    view = live_roofline(TARGET, [LONG, *EIGHT], None, swept=swept)
+    assert [t.vary for t in view.traces] == ["concurrency", "prompt-tokens"]  # a prefix sweep has no trace
+    assert [p.batch for p in view.traces[0].points] == [1, 8]
+    assert view.traces[1].points[0].achieved_flops == pytest.approx(PREFILL_FLOPS / 0.0676)
+    # decode of the 8 at half the weight bytes: further right, under a higher roof, measured by nothing
+    assert view.ghost.source == "projected" and view.ghost.batch == 8
+    assert view.ghost.intensity_flop_per_byte > 1.8 * view.decode.intensity_flop_per_byte
+    assert view.lines[2].startswith("8 bit, projected at the same ")
+    assert view.lines[3:5] == (view.traces[0].reading, view.traces[1].reading)
+    assert view.points == (view.prefill, view.decode)  # the ghost and the traces are drawn apart from the live points
+    assert live_roofline(TARGET, [], None).ghost is None  # no decode measured: nothing to project

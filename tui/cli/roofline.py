@@ -23,14 +23,14 @@ from tui.core.hardware.roofline_phases import (
     prefill_model_point,
     window_context,
 )
-from tui.core.hardware.roofline_target import RooflineTarget, served_target, simulator_target
+from tui.core.hardware.roofline_target import RooflineTarget
 from tui.sources import loop
 from tui.sources.detect import ServerInfo, describe_configured
 from tui.sources.errors import SourceError
 from tui.sources.gpu import GpuSampler
 from tui.sources.host import local_port
 from tui.sources.http import client_for
-from tui.sources.identity import local_command_flags, simulator_flags
+from tui.sources.roofline_target import find_roofline_target
 from tui.sources.workloads.roofline_probe import DecodeRun, PrefillRun, probe_decode, probe_prefill, warm_up_if_fresh
 
 DEFAULT_PROMPT_TOKENS = 2000
@@ -147,21 +147,11 @@ async def _measure(settings: Settings, args: argparse.Namespace, device: Device 
 async def _target(client, server: ServerInfo, args: argparse.Namespace, device: Device | None,
                   layout: ModelLayout | None) -> RooflineTarget:
     """A simulator's own device and model (what the user names wins); else the model id on this host's GPU."""
-    flags = await simulator_flags(client)
-    if flags is not None and device is None:
-        target = simulator_target(flags, layout)
-        if args.bits is not None and not isinstance(target, str):
-            raise CliError("--bits: a simulator's bit width is its own (restart it with --bits)", EXIT_USAGE)
-    else:
-        port = local_port(server.url)
-        devices = ()
-        if port is not None and device is None:
-            with GpuSampler(port) as sampler:
-                devices = (await asyncio.to_thread(sampler.sample)).devices
-        target = served_target(server.model, devices, port is not None, layout=layout, bits=args.bits, device=device,
-                               command_flags=local_command_flags(server.url))
+    target = await find_roofline_target(client, server, device=device, layout=layout, bits=args.bits)
     if isinstance(target, str):
         raise CliError(target, EXIT_USAGE)
+    if args.bits is not None and target.device_source == "simulator flags":
+        raise CliError("--bits: a simulator's bit width is its own (restart it with --bits)", EXIT_USAGE)
     return target
 
 

@@ -22,12 +22,15 @@ from tui.config import Settings
 from tui.core.experiments.columns import COLUMNS
 from tui.core.experiments.disaggregation import DEFAULT_KV_LINK, KV_LINKS, find_link
 from tui.core.experiments.plans import DEFAULT_VALUES, EXPERIMENTS, OWN_SIMULATORS, Plan, make_plan
+from tui.core.hardware.roofline_target import RooflineTarget
+from tui.core.hardware.roofline_traces import TRACED, RowPoint, experiment_trace
 from tui.sources import loop
 from tui.sim.launcher import simulator_args
 from tui.sources.detect import describe_configured
 from tui.sources.errors import SourceError
 from tui.sources.workloads.experiments import ExperimentResult, Progress
 from tui.sources.http import client_for
+from tui.sources.roofline_target import find_roofline_target
 from tui.sources.workloads.measure import Measured, OnOwnSimulators, OnServer, guard_for, measure
 
 VALUES_HELP = "; ".join(f"{name}: {','.join(str(v) for v in values)}" for name, values in DEFAULT_VALUES.items())
@@ -82,19 +85,24 @@ def run(args: argparse.Namespace) -> int:
     if args.kv_link is not None or args.slo_ttft_ms is not None or args.slo_itl_ms is not None:
         raise CliError("--kv-link, --slo-ttft-ms and --slo-itl-ms apply to --vary disaggregation only", EXIT_USAGE)
     check_url(settings.url)
-    measured, interrupted = loop.run(_sweep(settings, args, values))
+    measured, interrupted, target = loop.run(_sweep(settings, args, values))
     return _report(args, settings, measured, interrupted, f"{measured.server['kind']}{_version(measured.server)} at "
-                   f"{measured.server['url']}, model {measured.server['model']}")
+                   f"{measured.server['url']}, model {measured.server['model']}", target)
 
 
-def _report(args: argparse.Namespace, settings: Settings, measured: Measured, interrupted: bool, heading: str) -> int:
-    """The rows as JSON or a table, the run saved when a row finished, then why it stopped short (Ctrl-C keeps what
-    was measured)."""
+def _report(args: argparse.Namespace, settings: Settings, measured: Measured, interrupted: bool, heading: str,
+            target: RooflineTarget | str | None = None) -> int:
+    """The rows as JSON or a table (with their roofline where the experiment has a trace: `target`, or why none), the
+    run saved when a row finished, then why it stopped short (Ctrl-C keeps what was measured)."""
     result = measured.result
+    document = _with_roofline({"server": measured.server, **result.to_json()}, target)
     if args.json:
-        emit_json({"server": measured.server, **result.to_json()})
+        emit_json(document)
     else:
         say(_table(heading, result))
+        if "roofline" in document:
+            roofline = document["roofline"]
+            say(f"roofline: {roofline['reading'] or 'none, ' + roofline['reason']}")
     if measured.run is not None:  # a sweep cut short keeps the rows it finished, as the UI's does
         save_run_from_cli(args, settings, measured.run)
     if measured.error:
@@ -127,13 +135,15 @@ def _values(text: str | None) -> list[int] | None:
     return values
 
 
-async def _sweep(settings: Settings, args: argparse.Namespace, values: list[int] | None) -> tuple[Measured, bool]:
+async def _sweep(settings: Settings, args: argparse.Namespace,
+                 values: list[int] | None) -> tuple[Measured, bool, RooflineTarget | str | None]:
     """Detect the server, check the plan against its context length, run the experiment; whether a stop short was a
-    Ctrl-C."""
+    Ctrl-C, and the roofline's target where the experiment has a trace."""
     async with client_for(settings, base_url(settings.url)) as client:
         try:
             server = await describe_configured(client, settings.api, settings.model)
             guard = await guard_for(client, server, settings.bandwidth_gbs)
+            target = await find_roofline_target(client, server) if args.vary in TRACED else None
         except SourceError as error:
             raise CliError(str(error)) from None
         plan = _plan(args, values, server.max_model_len)
@@ -151,7 +161,7 @@ async def _sweep(settings: Settings, args: argparse.Namespace, values: list[int]
                                      lambda: stopping, exact_length=settings.exact_length, meter_for=meter_for)
     if measured.result is None:  # nothing measured: the server went away before the first row
         raise CliError(measured.error)
-    return measured, stopping
+    return measured, stopping, target
 
 
 def _print_progress(progress: Progress) -> None:
@@ -191,6 +201,23 @@ def _run_own(args: argparse.Namespace, settings: Settings, values: list[int] | N
         raise CliError(measured.error)
     return _report(args, settings, measured, stopping, f"phasetop's simulator, {settings.sim.gpu}, model "
                    f"{settings.sim.model}, KV over {link.name} ({link.gbs:g} GB/s)")
+
+
+def _with_roofline(document: dict, target: RooflineTarget | str | None) -> dict:
+    """Each row with its point on the roofline, in `phasetop roofline --json`'s fields (null, with the reason, where
+    it has none), and the device's roofs and the trace's reading; the document as it is for an experiment with no
+    trace (`target` None)."""
+    if target is None:
+        return document
+    if isinstance(target, str):
+        rows = [row | {"roofline": RowPoint(0, None, target).to_json()} for row in document["rows"]]
+        roofline = {"target": None, "peak_flops": None, "peak_bytes_per_s": None, "ridge_flop_per_byte": None,
+                    "reading": None, "reason": target}
+    else:
+        trace = experiment_trace(target, document["vary"], document["rows"])
+        rows = [row | {"roofline": placed.to_json()} for row, placed in zip(document["rows"], trace.rows, strict=True)]
+        roofline = {"target": target.to_json(), **target.roofs.to_json(), "reading": trace.reading, "reason": None}
+    return document | {"rows": rows, "roofline": roofline}
 
 
 def _table(heading: str, result: ExperimentResult) -> str:

@@ -13,13 +13,19 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from tui.app.widgets.roofline_plot import RooflinePlot
+from tui.app.widgets.roofline_plot import GHOST_MARKER, TRACE_MARKER, RooflinePlot
 from tui.core.hardware.roofline_live import LiveRoofline, figures_lines
+from tui.core.hardware.roofline_traces import NARROWER_BITS
 
-LEGEND = Content.from_markup("[$warning]●[/] prefill  [$secondary-lighten-3]●[/] decode  [$success]◆[/] the "
-                             "server's estimate    log-log · the slope: the bandwidth roof · "
-                             "the flat: the compute roof")
-"""phasetop's own words only: the marks in the chart's colours."""
+def legend(view: LiveRoofline) -> Content:
+    """The marks the chart draws, in its colours (phasetop's own words only)."""
+    marks = "[$warning]●[/] prefill  [$secondary-lighten-3]●[/] decode  [$success]◆[/] the server's estimate"
+    if view.ghost is not None:
+        marks += (f"  [$secondary-lighten-3]{GHOST_MARKER}[/] decode at {NARROWER_BITS[view.target.bits]} bit, "
+                  "projected")
+    if view.traces:
+        marks += f"  {TRACE_MARKER} the last sweeps (×batch, prompt tokens)"
+    return Content.from_markup(marks)
 
 
 class RooflineScreen(Screen[None]):
@@ -37,7 +43,7 @@ class RooflineScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static(id="roofline-heading", markup=False)
         yield RooflinePlot(id="roofline-plot")
-        yield Static(LEGEND, id="roofline-legend")
+        yield Static(id="roofline-legend")
         yield Static(id="roofline-figures", markup=False)
         yield Static(id="roofline-readings", markup=False)
         yield Footer()
@@ -46,10 +52,11 @@ class RooflineScreen(Screen[None]):
         self.view = self._first
 
     def watch_view(self, view: LiveRoofline | None) -> None:
-        if view is None:
+        if view is None or not self.query(RooflinePlot):  # none: the app quitting with this screen open took it apart
             return
         self.query_one("#roofline-heading", Static).update(f"Roofline · {view.heading}")
         self.query_one(RooflinePlot).show(view)
+        self.query_one("#roofline-legend", Static).update(legend(view))
         self.query_one("#roofline-figures", Static).update("\n".join(figures_lines(view)))
         self.query_one("#roofline-readings", Static).update("\n".join(view.lines))
         self.set_class(view.target is None, "-no-target")

@@ -14,6 +14,7 @@ from itertools import pairwise
 from tui.core.measure.records import RequestTiming
 from tui.core.runs.run_record import draw_block_of, request_figures, request_samples
 from tui.core.measure.stats import summarize
+from tui.core.measure.together import together_decode_tok_s
 from tui.core.measure.uncertainty import BLOCK_GAPS, NOT_ENOUGH, by_block, interval, worst_verdict
 
 EXPERIMENT_NAMES = {"prompt-tokens": "prompt-length sweep", "prefix": "prefix cache", "concurrency": "concurrency sweep",
@@ -296,6 +297,8 @@ def concurrency_row(streams: int, rounds: Sequence[Sequence[RequestTiming]]) -> 
         "streams": streams,
         "aggregate_tok_s": _p50(aggregates),
         "per_stream_tok_s": _p50(t.decode_tok_s for t in done),
+        "batch_decode_tok_s": _p50(together_decode_tok_s(batch) for batch in rounds),
+        "context_tokens": _mean_context(done),
         "itl_p50_s": itl.p50,
         "itl_p99_s": itl.p99,
         "ttft_p50_s": ttft.p50,
@@ -306,6 +309,12 @@ def concurrency_row(streams: int, rounds: Sequence[Sequence[RequestTiming]]) -> 
     intervals = _request_intervals([t for batch in rounds for t in batch], row, {
         "itl_p50_s": ("itl_s", "p50"), "itl_p99_s": ("itl_s", "p99"), "ttft_p50_s": ("ttft_s", "p50")})
     return row | {"intervals": {"aggregate_tok_s": _rounds_interval(aggregates, row["aggregate_tok_s"]), **intervals}}
+
+
+def _mean_context(streams: Sequence[RequestTiming]) -> float | None:
+    """The context a stream attends to while it decodes, on average: its prompt and half its answer."""
+    contexts = [t.prompt_tokens + t.output_tokens / 2 for t in streams if t.prompt_tokens and t.output_tokens]
+    return sum(contexts) / len(contexts) if contexts else None
 
 
 @dataclass(frozen=True, slots=True)

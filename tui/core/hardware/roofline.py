@@ -115,9 +115,10 @@ def served_ceiling(device: str, bandwidth_gbs: float, model_bytes: float) -> tup
 # ---- the roofline chart: the device's two roofs, and where each phase sits under them ------------------------
 
 PREFILL, DECODE = "prefill", "decode"
-MODEL, SERVER_ESTIMATE, NVML = "model", "server_estimate", "nvml"
+MODEL, SERVER_ESTIMATE, NVML, PROJECTED = "model", "server_estimate", "nvml", "projected"
 """Where a point's figures come from: phasetop's model math over measured token rates, the server's own
-FLOP and byte counters (vLLM's `--enable-mfu-metrics`), or NVML's measured DRAM bandwidth."""
+FLOP and byte counters (vLLM's `--enable-mfu-metrics`), NVML's measured DRAM bandwidth, or a projection of a
+measured point to another bit width (nothing measured it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +171,8 @@ class PhasePoint:
     """Decode: tokens per step (sequences decoding together); None for prefill."""
     tokens: int | None = None
     """Prefill: the prompt tokens computed; None for decode."""
+    context: float | None = None
+    """Decode from the model's layout: the mean context each sequence attended to; None otherwise."""
 
     @property
     def roof_share(self) -> float:
@@ -199,10 +202,10 @@ class PhasePoint:
 
 
 def _point(roofs: Roofs, phase: str, source: str, flops: float, read_bytes: float, seconds: float,
-           batch: float | None = None, tokens: int | None = None) -> PhasePoint:
+           batch: float | None = None, tokens: int | None = None, context: float | None = None) -> PhasePoint:
     intensity = flops / read_bytes
     return PhasePoint(phase, source, intensity, flops / seconds, roofs.roof_flops(intensity), roofs.bound(intensity),
-                      batch, tokens)
+                      batch, tokens, context)
 
 
 def prefill_traffic(layout: ModelLayout, params: float, weights: float, new_tokens: int, context_before: int = 0,
@@ -245,7 +248,7 @@ def decode_point(roofs: Roofs, layout: ModelLayout, params: float, weights: floa
     """Decode from the model's layout: intensity ≈ batch × 2 × params / (weights + batch's KV); achieved from
     the tokens per second of all sequences together."""
     flops, read = decode_step_traffic(layout, params, weights, batch, context)
-    return _point(roofs, DECODE, MODEL, flops, read, batch / decode_tok_s, batch=batch)
+    return _point(roofs, DECODE, MODEL, flops, read, batch / decode_tok_s, batch=batch, context=context)
 
 
 def estimated_point(roofs: Roofs, phase: str, flops: float, read_bytes: float, seconds: float,
@@ -264,4 +267,4 @@ def measured_point(roofs: Roofs, model: PhasePoint, measured_bytes_per_s: float)
         return None
     intensity = model.achieved_flops / measured_bytes_per_s
     return PhasePoint(model.phase, NVML, intensity, model.achieved_flops, roofs.roof_flops(intensity),
-                      roofs.bound(intensity), model.batch, model.tokens)
+                      roofs.bound(intensity), model.batch, model.tokens, model.context)

@@ -17,6 +17,7 @@ from tui.core.measure.records import RequestTiming
 from tui.core.hardware.roofline import PhasePoint, Roofs, estimated_point
 from tui.core.hardware.roofline_phases import decode_from_streams, prefill_model_point
 from tui.core.hardware.roofline_target import RooflineTarget, served_target, simulator_target
+from tui.core.hardware.roofline_traces import TRACED, Trace, experiment_trace, narrower_decode, narrower_reading
 from tui.core.telemetry.readings import GpuReading, MetricsSnapshot
 
 SERVER = "server"
@@ -39,8 +40,13 @@ class LiveRoofline:
     estimate: PhasePoint | None = None
     """The server's own estimate over the metrics window."""
     lines: tuple[str, ...] = ()
-    """Each phase's reading, or what would place it; why there is no estimate; what NVML measures."""
+    """Each phase's reading, or what would place it; decode at fewer bits; each sweep's reading; why there is no
+    estimate; what NVML measures."""
     estimate_window_s: float | None = None
+    ghost: PhasePoint | None = None
+    """Decode projected to half the bits (`roofline_traces.narrower_decode`): a projection, drawn as one."""
+    traces: tuple[Trace, ...] = ()
+    """The last concurrency and prompt-length sweeps on this server, each a line of points."""
 
     @property
     def roofs(self) -> Roofs | None:
@@ -62,20 +68,27 @@ def live_target(simulator_flags: Mapping[str, str] | None, model_id: str | None,
 
 
 def live_roofline(target: RooflineTarget | str, timings: Sequence[RequestTiming], metrics: MetricsSnapshot | None,
-                  devices: Sequence[GpuReading] | None = None) -> LiveRoofline:
-    """The points of the timeline's requests and the server's window, for `target` (or the line saying why none)."""
+                  devices: Sequence[GpuReading] | None = None,
+                  swept: Mapping[str, Sequence[Mapping]] | None = None) -> LiveRoofline:
+    """The points of the timeline's requests and the server's window, for `target` (or the line saying why none);
+    `swept`: the rows of the last sweep of each experiment run on this server, by its `--vary` name."""
     if isinstance(target, str):
         return LiveRoofline(None, f"no roofline: {target}")
     heading = (f"{target.roofs.device} ({target.device_source}) · {target.layout.name} at {target.bits} bit · "
                f"ridge {target.roofs.ridge_flop_per_byte:,.0f} FLOP/byte")
     prefill = _prefill(target, timings)
     decode, decode_why = _decode(target, timings)
+    ghost = narrower_decode(target, decode)
     estimate, no_estimate = _estimate(target, metrics)
+    traces = tuple(trace for vary in TRACED if vary in (swept or {})
+                   if (trace := experiment_trace(target, vary, swept[vary])) is not None)
     lines = [prefill.reading if prefill else NO_PREFILL, decode.reading if decode else decode_why]
+    lines += [narrower_reading(target, decode, ghost)] if ghost else []
+    lines += [trace.reading for trace in traces]
     lines += [no_estimate] if no_estimate else []
     lines += [line] if (line := _nvml_line(target, devices)) else []
     return LiveRoofline(target, heading, prefill, decode, estimate, tuple(lines),
-                        metrics.window_s if estimate is not None and metrics is not None else None)
+                        metrics.window_s if estimate is not None and metrics is not None else None, ghost, traces)
 
 
 def _span(timing: RequestTiming) -> tuple[float, float]:
