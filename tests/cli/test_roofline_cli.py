@@ -102,6 +102,7 @@ def test_the_servers_estimate_lands_beside_phasetops(capsys):
     assert code == 0 and "prefill  server estimate" in text and "decode   server estimate" in text
 
 
+@pytest.mark.timing  # the streams timed in real time: a loaded box clumps them
 def test_a_server_without_metrics_is_timed_by_its_streams(capsys):
     """Ollama has no /metrics: decode from the streams sent together, prefill from its own prompt_eval_duration. (A
     simulator speaking Ollama's API says nothing of its device, as Ollama would not: --gpu names it.)"""
