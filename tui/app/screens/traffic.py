@@ -19,7 +19,7 @@ from tui.app.layout import SHORT_HEIGHT
 from tui.app.widgets.text import set_text
 from tui.app.widgets.traffic_lanes import LEGEND, TrafficLanes
 from tui.core.measure.records import RequestTiming
-from tui.core.telemetry.served import ServedRequest, TraceWindow, match_sent, not_counted
+from tui.core.telemetry.served import ServedRequest, TraceWindow, match_sent, not_counted, senders
 from tui.core.telemetry.readings import HistogramQuantiles
 from tui.core.view.timeline import ALIGNED, WALL_CLOCK
 from tui.core.view.traffic import own_beside_server, own_line, phase_table, slowest_lines, traffic_run
@@ -125,8 +125,8 @@ class TrafficScreen(Screen[None]):
 
 def _senders(records: Sequence[ServedRequest], shown: int = 3) -> str:
     """Who sent the spans (service@host, as their resource says): many servers may export to one phasetop."""
-    senders = sorted({f"{r.service or '?'}@{r.host or '?'}" for r in records})
-    if not senders:
+    who = senders(records)
+    if not who:
         return ""
-    more = f" +{len(senders) - shown}" if len(senders) > shown else ""
-    return f" by {one_line(', '.join(senders[:shown]), 120)}{more}"
+    more = f" +{len(who) - shown}" if len(who) > shown else ""
+    return f" by {one_line(', '.join(who[:shown]), 120)}{more}"

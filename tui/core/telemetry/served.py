@@ -175,12 +175,17 @@ PHASES = ("queue_s", "prefill_s", "decode_s", "ttft_s", "e2e_s", "unaccounted_s"
 """Each record's figures that percentiles are taken of: exact per request, not histogram buckets."""
 
 
+def senders(records: Iterable[ServedRequest]) -> list[str]:
+    """Who sent the spans, `service@host` as their resource says (already one safe line each), sorted."""
+    return sorted({f"{r.service or '?'}@{r.host or '?'}" for r in records})
+
+
 def served_summary(records: Collection[ServedRequest]) -> dict:
     """Mean/p50/p90/p99/n of each phase over the records, their token totals and who sent them."""
     return {
         "requests": len(records),
         "sent_by_phasetop": sum(1 for r in records if r.sent_by_phasetop),
-        "senders": sorted({f"{r.service or '?'}@{r.host or '?'}" for r in records}),
+        "senders": senders(records),
         "prompt_tokens": sum(r.prompt_tokens for r in records),
         "completion_tokens": sum(r.completion_tokens for r in records),
         **{name: summarize(getattr(r, name) for r in records).to_json() for name in PHASES},

@@ -21,7 +21,7 @@ from statistics import median
 from tui.core.fleet.text import seconds
 from tui.core.measure.records import RequestTiming
 from tui.core.runs.run_record import new_run
-from tui.core.telemetry.served import ServedRequest, ServerSpan, Tally, TraceWindow, sent_id, served_summary
+from tui.core.telemetry.served import ServedRequest, ServerSpan, Tally, TraceWindow, senders, sent_id, served_summary
 from tui.core.measure.stats import summarize
 from tui.core.telemetry.readings import HistogramQuantiles
 from tui.core.view.timeline import ALIGNED, WALL_CLOCK
@@ -221,8 +221,7 @@ def run_requests(records: Iterable[ServedRequest]) -> list[dict]:
 def traffic_run(records: Sequence[ServedRequest], source: str, endpoint: str | None) -> dict:
     """The window as a run of kind "traffic", from its first arrival to its last answer; `source` says who kept it
     ("phasetop traces", "ui traffic view"). The server is who sent the spans (service@host, untrusted text)."""
-    senders = sorted({f"{one_line(r.service or '?', 60)}@{one_line(r.host or '?', 60)}" for r in records})
     started = datetime.fromtimestamp(min(r.start_unix for r in records), UTC)
     finished = datetime.fromtimestamp(max(r.end_unix for r in records), UTC)
-    return new_run("traffic", {"source": source}, {"senders": senders, "otlp_endpoint": endpoint},
+    return new_run("traffic", {"source": source}, {"senders": senders(records), "otlp_endpoint": endpoint},
                    run_requests(records), served_summary(records), started, finished)
