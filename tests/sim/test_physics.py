@@ -91,6 +91,27 @@ def test_running_decodes_come_first_then_prefill_fills_the_budget():
     assert [(i.sequence.request_id, i.new_tokens) for i in plan.items] == [("a", 1), ("b", 2047)]
 
 
+def test_a_request_that_came_after_a_late_steps_start_joins_the_next_step_and_is_never_timed_before_it_came():
+    """The driver starts a step late on the loop at its deadline (the last step's end), which can be before a request
+    that is already waiting arrived: that request joins the step after, and its queue, prefill and TTFT stay ≥ 0."""
+    engine = Engine(config())
+    engine.add(seq("a", 10, 50))
+    engine.complete(engine.schedule(0.0), 0.01)
+    engine.add(Sequence("b", tuple(range(100, 110)), 5, arrival=0.05))  # while the loop ran 40 ms behind
+    plan = engine.schedule(0.01)
+    assert [i.sequence.request_id for i in plan.items] == ["a"]
+    engine.complete(plan, 0.02)
+    late = Engine(config())  # nothing running: the step waits for the request instead
+    late.add(Sequence("c", tuple(range(10)), 5, arrival=0.05))
+    start = late.step_start(0.01)
+    plan = late.schedule(start)
+    assert start == 0.05 and [i.sequence.request_id for i in plan.items] == ["c"]
+    late.complete(plan, start + plan.duration_s)
+    [c] = plan.items
+    assert c.sequence.scheduled_at == 0.05 and c.sequence.first_token_at > c.sequence.arrival
+    assert engine.step_start(0.02) == 0.02, "with a step running, the next starts at its deadline"
+
+
 def test_without_chunked_prefill_a_prompt_runs_whole():
     engine = Engine(config(enable_chunked_prefill=False, max_num_batched_tokens=131072))
     engine.add(seq("a", 5000, 1))

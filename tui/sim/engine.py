@@ -210,6 +210,7 @@ class EngineDriver:
             now = loop.time()
             if now - next_start > RESYNC_S:
                 next_start = now
+            next_start = self.engine.step_start(next_start)
             plan = self.engine.schedule(next_start)
             if self.on_pull is not None:
                 for sequence in plan.pulls:

@@ -242,6 +242,13 @@ class Engine:
     def has_work(self) -> bool:
         return bool(self.waiting or self.running)
 
+    def step_start(self, deadline: float) -> float:
+        """When the next step starts: at its deadline (the last one's end), but with nothing running not before the
+        first waiting request arrived; a request is never scheduled, nor its first token made, before it came."""
+        if not self.running and self.waiting:
+            return max(deadline, self.waiting[0].arrival)
+        return deadline
+
     def add(self, sequence: Sequence) -> None:
         if sequence.prompt_tokens + sequence.max_tokens > self.config.model_len:
             raise ValueError("prompt plus max_tokens exceeds max_model_len")
@@ -347,6 +354,8 @@ class Engine:
         """
         while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
             sequence = self.waiting[0]
+            if sequence.arrival > now:
+                break  # it came after this step began (a step late on the loop starts at its deadline): the next one
             if sequence.external_tokens and not sequence.blocks:
                 if not self._reserve(sequence, sequence.prompt_tokens):
                     break
