@@ -163,8 +163,12 @@ def test_a_simulators_bit_width_is_its_own(capsys, sim_url):
 
 def test_a_decode_too_short_for_two_readings_is_timed_by_its_streams_and_says_so(capsys, sim_url):
     decode = roofline(capsys, sim_url, "--decode-tokens", "8")["decode"]
-    assert decode["batch"] == 1 and decode["decode_tok_s_source"].startswith("timed by the streams themselves")
+    assert decode["decode_tok_s_source"].startswith("timed by the streams themselves")
     assert "raise --decode-tokens" in decode["server_estimate_reason"]
+    if decode["batch"] is None:  # 8 tokens whose last the meter read a few ms late (a loaded box) time the meter
+        assert decode["reason"].startswith("a decode stream timed the delivery, not the generation: "), decode["reason"]
+    else:
+        assert decode["batch"] == 1 and decode["reason"] is None
 
 
 def test_a_server_that_refuses_the_prefill_is_one_line(capsys):

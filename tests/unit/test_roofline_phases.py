@@ -84,7 +84,7 @@ def test_decode_from_streams_adds_their_rates_at_their_count():
 @pytest.mark.parametrize("timings, words", [
     ([], "failed"),
     (streams(200, ok=False), "failed"),
-    (streams(200, burst="clumps"), "bursts"),
+    (streams(200, burst="3 of 4 gaps under 0.2 ms"), "timed the delivery, not the generation: 3 of 4 gaps"),
     ([RequestTiming(ok=True, t_sent_unix=0.0, token_offsets_s=(0.01,), prompt_tokens=32, output_tokens=1)],
      "two tokens"),
 ])

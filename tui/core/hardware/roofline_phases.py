@@ -72,8 +72,9 @@ def decode_from_streams(target: RooflineTarget,
     together, their rates add up. None when one failed or came in bursts (its timing is the delivery's)."""
     if not timings or not all(t.ok for t in timings):
         return None, "a decode stream failed"
-    if any(t.burst for t in timings):
-        return None, "the decode streams came in bursts: their timing is the delivery's, not the generation's"
+    flagged = next((t.burst for t in timings if t.burst), None)
+    if flagged:
+        return None, f"a decode stream timed the delivery, not the generation: {flagged}"
     rates = [t.decode_tok_s for t in timings]
     if any(rate is None for rate in rates):
         return None, "a decode stream gave fewer than two tokens"
