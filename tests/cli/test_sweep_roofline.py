@@ -51,7 +51,9 @@ def concurrency(sim_url):
 
 @pytest.fixture(scope="module")
 def prompt_length(sim_url):
-    return sweep(sim_url, "--vary", "prompt-tokens", "--values", "500,1000,2000", "--repeat", "1", "--max-tokens", "2")
+    """Three rounds a row: a 2-token answer whose last chunk the meter read a few ms late times the meter, not the
+    server (it is flagged and left out of its row; on this box about one row in six), and the row takes the others."""
+    return sweep(sim_url, "--vary", "prompt-tokens", "--values", "500,1000,2000", "--repeat", "3", "--max-tokens", "2")
 
 
 def decode_work(row: dict) -> list[tuple[int, int]]:
