@@ -160,13 +160,12 @@ async def test_thirty_two_streams_get_thirty_two_lanes_each_reachable_with_the_a
         await wait_for(pilot, lambda: len(pane.drawn.rows) == min(32, plot.size.height - AXIS_ROWS), what="lanes fill the rows")
         assert pane.drawn.rows[-1].lane.label == "32 at once 32"
         screen.query_one(TimelinePlot).focus()  # the arrows are the screen's while no text box has them
-        reached = []
-        for _ in range(31):
+        def selected() -> list[str]:
+            return [row.lane.label for row in pane.drawn.rows if row.lane.selected]
+
+        for n in range(31, 0, -1):  # every lane selected in turn, each drawn
             await pilot.press("up")
-            await pilot.pause(0.3)
-            [selected] = [row.lane.label for row in pane.drawn.rows if row.lane.selected]
-            reached.append(selected)
-        assert reached == [f"32 at once {n}" for n in range(31, 0, -1)], "every lane selected in turn, each drawn"
+            await wait_for(pilot, lambda n=n: selected() == [f"32 at once {n}"], 5, what=f"lane {n} selected and drawn")
         top = pane.drawn
         assert top.rows[0].lane.label == "32 at once 1" and top.hidden == 0
         assert top.newer == 32 - len(top.rows)
