@@ -4,6 +4,7 @@ refuses leaves its own error line in a toast."""
 
 from __future__ import annotations
 
+import re
 import shlex
 import sys
 from contextlib import asynccontextmanager
@@ -27,16 +28,27 @@ SETTLE_S = 1.5
 arrive in clumps and are rightly left out as delivery, not generation. Measured workloads wait this out."""
 
 
-@pytest.fixture
-def served():
+def serving(time_scale: int):
+    """A simulator phasetop serves on a port of its own, `time_scale` times slower than the H100; stopped after."""
     port = int(closed_port_url().rsplit(":", 1)[1])
-    # 4× slower than the H100: the long prompt's one-step stall (about 280 ms) stands far above a loaded box's jitter.
-    command = ServeCommand.parse(shlex.join([sys.executable, "-m", "tui", "sim", "--port", str(port), "--time-scale", "4",
-                                             "--max-num-batched-tokens", "2048"]))
+    command = ServeCommand.parse(shlex.join([sys.executable, "-m", "tui", "sim", "--port", str(port), "--time-scale",
+                                             str(time_scale), "--max-num-batched-tokens", "2048"]))
     served = ServedCommand(command, command.url, start_served(command, 60), 60)
     yield served
     served.stop()
     assert not listening("127.0.0.1", port), "the served command is stopped"
+
+
+@pytest.fixture
+def served():
+    """At the H100's speed: for what a test counts and reads, not what it times."""
+    yield from serving(1)
+
+
+@pytest.fixture
+def served_slow():
+    """4× slower than the H100: the long prompt's one-step stall (about 280 ms) stands far above a loaded box's jitter."""
+    yield from serving(4)
 
 
 @asynccontextmanager
@@ -49,8 +61,8 @@ async def measuring(served, seen):
         yield app, pilot
 
 
-async def test_a_flag_change_restarts_the_server_reruns_the_sends_and_compares(served):
-    seen = []
+async def test_a_flag_change_restarts_the_server_reruns_the_sends_and_compares(served_slow):
+    served, seen = served_slow, []
     async with measuring(served, seen) as (app, pilot):
         screen = app.screen
         await long_among_streams(pilot, screen, seen)
@@ -66,6 +78,14 @@ async def test_a_flag_change_restarts_the_server_reruns_the_sends_and_compares(s
         await pilot.press("escape", "q")
 
 
+def requests_of(summary: str) -> int:
+    """The requests a side's summary counts, those left out as delivery among them ("8 requests (1 timed delivery,
+    not generation, left out), TTFT …": a stream read late on a loaded box is flagged, and still was sent)."""
+    counted = re.match(r"(\d+) requests(?: \((\d+) timed delivery)?", summary)
+    assert counted, summary
+    return int(counted[1]) + int(counted[2] or 0)
+
+
 async def test_the_probe_runs_on_both_sides_of_the_restart_and_only_it_is_compared(served):
     seen = []
     async with measuring(served, seen) as (app, pilot):
@@ -76,8 +96,8 @@ async def test_the_probe_runs_on_both_sides_of_the_restart_and_only_it_is_compar
         await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen), 180)
         comparison = app.screen.comparison
         assert len(completed(seen)) == 1 + 9 + 9, "the probe (8 at once, then the long prompt) before and after"
-        assert comparison["before"]["summary"].startswith("9 requests"), comparison["before"]["summary"]
-        assert comparison["after"]["summary"].startswith("9 requests"), comparison["after"]["summary"]
+        assert requests_of(comparison["before"]["summary"]) == 9, comparison["before"]["summary"]
+        assert requests_of(comparison["after"]["summary"]) == 9, comparison["after"]["summary"]
         assert "the same workload on both" in app.screen.title
         assert {(r["key"], r["before"], r["after"]) for r in comparison["config_diff"]} >= {("max_num_batched_tokens", "2048", "256")}
         await pilot.press("escape", "q")
@@ -201,7 +221,8 @@ def test_the_log_filter_keeps_matching_lines_only():
     assert matching(lines, "info") == ["INFO ready", "info done"] and matching(lines, "  ") == lines
 
 
-async def test_the_flag_editor_completes_flags_from_the_servers_own_help(served):
+async def test_the_flag_editor_completes_flags_from_the_servers_own_help(served_slow):
+    served = served_slow
     app = PhasetopApp(settings(), served.url, save_runs=False, served=served)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: app.screen.lab.server_info is not None)
