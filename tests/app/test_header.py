@@ -7,7 +7,8 @@ from textual.app import App, ComposeResult
 from tests.app.harness import wait_for
 from tui.app.app import PhasetopApp
 from tui.app.messages import ServerCameUp
-from tui.app.widgets.status_line import ServerState, StatusLine, describe
+from tui.app.widgets.status_line import StatusLine, describe
+from tui.core.state.server_state import ServerState
 from tui.config import Settings
 
 TCSS = "../../tui/app/phasetop.tcss"

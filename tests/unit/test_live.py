@@ -7,6 +7,7 @@ import pytest
 
 from tui.core.view.lane_figures import IN_FLIGHT
 from tui.core.state.live import KEEP_REQUESTS, LaneTokens, LiveSession, Served, said_on
+from tui.core.state.server_state import ServerState
 from tui.core.measure.records import RequestTiming
 from tui.core.runs.sessions import SessionLog
 from tui.core.telemetry.readings import GpuReading, MetricsSnapshot
@@ -220,3 +221,33 @@ def test_a_stream_held_by_another_requests_prefill_is_diagnosed_as_that_not_as_i
     said = live.diagnosis()
     assert said.startswith("8 at once 2: decode stalled 305 ms by the prefill of long 2000 (2,000 tokens)"), said
     assert "lower the prefill batch (chunk) size" in said and "quantize" not in said
+
+
+def test_the_header_says_what_the_session_knows_of_the_server_through_an_outage_and_a_restart():
+    live = LiveSession(header=ServerState(url="http://h:8000"))
+    assert live.server == ServerState(url="http://h:8000")
+    live.server_up(Served("openai", "meta-llama/Llama-3.1-8B-Instruct"), fresh=True, max_model_len=8192)
+    assert (live.server.kind, live.server.model, live.server.max_model_len) == ("openai", "meta-llama/Llama-3.1-8B-Instruct", 8192)
+    live.server_down(T0, "connection refused")
+    live.server_down(T0 + 5, "connection refused")
+    assert live.server.down_since == T0, "an outage keeps its first moment"
+    live.identified({"max_num_batched_tokens": "2048"})
+    snapshot = MetricsSnapshot(t_unix=T0 + 9, engine="vllm", window_s=1.0, engine_config={"block_size": "16"})
+    assert live.scraped(snapshot) is True and live.server.down_since is None
+    assert live.server.config == "max_num_batched_tokens=2048 block_size=16", "the engine's config, the simulator's flags for what it lacks"
+    assert live.scraped(snapshot) is False, "only the first answer after an outage brings it back"
+    live.restarting("--max-num-batched-tokens 2048 → 256")
+    live.restart_progress(12.4, "loading\x1b[31m weights\n")
+    note = live.server.note
+    assert note.startswith("restarting: --max-num-batched-tokens 2048 → 256 · 12 s: loading")
+    assert "\x1b" not in note and "\n" not in note, "the command's log line is untrusted: one line, no escapes"
+    live.restart_ended()
+    assert live.server.note is None
+
+
+def test_the_headers_ceiling_is_the_sessions_given_or_derived_with_its_device():
+    assert LiveSession(CEILING).server.ceiling_tok_s == 209.0 and LiveSession(CEILING).server.device is None
+    live = LiveSession(server_is_local=True)
+    live.server_up(Served("openai", "meta-llama/Llama-3.1-8B-Instruct"), fresh=None)
+    live.gpu_sampled((GpuReading(index="0", name="H100", peak_bw_gbs=3350.0, server_mem_bytes=20e9),))
+    assert live.server.ceiling_tok_s == live.decode_ceiling_tok_s and live.server.device == live.derived.device

@@ -48,7 +48,7 @@ from tui.app.widgets.gpu_pane import GpuPane
 from tui.app.widgets.load_dial import LoadDialPane
 from tui.app.widgets.metrics_pane import MetricsPane
 from tui.app.widgets.prompt_pane import PRESETS, TYPED_MAX_TOKENS, AnswerView, PromptPane
-from tui.app.widgets.status_line import ServerState, StatusLine
+from tui.app.widgets.status_line import StatusLine
 from tui.app.widgets.timeline_pane import TimelinePane
 from tui.app.worker_failures import report_failed_worker
 from tui.config import Settings
@@ -59,6 +59,7 @@ from tui.core.state.lab import (LOAD_BACKLOG, LOAD_MAX_TOKENS, LOAD_PROMPT_TOKEN
                           TurnLoad)
 from tui.core.view.lane_figures import NEWEST
 from tui.core.state.live import LiveSession, Served
+from tui.core.state.server_state import ServerState
 from tui.core.measure.records import RequestTiming
 from tui.core.hardware.roofline_live import LiveRoofline, live_roofline, live_target
 from tui.core.hardware.roofline_traces import TRACED
@@ -147,7 +148,8 @@ class MainScreen(Screen):
         self.server_url = server_url
         self.live = live
         """False: no workers start; tests and snapshots post the messages themselves."""
-        self.state = LiveSession(ceiling, local_port(server_url) is not None, settings.bandwidth_gbs)
+        self.state = LiveSession(ceiling, local_port(server_url) is not None, settings.bandwidth_gbs,
+                                 ServerState(url=server_url, simulated=simulated))
         """The requests, the server and what is said of them."""
         self._save_runs = True
         self.lab = Lab(server_url, saving=live)
@@ -164,7 +166,7 @@ class MainScreen(Screen):
         self._published_at = 0.0
         self._publish_interval_s = PUBLISH_INTERVAL_S if live else 0.0
         """A recorded feed (tests, snapshots) publishes after each message: no timer is live at a snapshot."""
-        self.server = ServerState(url=server_url, simulated=simulated)
+        self.server = self.state.server
         self.decode_ceiling_tok_s = self.state.decode_ceiling_tok_s
         self.client: ServerClient | None = None
         """The server's JSON client (its identity, /metrics), made once the first frame is out."""
@@ -442,9 +444,8 @@ class MainScreen(Screen):
 
     @on(ServerCameUp)
     def _up(self, event: ServerCameUp) -> None:
-        self.state.server_up(Served(event.kind, event.model, event.model_bytes), event.fresh)
-        self.server = replace(self.server, kind=event.kind, model=event.model, max_model_len=event.max_model_len,
-                              down_since=None, down_reason=None)
+        self.state.server_up(Served(event.kind, event.model, event.model_bytes), event.fresh, event.max_model_len)
+        self.server = self.state.server
         self._set_down(False)
         self._show_ceiling()
         self._run(self.lab.server_up(datetime.now().astimezone()))
@@ -453,24 +454,21 @@ class MainScreen(Screen):
 
     @on(ServerWentDown)
     def _down(self, event: ServerWentDown) -> None:
-        since = self.server.down_since or event.since
-        self.server = replace(self.server, down_since=since, down_reason=event.reason)
+        self.state.server_down(event.since, event.reason)
+        self.server = self.state.server
         self._set_down(True)
 
     @on(MetricsScraped)
     def _scraped(self, event: MetricsScraped) -> None:
         self._run(self.lab.scraped(event.snapshot, datetime.now().astimezone()))
-        self.state.scraped(event.snapshot)
+        back = self.state.scraped(event.snapshot)
+        self.server = self.state.server
         self.metrics = event.snapshot
-        if self.server.down_since is not None:
-            self.server = replace(self.server, down_since=None, down_reason=None)
+        if back:
             self._set_down(False)
         if event.snapshot.restart and self.live:  # also when it fell between two scrapes and never looked down
             self.run_worker(find_server(self.client, self.settings, self.server_url, self.post_message), group="server",
                             exclusive=True, exit_on_error=False)
-        config = ServerState.config_from(event.snapshot.engine_config, self.state.simulator_flags)
-        if config != self.server.config:
-            self.server = replace(self.server, config=config)
         self.diagnosis = self.state.diagnosis()
         self._show_roofline()
 
@@ -535,13 +533,14 @@ class MainScreen(Screen):
 
     @on(ServedProgress)
     def _served_progress(self, event: ServedProgress) -> None:
-        note = (self.server.note or "restarting").split(" · ", 1)[0]
-        self.server = replace(self.server, note=f"{note} · {event.elapsed_s:.0f} s: {one_line(event.line, 120)}")
+        self.state.restart_progress(event.elapsed_s, event.line)
+        self.server = self.state.server
 
     @on(ServedRestarted)
     def _served_restarted(self, event: ServedRestarted) -> None:
         self.simulator_state = "running"
-        self.server = replace(self.server, note=None)
+        self.state.restart_ended()
+        self.server = self.state.server
         self._run(self.loop.restarted(event.error, event.log_tail, self._served_now()))
 
     # ---- the core's effects ----------------------------------------------------------------------
@@ -603,7 +602,8 @@ class MainScreen(Screen):
                                                           self.state.decode_ceiling_tok_s, self._experiment_ran))
                 case StartRestart(command, changes):
                     self.simulator_state = "starting"
-                    self.server = replace(self.server, note="restarting: " + changes)
+                    self.state.restarting(changes)
+                    self.server = self.state.server
                     self.run_worker(partial(restart_served, self.served, command, self.post_message),
                                     group="served", exclusive=True, thread=True, exit_on_error=False)
                 case NewSession(reason):
@@ -671,15 +671,10 @@ class MainScreen(Screen):
     def _show_ceiling(self) -> None:
         """The ceiling the live session has (given, or derived once the server and devices are known)."""
         self.decode_ceiling_tok_s = self.lab.decode_ceiling_tok_s = self.state.decode_ceiling_tok_s
-        derived = self.state.derived
-        if derived is not None:
-            self.cpu_ceiling = derived.line
-            if derived.device != self.server.device:
-                self.server = replace(self.server, device=derived.device)
+        if self.state.derived is not None:
+            self.cpu_ceiling = self.state.derived.line
+        self.server = self.state.server
         self._show_roofline()
-
-    def watch_decode_ceiling_tok_s(self, ceiling_tok_s: float | None) -> None:
-        self.server = replace(self.server, ceiling_tok_s=ceiling_tok_s)
 
     def _set_down(self, down: bool) -> None:
         for pane in self.query(".pane"):

@@ -18,7 +18,9 @@ from tui.core.measure.gaps import SERVER, attribute, worst_gap
 from tui.core.view.lane_figures import NEWEST, after_send, diagnosis_text, moved, selected_index
 from tui.core.measure.records import RequestTiming
 from tui.core.hardware.server_ceiling import ServerCeiling, ceiling_for
+from tui.core.state.server_state import ServerState
 from tui.core.telemetry.readings import GpuReading, MetricsSnapshot
+from tui.core.untrusted import one_line
 from tui.core.view.timeline import KEEP_LANES, batches, keep_count
 
 KEEP_REQUESTS = 40
@@ -82,7 +84,9 @@ class LiveSession:
     this host's devices are known."""
 
     def __init__(self, ceiling: tuple[float, float, float] | None = None, server_is_local: bool = False,
-                 bandwidth_gbs: float | None = None) -> None:
+                 bandwidth_gbs: float | None = None, header: ServerState | None = None) -> None:
+        self._header = header or ServerState(url="")
+        """What the header says, less the ceiling (`server` adds it)."""
         self._given_ceiling = ceiling
         self._server_is_local = server_is_local
         self._bandwidth_gbs = bandwidth_gbs
@@ -143,9 +147,33 @@ class LiveSession:
             return self._given_ceiling[1]
         return self.derived.kv_bytes_per_token if self.derived else None
 
-    def server_up(self, served: Served, fresh: bool | None) -> None:
+    @property
+    def server(self) -> ServerState:
+        """What the header says of the server: as described, up or down, its config, its decode ceiling (given or
+        derived, with the device it was derived for) and what phasetop is doing to it."""
+        device = self.derived.device if self.derived else None
+        return replace(self._header, ceiling_tok_s=self.decode_ceiling_tok_s, device=device)
+
+    def server_up(self, served: Served, fresh: bool | None, max_model_len: int | None = None) -> None:
         self.served, self.server_fresh = served, fresh
+        self._header = replace(self._header, kind=served.api, model=served.model, max_model_len=max_model_len,
+                               down_since=None, down_reason=None)
         self._derive_ceiling()
+
+    def server_down(self, since: float, reason: str | None) -> None:
+        """The server stopped answering (`since`: unix time); an outage under way keeps its first moment."""
+        self._header = replace(self._header, down_since=self._header.down_since or since, down_reason=reason)
+
+    def restarting(self, changes: str) -> None:
+        self._header = replace(self._header, note="restarting: " + changes)
+
+    def restart_progress(self, elapsed_s: float, line: str) -> None:
+        """The served command's latest log line while it starts (untrusted: one line)."""
+        note = (self._header.note or "restarting").split(" · ", 1)[0]
+        self._header = replace(self._header, note=f"{note} · {elapsed_s:.0f} s: {one_line(line, 120)}")
+
+    def restart_ended(self) -> None:
+        self._header = replace(self._header, note=None)
 
     def gpu_sampled(self, devices: Sequence[GpuReading]) -> None:
         self.devices = devices
@@ -155,8 +183,13 @@ class LiveSession:
         self.simulator_flags = simulator_flags
         self._derive_ceiling()
 
-    def scraped(self, snapshot: MetricsSnapshot) -> None:
+    def scraped(self, snapshot: MetricsSnapshot) -> bool:
+        """The latest /metrics; True when it is the first answer after an outage (the server is back)."""
         self.metrics = snapshot
+        back = self._header.down_since is not None
+        self._header = replace(self._header, down_since=None, down_reason=None,
+                               config=ServerState.config_from(snapshot.engine_config, self.simulator_flags))
+        return back
 
     def _derive_ceiling(self) -> None:
         """A ceiling for a server phasetop did not start: a phasetop simulator's from the flags it publishes;
