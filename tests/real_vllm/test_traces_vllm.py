@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ import time
 import httpx
 import pytest
 
+from tests.loopback import wait_listening
 from tests.real_vllm.conftest import CLIENT_TIMEOUT_S, MEASURING_FLAGS, OTEL_ENV, start_vllm
 from tui.sources.servers.managed_server import free_port
 from tui.sources.servers.vllm_server import INSTALL_HINT, SERVED_MODEL_NAME, default_python
@@ -42,7 +42,7 @@ def traced(tmp_path_factory):
     traces = subprocess.Popen([sys.executable, "-m", "tui", "traces", "--otlp", str(port), "--json"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
-        _wait_listening(port)
+        wait_listening(port)
         endpoint = f"http://127.0.0.1:{port}/v1/traces"
         with start_vllm((*MEASURING_FLAGS, "--otlp-traces-endpoint", endpoint), env=OTEL_ENV) as server:
             probed = subprocess.run([sys.executable, "-m", "tui", "probe", "--url", server.url, "--repeat", "2",
@@ -67,15 +67,6 @@ def _plain(url: str, path: str, body: dict) -> dict:
     assert answer.status_code == 200, answer.text
     return answer.json()
 
-
-def _wait_listening(port: int, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise AssertionError(f"`traces` did not listen on {port}")
 
 
 def _served(document: dict, completion_id: str) -> dict:

@@ -16,7 +16,7 @@ import time
 import httpx
 import pytest
 
-from tests.loopback import closed_port_url, free_port
+from tests.loopback import closed_port_url, free_port, wait_listening
 from tests.otlp import receiving, record, wait_for_records
 from tui.core.telemetry.served import match_sent
 from tui.sim.launcher import SimulatorProcess
@@ -69,7 +69,7 @@ def test_traces_marks_what_phasetop_sent_among_everyone_elses(tmp_path):
     traces = subprocess.Popen([sys.executable, "-m", "tui", "traces", "--otlp", str(port), "--json"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**_environ(), **env})
     try:
-        _wait_listening(port)
+        wait_listening(port)
         with SimulatorProcess.start(["--otlp-traces-endpoint", f"http://127.0.0.1:{port}/v1/traces"]) as sim:
             probed = subprocess.run([sys.executable, "-m", "tui", "probe", "--url", sim.url, "--repeat", "2",
                                      "--max-tokens", "8", "--json"], capture_output=True, text=True, timeout=120,
@@ -178,13 +178,4 @@ def test_a_partial_success_is_counted_as_dropped():
 def _environ() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("PHASETOP_")}
 
-
-def _wait_listening(port: int, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise AssertionError(f"nothing listened on {port} after {timeout_s} s")
 
