@@ -35,13 +35,17 @@ demo-web: $(STAMP)
 screenshot-web: $(STAMP)
 	SCREENSHOT_WEB=screenshots/web.png $(BIN)/python -m pytest -q tests/web/test_web_browser.py
 
-# The tests in TEST_JOBS processes (most wait on real-time simulators, so more than the cores), then the real-time
-# claims one at a time, where no other test loads the cores.
+# The behaviour tests in TEST_JOBS processes (most wait on real-time simulators, so more than the cores). The
+# real-time claims (ratios of latencies, deadlines: marked `timing`) are `make test-timing`, one at a time where no
+# other test loads the cores; CI runs both.
 TEST_JOBS ?= 4
 NOT_REAL := not real_engine and not real_vllm
+.PHONY: test-timing
 test: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist worksteal -m "not timing and $(NOT_REAL)"
+
+test-timing: $(STAMP)
 	$(BIN)/python -m pytest -q -m "timing and $(NOT_REAL)"
 
 bench: $(STAMP)
