@@ -42,14 +42,17 @@ async def test_the_concurrency_sweep_is_decodes_trace_on_the_roofline(tmp_path):
             view = app.screen.view
             [trace] = view.traces
             assert trace.vary == "concurrency" and [row.value for row in trace.rows] == [1, 2, 4, 8, 16, 32]
-            # a busy 2-core client may read the widest sends in clumps: those rows say so rather than place a point
+            # A busy 2-core client may read a send late or in clumps (the widest most often, but any of them): that row
+            # says so rather than place a point; the others are decode at their own batch.
             assert all(row.point is not None or row.reason == NOT_TOGETHER for row in trace.rows)
-            batches = [p.batch for p in trace.points]
-            assert batches[:2] == [1, 2], batches
+            placed = [row for row in trace.rows if row.point is not None]
+            assert len(placed) >= 3 and placed[-1].value >= 4 * placed[0].value, trace.rows
+            assert all(row.point.batch == row.value for row in placed)
             intensities = [p.intensity_flop_per_byte for p in trace.points]
             assert intensities == sorted(intensities) and intensities[-1] > 1.8 * intensities[0]
             assert all(p.bound == "bandwidth" and p.roof_share < 1.02 for p in trace.points)
-            assert trace.reading in view.lines and trace.reading.startswith("decode moves right with the batch, ×1 → ")
+            assert trace.reading in view.lines
+            assert trace.reading.startswith(f"decode moves right with the batch, ×{placed[0].value} → "), trace.reading
             assert "the last sweeps" in str(app.screen.query_one("#roofline-legend").render())
             await pilot.press("escape")
             await wait_for(pilot, lambda: app.screen is main, 5, "back on the main screen")
