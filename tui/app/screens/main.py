@@ -445,7 +445,7 @@ class MainScreen(Screen):
     @on(ServerCameUp)
     def _up(self, event: ServerCameUp) -> None:
         self.state.server_up(Served(event.kind, event.model, event.model_bytes), event.fresh, event.max_model_len)
-        self.server = self.state.server
+        self._show_server()
         self._set_down(False)
         self._show_ceiling()
         self._run(self.lab.server_up(datetime.now().astimezone()))
@@ -455,14 +455,14 @@ class MainScreen(Screen):
     @on(ServerWentDown)
     def _down(self, event: ServerWentDown) -> None:
         self.state.server_down(event.since, event.reason)
-        self.server = self.state.server
+        self._show_server()
         self._set_down(True)
 
     @on(MetricsScraped)
     def _scraped(self, event: MetricsScraped) -> None:
         self._run(self.lab.scraped(event.snapshot, datetime.now().astimezone()))
         back = self.state.scraped(event.snapshot)
-        self.server = self.state.server
+        self._show_server()
         self.metrics = event.snapshot
         if back:
             self._set_down(False)
@@ -534,13 +534,13 @@ class MainScreen(Screen):
     @on(ServedProgress)
     def _served_progress(self, event: ServedProgress) -> None:
         self.state.restart_progress(event.elapsed_s, event.line)
-        self.server = self.state.server
+        self._show_server()
 
     @on(ServedRestarted)
     def _served_restarted(self, event: ServedRestarted) -> None:
         self.simulator_state = "running"
         self.state.restart_ended()
-        self.server = self.state.server
+        self._show_server()
         self._run(self.loop.restarted(event.error, event.log_tail, self._served_now()))
 
     # ---- the core's effects ----------------------------------------------------------------------
@@ -603,7 +603,7 @@ class MainScreen(Screen):
                 case StartRestart(command, changes):
                     self.simulator_state = "starting"
                     self.state.restarting(changes)
-                    self.server = self.state.server
+                    self._show_server()
                     self.run_worker(partial(restart_served, self.served, command, self.post_message),
                                     group="served", exclusive=True, thread=True, exit_on_error=False)
                 case NewSession(reason):
@@ -673,8 +673,14 @@ class MainScreen(Screen):
         self.decode_ceiling_tok_s = self.lab.decode_ceiling_tok_s = self.state.decode_ceiling_tok_s
         if self.state.derived is not None:
             self.cpu_ceiling = self.state.derived.line
-        self.server = self.state.server
+        self._show_server()
         self._show_roofline()
+
+    def _show_server(self) -> None:
+        """The header's server as the live session has it, redrawn only when it changed (a scrape mostly changes nothing)."""
+        server = self.state.server
+        if server != self.server:
+            self.server = server
 
     def _set_down(self, down: bool) -> None:
         for pane in self.query(".pane"):
