@@ -50,11 +50,12 @@ async def test_one_stream_decodes_within_3_percent_below_the_209_ceiling(sim):
     assert round(ceiling, 1) == 209.4
     async with make_client(sim.url) as client:
         await warm(client)
-        rates = [(await one(client, await prompt_text(client, 20), 64)).decode_tok_s for _ in range(5)]
+        rates = [(await one(client, await prompt_text(client, 20), 256)).decode_tok_s for _ in range(5)]
     measured = statistics.median(rates)
-    # Above the ceiling by at most 0.5 %: a first token read a ms late (the simulator's loop or this client
-    # woken late on a loaded box; the simulator then keeps its schedule) shortens the timed span that much.
-    # One full suite run saw a median of 209.6 against 209.4.
+    # Above the ceiling by at most 0.5 %: a first token read late (the simulator's loop or this client woken late
+    # on a loaded box; the simulator then keeps its schedule) shortens the timed span by that lateness. Over 64
+    # tokens (a 0.3 s span) CI saw 2.9 ms of it, +0.95 %, and a median of +0.5 %; over 256 (1.2 s) the same
+    # lateness is +0.24 %.
     assert 0.97 * ceiling <= measured <= 1.005 * ceiling, rates
 
 
