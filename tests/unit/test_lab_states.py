@@ -75,6 +75,25 @@ def test_a_restart_saves_the_old_session_at_once_opens_the_next_and_keeps_the_ol
     assert lab.sweep("concurrency") == [Notify(NOT_KNOWN_YET, "", "warning")]
 
 
+def test_each_session_keeps_the_ceiling_of_its_own_server():
+    lab = Lab("http://h:8000", saving=True)
+    lab.ceiling_known(209.4)  # before any session: nothing to keep it
+    lab.server_up(at(0))
+    lab.ceiling_known(209.4)
+    lab.request_completed(request(1))
+    effects = lab.restarted(("model changed",), at(2))
+    [saved] = [e for e in effects if isinstance(e, SaveRun)]
+    assert saved.run["result"]["decode_ceiling_tok_s"] == 209.4
+    lab.ceiling_known(None)  # the new server's ceiling not known (yet): the old one is not carried over
+    lab.request_completed(request(3))
+    [saved] = lab.closing(at(4))
+    assert saved.run["result"]["decode_ceiling_tok_s"] is None
+    lab.ceiling_known(1_200.0)
+    lab.request_completed(request(5))
+    [saved] = lab.closing(at(6))
+    assert saved.run["result"]["decode_ceiling_tok_s"] == 1_200.0
+
+
 def test_quitting_writes_the_session_a_timer_still_waited_on():
     lab = Lab("http://h:8000", saving=True)
     lab.server_up(at(0))

@@ -447,8 +447,8 @@ class MainScreen(Screen):
         self.state.server_up(Served(event.kind, event.model, event.model_bytes), event.fresh, event.max_model_len)
         self._show_server()
         self._set_down(False)
-        self._show_ceiling()
         self._run(self.lab.server_up(datetime.now().astimezone()))
+        self._show_ceiling()
         if self.live:  # the first send then finds its meter ready
             self.meters.start()
 
@@ -670,7 +670,8 @@ class MainScreen(Screen):
 
     def _show_ceiling(self) -> None:
         """The ceiling the live session has (given, or derived once the server and devices are known)."""
-        self.decode_ceiling_tok_s = self.lab.decode_ceiling_tok_s = self.state.decode_ceiling_tok_s
+        self.decode_ceiling_tok_s = self.state.decode_ceiling_tok_s
+        self.lab.ceiling_known(self.state.decode_ceiling_tok_s)
         if self.state.derived is not None:
             self.cpu_ceiling = self.state.derived.line
         self._show_server()

@@ -127,8 +127,6 @@ class Lab:
         """The current session's server as the sources describe it (opaque here), once identified: the load
         and the experiments address it."""
         self.max_model_len: int | None = None
-        self.decode_ceiling_tok_s: float | None = None
-        """The screen's ceiling, kept in a session's run when the session had none of its own."""
         self.dial: DialState | None = None
         """None until a load was started."""
         self._save_pending = False
@@ -171,6 +169,12 @@ class Lab:
         effects += self._open_session(reasons, now)
         return effects + [Notify(f"server restarted ({'; '.join(reasons)}): session {self.sessions.current.number} "
                                  "begins. Press b to compare with before.", "new session", timeout=10)]
+
+    def ceiling_known(self, decode_ceiling_tok_s: float | None) -> None:
+        """The live session's ceiling for the current server (given, or derived once its model and device are
+        known): the current session's run keeps it."""
+        if self.sessions.current and decode_ceiling_tok_s is not None:
+            self.sessions.current.decode_ceiling_tok_s = decode_ceiling_tok_s
 
     def gpu_sampled(self, sample: GpuSample) -> None:
         if self.sessions.current:
@@ -255,10 +259,10 @@ class Lab:
         before, after = self.sessions.sessions[-2:]
         if after.identity is None:
             return [Notify("still reading the restarted server's flags: try again in a moment", "", "warning")]
-        before_run = self._session_run(before, now)
+        before_run = session_run(before, now)
         if since_unix is not None:
             before_run["requests"] = [r for r in before_run["requests"] if r["t_sent_unix"] >= since_unix]
-        comparison = compare_sessions(before_run, self._session_run(after, now))
+        comparison = compare_sessions(before_run, session_run(after, now))
         same = " (the same workload on both)" if since_unix is not None else ""
         return [OpenComparison(comparison, f"Session {before.number} (before the restart) against session "
                                            f"{after.number} (now){same}")]
@@ -291,9 +295,4 @@ class Lab:
         return effects
 
     def _save(self, session: Session, now: datetime) -> SaveRun:
-        return SaveRun(self._session_run(session, now), f"session {session.number}")
-
-    def _session_run(self, session: Session, now: datetime) -> dict:
-        if session.decode_ceiling_tok_s is None:
-            session.decode_ceiling_tok_s = self.decode_ceiling_tok_s
-        return session_run(session, now)
+        return SaveRun(session_run(session, now), f"session {session.number}")
