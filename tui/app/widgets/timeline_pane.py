@@ -22,9 +22,9 @@ from tui.core.measure.gaps import CLIENT, SERVER, UNKNOWN, count_by_cause, count
 from tui.core.view.lane_cells import (BURST, DECODE, EMPTY, FAILED, GAP_KINDS, PREFILL, SENT, THROUGH, TRANSFER, Cell,
                                  axis_ticks)
 from tui.core.view.lane_figures import NEWEST, figures_line, selected_index
-from tui.core.measure.records import RequestTiming
+from tui.core.measure.records import RequestTiming, same_requests
 from tui.core.view.timeline import (ALIGNED, KEEP_LANES, VIEWS, WALL_CLOCK, Lane, TimelineLayout, batches, default_view, keep_count,
-                               lanes, layout)
+                               lanes, layout, with_selected)
 
 REPLOT_INTERVAL_S = 0.25
 """The chart redraws at most four times a second; the figures under it update with every batch."""
@@ -210,6 +210,9 @@ class TimelinePane(Vertical):
         super().__init__(*args, **kwargs)
         self._last_batch: tuple[float, int] | None = None
         """(first send, size) of the newest batch: a new one sets the view to its default."""
+        self._judged: tuple[list[RequestTiming], list[str] | None, list[Lane]] = ([], None, [])
+        """The lanes last made (their gaps judged against each other), with the requests and labels they were made of:
+        an arrow key only moves the selection, and 32 lanes' gaps cost tens of ms to judge again."""
 
     @property
     def drawn(self) -> TimelineLayout | None:
@@ -299,7 +302,11 @@ class TimelinePane(Vertical):
         plot = self.query_one(TimelinePlot)
         plot.batch_of = batch_of[-keep:] if keep else []
         selected = selected_index(len(kept), self.selected_back)
-        plot.lanes = lanes(kept, kept_labels, keep=max(keep, 1), selected=selected)
+        judged_on, judged_labels, judged = self._judged
+        if not same_requests(kept, judged_on) or kept_labels != judged_labels:  # else only the selection moved
+            judged = lanes(kept, kept_labels, keep=max(keep, 1))
+            self._judged = (kept, kept_labels, judged)
+        plot.lanes = with_selected(judged, selected)
         gaps = plot.lanes[selected].gaps if selected is not None and selected < len(plot.lanes) else ()
         set_text(self.query_one("#timeline-figures", Static),
                  figures_line(kept, self.decode_ceiling_tok_s, self.selected_back, kept_labels, gaps))

@@ -6,6 +6,7 @@ written; E2E is the last content chunk; ITL is per chunk; TPOT = (E2E − TTFT) 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from itertools import pairwise
 
@@ -184,6 +185,11 @@ class RequestTiming:
             "server_split": self.server_split.to_json() if self.server_split else None,
             "completion_id": self.completion_id,
         }
+
+
+def same_requests(these: Sequence[RequestTiming], those: Sequence[RequestTiming]) -> bool:
+    """The very same request records, in the same order (a record is immutable: a new read makes a new one)."""
+    return len(these) == len(those) and all(a is b for a, b in zip(these, those))
 
 
 def summarize_requests(requests: list[RequestTiming]) -> dict[str, dict]:

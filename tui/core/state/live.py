@@ -14,9 +14,9 @@ from dataclasses import dataclass, replace
 
 from tui.core.measure.delivery import flag_bursts
 from tui.core.view.diagnosis import LiveFigures, diagnose
-from tui.core.measure.gaps import SERVER, attribute, worst_gap
+from tui.core.measure.gaps import SERVER, Gap, attribute, worst_gap
 from tui.core.view.lane_figures import NEWEST, after_send, diagnosis_text, moved, selected_index
-from tui.core.measure.records import RequestTiming
+from tui.core.measure.records import RequestTiming, same_requests
 from tui.core.hardware.server_ceiling import ServerCeiling, ceiling_for
 from tui.core.state.server_state import ServerState
 from tui.core.telemetry.readings import GpuReading, MetricsSnapshot
@@ -106,8 +106,8 @@ class LiveSession:
         self.selected_back = NEWEST
         self._records: dict[int, RequestTiming] = {}
         self._labels: dict[int, str] = {}
-        self._stall_of: tuple[tuple, tuple[float, str] | None] | None = None
-        """The selected stream's stall, and the lanes and reads it was judged on (`_stall`)."""
+        self._gaps_of: tuple[list[RequestTiming], list[tuple[Gap, ...]]] = ([], [])
+        """The shown streams' long gaps and the records they were judged on (`_stall`)."""
         self._arrived: dict[int, list[float]] = {}
         """Offsets of requests still streaming, as batches bring them (a list each: a tuple grown per batch
         would copy every offset again each time); folded into the records when published."""
@@ -334,13 +334,15 @@ class LiveSession:
 
     def _stall(self, index: int) -> tuple[float, str] | None:
         """The selected stream's worst gap and its cause, where another request's prefill held it (judged against
-        the lanes shown, as the timeline judges it; kept while those lanes and their reads are the same)."""
-        key = (self._shown[index], tuple(zip(self._shown, (len(t.token_offsets_s) for t in self._timings))))
-        if self._stall_of is None or self._stall_of[0] != key:
-            worst = worst_gap(attribute(self._timings, [self._labels[i] for i in self._shown])[index])
-            held = worst is not None and worst.cause == SERVER and worst.why.startswith("the prefill of")
-            self._stall_of = (key, (worst.length_s, worst.why) if held else None)
-        return self._stall_of[1]
+        the lanes shown, as the timeline judges it; judged again only when those lanes or their reads change, not
+        when the selection moves)."""
+        judged_on, gaps = self._gaps_of
+        if not same_requests(self._timings, judged_on):
+            gaps = attribute(self._timings, [self._labels[i] for i in self._shown])
+            self._gaps_of = (list(self._timings), gaps)
+        worst = worst_gap(gaps[index])
+        held = worst is not None and worst.cause == SERVER and worst.why.startswith("the prefill of")
+        return (worst.length_s, worst.why) if held else None
 
     def _figures(self, selected: RequestTiming, stall: tuple[float, str] | None) -> LiveFigures:
         latest = selected if selected.ok and not selected.burst else None

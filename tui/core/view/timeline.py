@@ -57,6 +57,12 @@ def lanes(timings: Sequence[RequestTiming], labels: Sequence[str] | None = None,
     return result
 
 
+def with_selected(shown: Sequence[Lane], selected: int | None) -> list[Lane]:
+    """The same lanes with `selected` (an index into them) marked: a selection that moved judges no gap again."""
+    return [lane if lane.selected == (index == selected) else replace(lane, selected=index == selected)
+            for index, lane in enumerate(shown)]
+
+
 # ---- views and layout ---------------------------------------------------------------------------------
 
 ALIGNED = "aligned"
