@@ -1,5 +1,9 @@
 """The timeline's two views against the simulator, at three terminal sizes: short then long compares in
-aligned view, 8 at once gets 8 lanes in wall clock, and `v` switches with the pane's title naming the view."""
+aligned view, 8 at once gets 8 lanes in wall clock, and `v` switches with the pane's title naming the view.
+
+A workload is sent once and the terminal resized to each size in turn (`at_size`): the drawing is the same
+function of the lanes and the chart's size whether the app started at that size or was resized to it, and one
+workload instead of three keeps the suite's time on what differs."""
 
 from pathlib import Path
 
@@ -24,6 +28,16 @@ TCSS = Path(tui.app.__file__).parent / "phasetop.tcss"
 SIZES = [(80, 24), (120, 40), (200, 50)]
 
 
+async def at_size(pilot, app, size) -> None:
+    """Resize the terminal to `size` and wait for the chart's replot at it (a first size: nothing to wait for)."""
+    if tuple(app.size) == tuple(size):
+        return
+    pane = app.screen.query_one(TimelinePane)
+    before = pane.drawn
+    await pilot.resize_terminal(*size)
+    await wait_for(pilot, lambda: tuple(app.size) == tuple(size) and pane.drawn is not before, what=f"replotted at {size}")
+
+
 async def drawn_with(pilot, pane, lanes):
     """The layout once the chart has drawn `lanes` finished lanes (a replot can trail the last token)."""
     await wait_for(pilot, lambda: pane.drawn is not None and len(pane.drawn.rows) + pane.drawn.hidden + pane.drawn.newer == lanes
@@ -33,80 +47,89 @@ async def drawn_with(pilot, pane, lanes):
 
 
 @pytest.mark.timing  # a ratio of prefills; and on a busy box the client-busy line takes a row at 80x24
-@pytest.mark.parametrize("size", SIZES)
-async def test_short_then_long_compares_prefill_in_aligned_view(sim_url, size):
+async def test_short_then_long_compares_prefill_in_aligned_view(sim_url):
     seen = []
     app = PhasetopApp(settings(), sim_url, None, None)
-    async with app.run_test(size=size, message_hook=seen.append) as pilot:
+    async with app.run_test(size=SIZES[0], message_hook=seen.append) as pilot:
         await started(pilot, seen)
         pane = app.screen.query_one(TimelinePane)
         # Two shorts: the first on a fresh simulator pays its cold start (tens of ms on a loaded CI box).
         await send(pilot, seen, "1", 1)
         await send(pilot, seen, "1", 2)
         await send(pilot, seen, "2", 3)
-        drawn = await drawn_with(pilot, pane, 3)
-        assert drawn.view == ALIGNED and pane.view == ALIGNED and "aligned" in str(pane.border_title)
-        assert drawn.hidden == 0, "every lane fits"
-        _, short, long = drawn.rows
-        assert short.lane.label == "short 200" and long.lane.label == "long 2000"
-        assert short.sent_s == long.sent_s == 0.0 == drawn.x_min
-        assert drawn.span_cells(short) >= 1.0
-        ratio = drawn.span_cells(long) / drawn.span_cells(short)
-        # ≥ 5× as the issue asks, unless this box's load itself brought the TTFTs closer (a short's ~10 ms can
-        # read 20 on a loaded CI box): then the drawing still keeps their proportion. At 80 columns the axis has
-        # ~60 cells for 0.7 s, so a 76 ms prefill is 5–6.5 of them; a loaded box that stretches the decode (the
-        # axis) has left it 4.8 against the short's one-cell minimum.
-        ttft_ratio = long.lane.first_token_s / short.lane.first_token_s
-        floor = 5 if size[0] >= 120 else 4
-        assert ratio >= min(floor, 0.8 * ttft_ratio), (
-            f"long prefill {drawn.span_cells(long):.1f} cells, short {drawn.span_cells(short):.1f}; TTFTs ×{ttft_ratio:.1f}")
-        longest = max(row.lane.token_s[-1] for row in drawn.rows)
-        assert drawn.x_max == pytest.approx(longest), "the axis ends at the longest lane"
-        assert drawn.cells < app.screen.query_one(TimelinePlot).size.width
         ttft_ms = [m.timing.ttft_s * 1e3 for m in completed(seen)][1:]
-        assert [row.label for row in drawn.rows[1:]] == [f"short 200 {ttft_ms[0]:.1f} ms" if ttft_ms[0] < 10 else
-                                                         f"short 200 {ttft_ms[0]:,.0f} ms", f"long 2000 {ttft_ms[1]:,.0f} ms"]
+        for size in SIZES:
+            await at_size(pilot, app, size)
+            drawn = await drawn_with(pilot, pane, 3)
+            assert drawn.view == ALIGNED and pane.view == ALIGNED and "aligned" in str(pane.border_title)
+            assert drawn.hidden == 0, "every lane fits"
+            _, short, long = drawn.rows
+            assert short.lane.label == "short 200" and long.lane.label == "long 2000"
+            assert short.sent_s == long.sent_s == 0.0 == drawn.x_min
+            assert drawn.span_cells(short) >= 1.0
+            ratio = drawn.span_cells(long) / drawn.span_cells(short)
+            # ≥ 5× as the issue asks, unless this box's load itself brought the TTFTs closer (a short's ~10 ms can
+            # read 20 on a loaded CI box): then the drawing still keeps their proportion. At 80 columns the axis has
+            # ~60 cells for 0.7 s, so a 76 ms prefill is 5–6.5 of them; a loaded box that stretches the decode (the
+            # axis) has left it 4.8 against the short's one-cell minimum.
+            ttft_ratio = long.lane.first_token_s / short.lane.first_token_s
+            floor = 5 if size[0] >= 120 else 4
+            assert ratio >= min(floor, 0.8 * ttft_ratio), (
+                f"at {size}: long prefill {drawn.span_cells(long):.1f} cells, short {drawn.span_cells(short):.1f}; TTFTs ×{ttft_ratio:.1f}")
+            longest = max(row.lane.token_s[-1] for row in drawn.rows)
+            assert drawn.x_max == pytest.approx(longest), "the axis ends at the longest lane"
+            assert drawn.cells < app.screen.query_one(TimelinePlot).size.width
+            assert [row.label for row in drawn.rows[1:]] == [f"short 200 {ttft_ms[0]:.1f} ms" if ttft_ms[0] < 10 else
+                                                             f"short 200 {ttft_ms[0]:,.0f} ms", f"long 2000 {ttft_ms[1]:,.0f} ms"]
         await pilot.press("q")
 
 
-@pytest.mark.parametrize("size", SIZES)
-async def test_eight_at_once_gets_eight_lanes_in_wall_clock_and_v_switches(sim_url, size):
+async def test_eight_at_once_gets_eight_lanes_in_wall_clock_and_v_switches(sim_url):
     seen = []
     app = PhasetopApp(settings(), sim_url, None, None)
-    async with app.run_test(size=size, message_hook=seen.append) as pilot:
+    async with app.run_test(size=SIZES[0], message_hook=seen.append) as pilot:
         await started(pilot, seen)
         pane = app.screen.query_one(TimelinePane)
         await send(pilot, seen, "1", 1)
         assert pane.view == ALIGNED
         await send(pilot, seen, "4", 9)
-        drawn = await drawn_with(pilot, pane, 9)
-        assert drawn.view == WALL_CLOCK and "wall clock" in str(pane.border_title)
+        await drawn_with(pilot, pane, 9)
         plot = app.screen.query_one(TimelinePlot)
 
         def in_batch() -> list:
             return [row for row in pane.drawn.rows if row.lane.label.startswith("8 at once")]
 
-        # The newest lanes that fit (a busy box's client-busy line takes a row, and the chart redraws at its height).
-        await wait_for(pilot, lambda: len(in_batch()) == min(8, plot.size.height - AXIS_ROWS), what="the newest lanes fit")
-        drawn, rows, batch = pane.drawn, plot.size.height - AXIS_ROWS, in_batch()
-        assert len(drawn.rows) + drawn.hidden == 9, "every lane of the batch is kept, and the short before it"
-        assert all(row.prefill is not None and row.ticks for row in batch)
-        if rows >= 8:
-            assert [row.lane.label for row in batch] == [f"8 at once {n}" for n in range(1, 9)]
-        if drawn.hidden:
-            assert f"+{drawn.hidden} older (↑)" in str(pane.border_subtitle)
-        else:
-            assert "older" not in str(pane.border_subtitle)
-        assert "prefill" in str(pane.border_subtitle) and "decode" in str(pane.border_subtitle), "the legend"
-        if len(batch) == 8:  # the batch's first send is on the axis: it starts there, not at the short before
-            assert drawn.x_min == pytest.approx(min(row.sent_s for row in batch))
-        await pilot.press("v")
-        await pilot.pause(0.3)
-        assert pane.view == ALIGNED and pane.drawn.view == ALIGNED and "aligned" in str(pane.border_title)
-        assert all(row.sent_s == 0.0 for row in pane.drawn.rows)
-        await pilot.press("v")
-        await pilot.pause(0.3)
-        assert pane.drawn.view == WALL_CLOCK and "wall clock" in str(pane.border_title)
+        for size in SIZES:
+            await at_size(pilot, app, size)
+            drawn = await drawn_with(pilot, pane, 9)
+            assert drawn.view == WALL_CLOCK and "wall clock" in str(pane.border_title), size
+            # The newest lanes that fit (a busy box's client-busy line takes a row, and the chart redraws at its height).
+            await wait_for(pilot, lambda: len(in_batch()) == min(8, plot.size.height - AXIS_ROWS), what=f"the newest lanes fit at {size}")
+            drawn, rows, batch = pane.drawn, plot.size.height - AXIS_ROWS, in_batch()
+            assert len(drawn.rows) + drawn.hidden == 9, "every lane of the batch is kept, and the short before it"
+            assert all(row.prefill is not None and row.ticks for row in batch)
+            assert drawn.cells < plot.size.width
+            if rows >= 8:
+                assert [row.lane.label for row in batch] == [f"8 at once {n}" for n in range(1, 9)]
+            if drawn.hidden:
+                assert f"+{drawn.hidden} older (↑)" in str(pane.border_subtitle)
+            else:
+                assert "older" not in str(pane.border_subtitle)
+            assert "prefill" in str(pane.border_subtitle) and "decode" in str(pane.border_subtitle), "the legend"
+            if len(batch) == 8:  # the batch's first send is on the axis: it starts there, not at the short before
+                assert drawn.x_min == pytest.approx(min(row.sent_s for row in batch))
+            # Every cell says what it holds: tokens, decoding through, or a long gap with whose it is; none is a gap
+            # nobody owns (an empty cell is a silence longer than the lane's typical gap, and is counted apart).
+            kinds = [cell.kind for row in batch for cell in row.cells]
+            assert kinds.count(DECODE) > len(batch) * 10
+            assert GAP_KINDS[UNKNOWN] not in kinds, [gap.line() for row in batch for gap in row.lane.gaps]
+            await pilot.press("v")
+            await wait_for(pilot, lambda: pane.drawn.view == ALIGNED, what=f"aligned at {size}")
+            assert pane.view == ALIGNED and "aligned" in str(pane.border_title)
+            assert all(row.sent_s == 0.0 for row in pane.drawn.rows)
+            await pilot.press("v")
+            await wait_for(pilot, lambda: pane.drawn.view == WALL_CLOCK, what=f"wall clock again at {size}")
+            assert "wall clock" in str(pane.border_title)
         await pilot.press("q")
 
 
@@ -142,13 +165,13 @@ async def test_thirty_two_streams_are_kept_whole_and_a_burst_is_in_the_legend():
         assert "burst" not in str(pane.border_subtitle)
 
 
-@pytest.mark.parametrize("size", SIZES)
-async def test_thirty_two_streams_get_thirty_two_lanes_each_reachable_with_the_arrows(sim_url, size):
-    """32 streams at once: 32 lanes kept; those the pane has no rows for are counted on its border, and ↑
-    scrolls the lanes drawn so the selected one is always among them, up to the first stream."""
+async def test_thirty_two_streams_get_thirty_two_lanes_each_reachable_with_the_arrows(sim_url):
+    """32 streams at once: 32 lanes kept; those the pane has no rows for are counted on its border, and the arrows
+    scroll the lanes drawn so the selected one is always among them, from the last stream up to the first (and, at
+    the next size, back down)."""
     seen = []
     app = PhasetopApp(settings(), sim_url, None, None)
-    async with app.run_test(size=size, message_hook=seen.append) as pilot:
+    async with app.run_test(size=SIZES[0], message_hook=seen.append) as pilot:
         await started(pilot, seen)
         screen = app.screen
         await pilot.press("5")  # the preset: 32 streams at once
@@ -156,62 +179,60 @@ async def test_thirty_two_streams_get_thirty_two_lanes_each_reachable_with_the_a
         pane = screen.query_one(TimelinePane)
         await drawn_with(pilot, pane, 32)
         plot = screen.query_one(TimelinePlot)
-        # As many lanes as the chart has rows (a busy box's client-busy line takes one, and the chart redraws).
-        await wait_for(pilot, lambda: len(pane.drawn.rows) == min(32, plot.size.height - AXIS_ROWS), what="lanes fill the rows")
-        assert pane.drawn.rows[-1].lane.label == "32 at once 32"
-        screen.query_one(TimelinePlot).focus()  # the arrows are the screen's while no text box has them
+        plot.focus()  # the arrows are the screen's while no text box has them
+
         def selected() -> list[str]:
             return [row.lane.label for row in pane.drawn.rows if row.lane.selected]
 
-        for n in range(31, 0, -1):  # every lane selected in turn, each drawn
-            await pilot.press("up")
-            await wait_for(pilot, lambda n=n: selected() == [f"32 at once {n}"], 5, what=f"lane {n} selected and drawn")
-        top = pane.drawn
-        assert top.rows[0].lane.label == "32 at once 1" and top.hidden == 0
-        assert top.newer == 32 - len(top.rows)
-        if top.newer:
-            assert f"+{top.newer} newer (↓)" in str(pane.border_subtitle)
-        assert str(screen.query_one("#timeline-figures").render()).startswith("32 at once 1: TTFT")
+        # As many lanes as the chart has rows (a busy box's client-busy line takes one, and the chart redraws).
+        await wait_for(pilot, lambda: len(pane.drawn.rows) == min(32, plot.size.height - AXIS_ROWS), what="lanes fill the rows")
+        assert pane.drawn.rows[-1].lane.label == "32 at once 32"
+        for turn, size in enumerate(SIZES):
+            await at_size(pilot, app, size)
+            await wait_for(pilot, lambda: len(pane.drawn.rows) == min(32, plot.size.height - AXIS_ROWS),
+                           what=f"lanes fill the rows at {size}")
+            key, lanes, end = ("up", range(31, 0, -1), 1) if turn % 2 == 0 else ("down", range(2, 33), 32)
+            for n in lanes:  # every lane selected in turn, each drawn
+                await pilot.press(key)
+                await wait_for(pilot, lambda n=n: selected() == [f"32 at once {n}"], 5, what=f"lane {n} selected and drawn at {size}")
+            edge = pane.drawn
+            hidden_past_edge, beyond, arrow = ((edge.newer, "newer", "↓") if key == "up" else (edge.hidden, "older", "↑"))
+            assert (edge.rows[0] if key == "up" else edge.rows[-1]).lane.label == f"32 at once {end}"
+            assert (edge.hidden if key == "up" else edge.newer) == 0
+            assert hidden_past_edge == 32 - len(edge.rows)
+            if hidden_past_edge:
+                assert f"+{hidden_past_edge} {beyond} ({arrow})" in str(pane.border_subtitle)
+            assert str(screen.query_one("#timeline-figures").render()).startswith(f"32 at once {end}: TTFT")
         await pilot.press("q")
 
 
-@pytest.mark.parametrize("size", SIZES)
-async def test_a_long_prompt_among_eight_streams_shows_on_the_wall_clock_and_stalls_them(sim_url, size):
+async def test_a_long_prompt_among_eight_streams_shows_on_the_wall_clock_and_stalls_them(sim_url):
     """8 at once, then the long prompt while they decode: the timeline turns to wall clock (a single send among
-    running requests), the long lane is drawn beside the streams, and their decode stalls while it prefills."""
+    running requests), the long lane is drawn beside the streams, and their decode stalls while it prefills;
+    no cell of the 8 lanes is a gap nobody owns (an empty cell is a silence longer than the lane's typical gap)."""
     seen = []
     app = PhasetopApp(settings(), sim_url, None, None)
-    async with app.run_test(size=size, message_hook=seen.append) as pilot:
+    async with app.run_test(size=SIZES[0], message_hook=seen.append) as pilot:
         await started(pilot, seen)
         screen = app.screen
         await pilot.press("4")
         await wait_for(pilot, lambda: len(screen.timings) == 8 and all(len(t.token_offsets_s) >= 8 for t in screen.timings))
         await pilot.press("2")
         await wait_for(pilot, lambda: len(completed(seen)) == 9, 60)
-        pane = screen.query_one(TimelinePane)
-        drawn = await drawn_with(pilot, pane, 9)
-        assert drawn.view == WALL_CLOCK and "wall clock" in str(pane.border_title)
-        long = drawn.rows[-1]
-        assert long.lane.label.startswith("long 2000") and long.prefill is not None
         streams = [m.timing for m in completed(seen) if m.timing.prompt_tokens == 200]
         [long_timing] = [m.timing for m in completed(seen) if m.timing.prompt_tokens == 2000]
         # Each stream was still decoding when the long prompt was sent, and its longest gap is the long's prefill.
         assert all(t.t_sent_unix + t.e2e_s > long_timing.t_sent_unix for t in streams)
         assert all(max(t.itl_s) >= 0.5 * long_timing.ttft_s for t in streams), "a stall while it prefilled"
-        await pilot.press("q")
-
-
-@pytest.mark.parametrize("size", [(120, 40), (160, 45)])
-async def test_eight_at_once_on_the_simulator_shows_no_gap_of_unknown_cause(sim_url, size):
-    """Every cell of the 8 lanes says what it holds: tokens, decoding through, or a long gap with whose it is; none
-    is a gap nobody owns (an empty cell is a silence longer than the lane's typical gap, and is counted apart)."""
-    seen = []
-    app = PhasetopApp(settings(), sim_url, None, None)
-    async with app.run_test(size=size, message_hook=seen.append) as pilot:
-        await started(pilot, seen)
-        await send(pilot, seen, "4", 8)
-        drawn = await drawn_with(pilot, app.screen.query_one(TimelinePane), 8)
-        kinds = [cell.kind for row in drawn.rows for cell in row.cells]
-        assert kinds.count(DECODE) > 8 * 10
-        assert GAP_KINDS[UNKNOWN] not in kinds, [gap.line() for row in drawn.rows for gap in row.lane.gaps]
+        pane = screen.query_one(TimelinePane)
+        for size in (*SIZES, (160, 45)):
+            await at_size(pilot, app, size)
+            drawn = await drawn_with(pilot, pane, 9)
+            assert drawn.view == WALL_CLOCK and "wall clock" in str(pane.border_title), size
+            long = drawn.rows[-1]
+            assert long.lane.label.startswith("long 2000") and long.prefill is not None
+            streams_drawn = [row for row in drawn.rows if row.lane.label.startswith("8 at once")]
+            kinds = [cell.kind for row in streams_drawn for cell in row.cells]
+            assert kinds.count(DECODE) > len(streams_drawn) * 10, size
+            assert GAP_KINDS[UNKNOWN] not in kinds, [gap.line() for row in drawn.rows for gap in row.lane.gaps]
         await pilot.press("q")

@@ -203,7 +203,7 @@ BENCH_SHAPED = st.fixed_dictionaries({"server": SERVER, "params": JSON, "figures
 DOCUMENTS = st.one_of(JSON, RUN_SHAPED, BENCH_SHAPED)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(first=DOCUMENTS, second=DOCUMENTS)
 def test_any_json_in_a_run_file_is_a_run_or_a_reason_never_a_crash(runs_dir, capsys, first, second):
     for name, document in (("first", first), ("second", second)):
