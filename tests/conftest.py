@@ -21,14 +21,15 @@ def no_secrets_registered():
     forget_secrets()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def sim_url():
-    """A simulator child (H100 + 8B, the defaults), one per test module."""
+    """A simulator child (H100 + 8B, the defaults), one per test process: the tests that share it measure what they
+    sent (their own requests, counters' deltas), never a fresh server's totals."""
     with SimulatorProcess.start([]) as sim:
         yield sim.url
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def slow_sim_url():
     """A simulator 4× slower than the H100: a TTFT ratio survives a few tens of ms of jitter on a loaded box, and a
     stream lasts long enough to act on it mid-answer."""
