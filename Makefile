@@ -1,5 +1,8 @@
 # `make demo` and `make test` each create .venv when it is missing, install, and run.
 PYTHON ?= python3
+# Bytecode is cached (in __pycache__, ignored by git) even where the environment says not to: the tests start some
+# 400 interpreters (simulators, meters, CLIs), and each would otherwise compile phasetop's modules again.
+unexport PYTHONDONTWRITEBYTECODE
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
