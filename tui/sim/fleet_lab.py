@@ -1,5 +1,8 @@
 """A fleet on one machine: a real Prometheus scraping three phasetop simulators and two dcgm-exporter stand-ins.
 
+A demo and test harness, not a measuring path: `make demo-fleet`, the fleet tests and the screenshots start it;
+nothing phasetop measures with imports it.
+
     with FleetLab.start() as lab:
         ...  # phasetop fleet --prometheus lab.prometheus_url
 
