@@ -151,6 +151,25 @@ async def test_process_start_change_alone_is_a_restart():
     assert "max_model_len" not in snap.engine_config  # no /v1/models here: nothing invented
 
 
+async def test_a_page_read_across_a_restart_phasetop_made_is_not_taken_for_a_second_restart():
+    """`forget` (phasetop restarted the server) while a scrape of the old process is on its way: that page is not the
+    new process's first reading, so the next scrape finds no restart (a second session, whose identity the UI's
+    next identify then cut short)."""
+    old = fixture("vllm-0.10.txt")
+    new = set_value(old, "process_start_time_seconds", 1.8e9)
+    with MetricsServer([old, old, new], delays_s=[0.0, 0.5]) as server:
+        async with make_client(server.url) as client:
+            scraper = MetricsScraper(client)
+            await scraper.read()
+            on_its_way = asyncio.create_task(scraper.read())
+            await asyncio.sleep(0.2)
+            scraper.forget()
+            across = await on_its_way
+            after = await scraper.read()
+    assert across.restart is None and after.restart is None
+    assert server.metrics_requests == 4, "the page read across the restart was read again"
+
+
 async def test_vllm_old_names_windowed_itl():
     base = fixture("vllm-0.10.txt")
     later = observe(base, "vllm:time_per_output_token_seconds", [0.02] * 9 + [0.09], 'model_name="m"')
