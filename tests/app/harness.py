@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from textual.app import App
 from textual.geometry import Region
@@ -15,11 +16,13 @@ CEILING = (3350e9 / 16e9, 131072.0, 16e9)
 ceiling tok/s, KV bytes per token, weight bytes."""
 
 
-async def wait_for(pilot, condition, timeout_s: float = 20.0, what: str = "condition") -> None:
-    """Pause until `condition()` holds; a deadline, never a fixed sleep."""
+async def wait_for(pilot, condition, timeout_s: float = 20.0, what: str | Callable[[], str] = "condition") -> None:
+    """Pause until `condition()` holds; a deadline, never a fixed sleep. `what` names it in the failure (a function:
+    called then, so it can say the state the condition saw)."""
     deadline = time.monotonic() + timeout_s
     while not condition():
-        assert time.monotonic() < deadline, f"{what}: not met in {timeout_s:.0f} s"
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"{what() if callable(what) else what}: not met in {timeout_s:.0f} s")
         await pilot.pause(0.05)
 
 

@@ -104,7 +104,9 @@ async def test_eight_at_once_gets_eight_lanes_in_wall_clock_and_v_switches(sim_u
             drawn = await drawn_with(pilot, pane, 9)
             assert drawn.view == WALL_CLOCK and "wall clock" in str(pane.border_title), size
             # The newest lanes that fit (a busy box's client-busy line takes a row, and the chart redraws at its height).
-            await wait_for(pilot, lambda: len(in_batch()) == min(8, plot.size.height - AXIS_ROWS), what=f"the newest lanes fit at {size}")
+            await wait_for(pilot, lambda: len(in_batch()) == min(8, plot.size.height - AXIS_ROWS),
+                           what=lambda: f"the newest lanes fit at {size}: the chart {plot.size}, the lanes drawn "
+                                        f"{[row.lane.label for row in pane.drawn.rows]}, {pane.drawn.hidden} hidden")
             drawn, rows, batch = pane.drawn, plot.size.height - AXIS_ROWS, in_batch()
             assert len(drawn.rows) + drawn.hidden == 9, "every lane of the batch is kept, and the short before it"
             assert all(row.prefill is not None and row.ticks for row in batch)
