@@ -1,5 +1,6 @@
 """The server restarts with new flags under the open UI: down, then up again with the new config and fresh counters."""
 
+from dataclasses import replace
 
 from textual.widgets import Sparkline, Static
 
@@ -8,6 +9,7 @@ from tests.loopback import free_port
 from tui.app.app import PhasetopApp
 from tui.app.messages import MetricsScraped, ServerCameUp, ServerWentDown
 from tui.app.screens.main import MainScreen
+from tui.core.telemetry.readings import Restart
 from tui.sim.launcher import SimulatorProcess
 
 RATES = ("prompt_tok_s", "generation_tok_s", "preemptions_per_s")
@@ -106,3 +108,22 @@ async def test_a_restart_between_two_scrapes_is_noticed_without_a_down():
         first.stop()
         if second is not None:
             second.stop()
+
+
+async def test_a_restart_read_before_phasetop_restarted_the_server_opens_no_second_session(sim_url):
+    """A scrape that found the restart phasetop itself made, read before the restart was told to the scraper and
+    handled after it: its restart is the one already counted (a second session, never identified, made before →
+    after compare nothing)."""
+    seen = []
+    app = PhasetopApp(settings(), sim_url, None, None)
+    async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
+        screen: MainScreen = app.screen
+        await wait_for(pilot, lambda: screen.metrics is not None and screen.lab.sessions.current is not None)
+        found = replace(screen.metrics, restart=Restart(("process_start_time_seconds changed",), {}, {}))
+        read_in = screen.scraper.generation
+        screen.scraper.forget()  # phasetop restarted the server (its NewSession effect tells the scraper)
+        screen.post_message(MetricsScraped(found, read_in))
+        await pilot.pause(0.3)
+        assert [s.number for s in screen.lab.sessions.sessions] == [1], "the stale restart opened no session"
+        screen.post_message(MetricsScraped(found, screen.scraper.generation))
+        await wait_for(pilot, lambda: len(screen.lab.sessions.sessions) == 2, what="a restart read now opens one")

@@ -76,11 +76,13 @@ class MeterDied(Fact):
 
 
 class MetricsScraped(LatestFact):
-    """A new /metrics snapshot. Latest wins: an older unhandled one is dropped."""
+    """A new /metrics snapshot, and the scraper's generation it was read in (`MetricsScraper.generation`). Latest
+    wins: an older unhandled one is dropped."""
 
-    def __init__(self, snapshot: MetricsSnapshot) -> None:
+    def __init__(self, snapshot: MetricsSnapshot, generation: int = 0) -> None:
         super().__init__()
         self.snapshot = snapshot
+        self.generation = generation
 
 
 class MetricsUnavailable(Fact):

@@ -45,8 +45,9 @@ class MetricsScraper:
         self._parsed: tuple[str, dict[str, str] | None, ServerReading] | None = None
         """The last page parsed (its read lines, the models' config then) and what it read."""
         self._last: MetricsSnapshot | None = None
-        self._forgotten = 0
-        """How many times `forget` was called: a read that spans one is read again."""
+        self.generation = 0
+        """How many times `forget` was called: a read that spans one is read again, and a snapshot read in an older
+        generation than the scraper's now was read before the restart its caller made (the caller drops it)."""
 
     @property
     def last_reading(self) -> ServerReading | None:
@@ -63,16 +64,16 @@ class MetricsScraper:
         from them: a server with no start time that had counted nothing yet restarts unseen by its counters)."""
         self._history.clear()
         self._models_config = self._parsed = self._last = None
-        self._forgotten += 1
+        self.generation += 1
 
     async def read(self) -> MetricsSnapshot:
         """Scrape once: the snapshot with rates and quantiles since the baseline reading.
 
         Raises ServerUnavailable, ServerTimeout, MetricsNotExposed, ServerRejected or ProtocolError.
         """
-        forgotten = self._forgotten
+        generation = self.generation
         text, stamps = await self._read_text()
-        if forgotten != self._forgotten:  # forgotten while the page was on its way: it may be the replaced process's,
+        if generation != self.generation:  # forgotten while the page was on its way: it may be the replaced process's,
             return await self.read()  # and as the first reading after the restart it would make a second restart
         previous = self._history[-1] if self._history else None
         if previous is not None and self._last is not None and stamps[1] == previous.t_unix:

@@ -70,7 +70,8 @@ async def poll_metrics(scraper: MetricsScraper, settings: Settings, url: str, po
     attempt = 0
     while True:
         try:
-            post(MetricsScraped(await scraper.read()))
+            snapshot = await scraper.read()
+            post(MetricsScraped(snapshot, scraper.generation))
             attempt = 0
             await asyncio.sleep(interval)
         except MetricsNotExposed as error:

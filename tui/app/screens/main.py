@@ -460,6 +460,8 @@ class MainScreen(Screen):
 
     @on(MetricsScraped)
     def _scraped(self, event: MetricsScraped) -> None:
+        if self.scraper is not None and event.generation != self.scraper.generation:
+            return  # read before phasetop restarted the server, handled after: its restart is the one already counted
         self._run(self.lab.scraped(event.snapshot, datetime.now().astimezone()))
         back = self.state.scraped(event.snapshot)
         self._show_server()
