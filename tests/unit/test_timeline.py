@@ -2,7 +2,7 @@ import pytest
 
 from tui.core.measure.records import RequestTiming
 from tui.core.view.timeline import (ALIGNED, WALL_CLOCK, Lane, axis_cells, axis_range, batches, default_view, keep_count,
-                               lane_label, lanes, layout)
+                               lane_label, lanes, layout, with_selected)
 
 
 def test_lanes_share_one_axis_from_the_earliest_send():
@@ -193,3 +193,13 @@ def test_a_transfer_shorter_than_a_cell_is_still_one_cell_and_one_longer_than_tt
     odd = RequestTiming(True, 100.0, offsets(0.010), server_split=ServerSplit(kv_transfer_s=0.5))
     [row] = layout(lanes([odd]), ALIGNED, rows=10, width=200).rows
     assert row.transfer[0] == 0.0, "never before its send"
+
+
+def test_a_moved_selection_marks_the_same_lanes_and_keeps_their_judged_gaps():
+    streams = [RequestTiming(True, 100.0 + i * 0.001, (0.05, 0.06, 0.07, 0.08, 0.09, 0.40, 0.41)) for i in range(3)]
+    judged = lanes(streams, ["a", "b", "c"], keep=3)
+    moved = with_selected(judged, 1)
+    assert moved == lanes(streams, ["a", "b", "c"], keep=3, selected=1)
+    assert [lane.selected for lane in moved] == [False, True, False]
+    assert moved[0] is judged[0] and moved[1].gaps is judged[1].gaps, "nothing judged again"
+    assert [lane.selected for lane in with_selected(moved, None)] == [False, False, False]
