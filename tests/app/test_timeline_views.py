@@ -234,7 +234,8 @@ async def test_a_long_prompt_among_eight_streams_shows_on_the_wall_clock_and_sta
             long = drawn.rows[-1]
             assert long.lane.label.startswith("long 2000") and long.prefill is not None
             streams_drawn = [row for row in drawn.rows if row.lane.label.startswith("8 at once")]
-            kinds = [cell.kind for row in streams_drawn for cell in row.cells]
-            assert kinds.count(DECODE) > len(streams_drawn) * 10, size
+            assert streams_drawn or size == SIZES[0], f"at {size} the chart has rows for the streams beside the long lane"
+            kinds = [cell.kind for row in streams_drawn for cell in row.cells]  # (at 80×24 it may have one row only)
+            assert kinds.count(DECODE) >= len(streams_drawn) * 10, size
             assert GAP_KINDS[UNKNOWN] not in kinds, [gap.line() for row in drawn.rows for gap in row.lane.gaps]
         await pilot.press("q")
