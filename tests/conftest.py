@@ -6,6 +6,16 @@ from tui.core.untrusted import forget_secrets
 from tui.sim.launcher import SimulatorProcess
 
 
+LONGEST_FIRST = ("tests/web/", "tests/fleet/test_demo_fleet_script.py")
+"""Tests of a minute or so that collect last (by path): run first, so none is the run's tail on one process."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """`LONGEST_FIRST` ahead of the rest, the order otherwise kept: xdist hands each process a contiguous share of
+    this order and the others steal from its end, so a long test collected last ran alone at the end."""
+    items.sort(key=lambda item: not item.nodeid.startswith(LONGEST_FIRST))
+
+
 @pytest.fixture(autouse=True)
 def data_dir_in_tmp(monkeypatch, tmp_path_factory):
     """XDG_DATA_HOME (where the default runs dir lives) in a temp dir; child processes inherit it."""
