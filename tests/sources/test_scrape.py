@@ -170,6 +170,24 @@ async def test_a_page_read_across_a_restart_phasetop_made_is_not_taken_for_a_sec
     assert server.metrics_requests == 4, "the page read across the restart was read again"
 
 
+async def test_a_restart_found_while_phasetop_restarted_the_server_is_read_again_not_counted_twice():
+    """The new process's page read, its restart found, and `forget` called while the new config is on its way: the
+    read starts again from nothing (that restart is the one phasetop made), and says no restart."""
+    old = fixture("vllm-0.10.txt")
+    new = set_value(old, "process_start_time_seconds", 1.8e9)
+    with MetricsServer([old, new], models=vllm_models(), models_delays_s=[0.0, 0.5]) as server:
+        async with make_client(server.url) as client:
+            scraper = MetricsScraper(client)
+            await scraper.read()
+            on_its_way = asyncio.create_task(scraper.read())
+            await asyncio.sleep(0.2)
+            scraper.forget()
+            across = await on_its_way
+            after = await scraper.read()
+    assert across.restart is None and after.restart is None
+    assert across.engine_config["max_model_len"] == "8192"
+
+
 async def test_vllm_old_names_windowed_itl():
     base = fixture("vllm-0.10.txt")
     later = observe(base, "vllm:time_per_output_token_seconds", [0.02] * 9 + [0.09], 'model_name="m"')

@@ -11,7 +11,8 @@ import asyncio
 import time
 from collections import deque
 from dataclasses import replace
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
+from typing import TypeVar
 
 import httpx
 
@@ -20,6 +21,8 @@ from tui.core.telemetry.promstats import build_snapshot, restart_reasons
 from tui.core.telemetry.readings import MetricsSnapshot, Restart, ServerReading
 from tui.core.untrusted import one_line
 from tui.sources.errors import ProtocolError, ServerRejected, from_httpx, redirected, rejected
+
+T = TypeVar("T")
 
 
 class MetricsNotExposed(ServerRejected):
@@ -30,6 +33,10 @@ NO_METRICS_HINT = (
     "this server exposes no Prometheus metrics (Ollama has none; start llama.cpp with --metrics, "
     "SGLang with --enable-metrics; vLLM without --disable-log-stats)"
 )
+
+
+class _Forgotten(Exception):
+    """`MetricsScraper.forget` was called while a read awaited an answer."""
 
 
 class MetricsScraper:
@@ -71,19 +78,24 @@ class MetricsScraper:
 
         Raises ServerUnavailable, ServerTimeout, MetricsNotExposed, ServerRejected or ProtocolError.
         """
-        generation = self.generation
-        text, stamps = await self._read_text()
-        if generation != self.generation:  # forgotten while the page was on its way: it may be the replaced process's,
-            return await self.read()  # and as the first reading after the restart it would make a second restart
+        while True:
+            try:
+                return await self._read_in(self.generation)
+            except _Forgotten:  # phasetop replaced the server while this read was on its way: read the new one afresh
+                continue
+
+    async def _read_in(self, generation: int) -> MetricsSnapshot:
+        """One read, all of whose answers came in `generation`: what it keeps is changed only after the last of them."""
+        text, stamps = await self._unless_forgotten(generation, self._read_text())
         previous = self._history[-1] if self._history else None
         if previous is not None and self._last is not None and stamps[1] == previous.t_unix:
             return self._last  # the same scrape again (read through Prometheus before its next one): nothing new
         if self._models_config is None:
-            self._models_config = await self._read_models_config()
+            self._models_config = await self._unless_forgotten(generation, self._read_models_config())
         reading = self._parse(text, stamps)
         restart = None
         if previous is not None and (reasons := restart_reasons(previous, reading)):
-            self._models_config = await self._read_models_config()
+            self._models_config = await self._unless_forgotten(generation, self._read_models_config())
             reading = self._parse(text, stamps)
             restart = Restart(reasons, dict(previous.engine_config), dict(reading.engine_config))
             self._history.clear()  # older readings belong to the previous process
@@ -92,6 +104,14 @@ class MetricsScraper:
         self._history.append(reading)
         self._last = build_snapshot(baseline, reading, restart)
         return self._last
+
+    async def _unless_forgotten(self, generation: int, answer: Awaitable[T]) -> T:
+        """`answer`, unless `forget` was called while it was awaited: a page or config read then may be the replaced
+        process's, and kept as the first reading after the restart it would make a second restart."""
+        result = await answer
+        if generation != self.generation:
+            raise _Forgotten
+        return result
 
     async def snapshots(self, interval_s: float, count: int | None = None) -> AsyncIterator[MetricsSnapshot]:
         """One snapshot every interval_s (count of them, or forever); the first has no window unless one was read before."""
