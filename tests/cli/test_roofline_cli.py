@@ -32,6 +32,14 @@ def physics(work: list[tuple[int, int]]) -> tuple[float, float]:
 
 
 @pytest.fixture(scope="module")
+def sim_url():
+    """A default simulator of this module's own: the achieved FLOP/s are checked to a few percent, on a server no
+    other module's requests have touched."""
+    with SimulatorProcess.start([]) as sim:
+        yield sim.url
+
+
+@pytest.fixture(scope="module")
 def doc(sim_url):
     """One roofline of the default simulator at batch 1, run as a shell runs it (once for the module: it takes a
     couple of seconds); stdout holds the JSON document and nothing else."""
