@@ -6,7 +6,7 @@ import statistics
 
 import pytest
 
-from tests.scripted_server import Script, count_tokens
+from tests.scripted_server import Reply, Script, count_tokens
 from tui.sources.detect import describe_server, detect_api
 from tui.sources.http import make_client
 from tui.sources.workloads.prompts import prompt_of, refit
@@ -178,3 +178,17 @@ async def test_without_a_tokenizer_the_prompt_length_is_marked_estimated(scripte
     assert prompt.estimated
     assert prompt.tokens == 100
     assert 80 <= len(prompt.text.split()) <= 100
+
+
+@pytest.mark.parametrize("fault", [b'{"error": {"message": "engine died", "code": 500}}', b'{"choices": [{"text": "x"'],
+                         ids=["error-event", "malformed"])
+async def test_tokens_read_together_with_a_fault_are_kept(scripted_server, fault):
+    """Two tokens and the fault behind them in one read (a client that read late, a proxy that buffers): the request
+    fails with the fault's line, and both tokens, which did arrive, are in its record."""
+    token = b'data: {"id": "c", "choices": [{"index": 0, "text": "%s", "finish_reason": null}]}\n\n'
+    body = token % b"Hello" + token % b" world" + b"data: " + fault + b"\n\ndata: [DONE]\n\n"
+    scripted_server.script = Script(replies={"/v1/completions": Reply(body, content_type="text/event-stream")})
+    async with make_client(scripted_server.url) as client:
+        timing = await measure(client, _request("openai"))
+    assert not timing.ok and ("engine died" in timing.error or "malformed" in timing.error), timing.error
+    assert len(timing.token_offsets_s) == 2 and timing.text == "Hello world"

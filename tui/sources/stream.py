@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from time import perf_counter_ns
 from typing import NamedTuple
@@ -183,23 +183,24 @@ async def stream(client: ServerClient, request: StreamRequest, connect_s: float 
     yield RequestFinished(_timing(request, tally, offsets, texts, positions, sent_unix, clock.connect_s or connect_s, error))
 
 
-def _texts(payloads: list[bytes], route: _Route, tally: Tally, url: str) -> list[tuple[str, int]]:
-    """The non-empty generated texts in these payloads, each with the token events counted up to it;
-    a server-reported error or a malformed chunk raises."""
-    texts = []
+def _texts(payloads: list[bytes], route: _Route, tally: Tally, url: str) -> Iterator[tuple[str, int]]:
+    """The non-empty generated texts in these payloads, each with the token events counted up to it, one at a time:
+    a server-reported error or a malformed chunk raises where it stands, after the texts the same read held before it
+    (what arrived is kept); an SSE `error:` field of this read, whose place among its data lines is not kept, after
+    all of them."""
+    field_error = tally.error
     for payload in payloads:
         chunk = _parse(payload, url)
         try:
             text = route.read(chunk, tally)
         except ProtocolError as malformed:  # the reader knows the field, not the URL
             raise ProtocolError(f"{url}: {malformed}") from None
-        if tally.error:
+        if tally.error != field_error:
             raise ProtocolError(f"{url}: the server reported an error: {tally.error}")
         if text:
-            texts.append((text, tally.token_events))
+            yield text, tally.token_events
     if tally.error:
         raise ProtocolError(f"{url}: the server reported an error: {tally.error}")
-    return texts
 
 
 async def measure(client: ServerClient, request: StreamRequest, connect_s: float | None = None) -> RequestTiming:
