@@ -9,6 +9,7 @@ import pytest
 
 from tests.fixtures.metrics_server import MetricsServer, bump, fixture, observe, set_value, vllm_models
 from tui.core.telemetry.promstats import cached_prompt_tokens
+from tui.core.telemetry.readings import MetricsSnapshot
 from tui.sources.errors import ProtocolError, ServerUnavailable
 from tui.sources.http import make_client
 from tui.sources.scrape import MetricsNotExposed, MetricsScraper
@@ -151,6 +152,17 @@ async def test_process_start_change_alone_is_a_restart():
     assert "max_model_len" not in snap.engine_config  # no /v1/models here: nothing invented
 
 
+async def _read_across_forget(url: str) -> tuple[MetricsSnapshot, MetricsSnapshot]:
+    """A first read; a second read with `forget` called 0.2 s into it (phasetop restarted the server); a third."""
+    async with make_client(url) as client:
+        scraper = MetricsScraper(client)
+        await scraper.read()
+        on_its_way = asyncio.create_task(scraper.read())
+        await asyncio.sleep(0.2)
+        scraper.forget()
+        return await on_its_way, await scraper.read()
+
+
 async def test_a_page_read_across_a_restart_phasetop_made_is_not_taken_for_a_second_restart():
     """`forget` (phasetop restarted the server) while a scrape of the old process is on its way: that page is not the
     new process's first reading, so the next scrape finds no restart (a second session, whose identity the UI's
@@ -158,14 +170,7 @@ async def test_a_page_read_across_a_restart_phasetop_made_is_not_taken_for_a_sec
     old = fixture("vllm-0.10.txt")
     new = set_value(old, "process_start_time_seconds", 1.8e9)
     with MetricsServer([old, old, new], delays_s=[0.0, 0.5]) as server:
-        async with make_client(server.url) as client:
-            scraper = MetricsScraper(client)
-            await scraper.read()
-            on_its_way = asyncio.create_task(scraper.read())
-            await asyncio.sleep(0.2)
-            scraper.forget()
-            across = await on_its_way
-            after = await scraper.read()
+        across, after = await _read_across_forget(server.url)
     assert across.restart is None and after.restart is None
     assert server.metrics_requests == 4, "the page read across the restart was read again"
 
@@ -176,14 +181,7 @@ async def test_a_restart_found_while_phasetop_restarted_the_server_is_read_again
     old = fixture("vllm-0.10.txt")
     new = set_value(old, "process_start_time_seconds", 1.8e9)
     with MetricsServer([old, new], models=vllm_models(), models_delays_s=[0.0, 0.5]) as server:
-        async with make_client(server.url) as client:
-            scraper = MetricsScraper(client)
-            await scraper.read()
-            on_its_way = asyncio.create_task(scraper.read())
-            await asyncio.sleep(0.2)
-            scraper.forget()
-            across = await on_its_way
-            after = await scraper.read()
+        across, after = await _read_across_forget(server.url)
     assert across.restart is None and after.restart is None
     assert across.engine_config["max_model_len"] == "8192"
 
