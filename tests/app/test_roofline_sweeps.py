@@ -6,6 +6,7 @@ The simulator's 300-token context scales the sweep's streams down to 68 tokens e
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 
 from textual.app import App
@@ -56,7 +57,8 @@ async def test_the_concurrency_sweep_is_decodes_trace_on_the_roofline(tmp_path):
             assert "the last sweeps" in str(app.screen.query_one("#roofline-legend").render())
             await pilot.press("escape")
             await wait_for(pilot, lambda: app.screen is main, 5, "back on the main screen")
-            main.swept = {vary: (object(), rows) for vary, (_, rows) in main.swept.items()}  # as if from a past session
+            main.lab.restarted(("process_start_time_seconds changed",), datetime.now().astimezone())
+            assert main.lab.sessions.sessions[0].sweeps, "the sweep stays with the session it ran in"
             assert main.roofline_view().traces == ()
 
 

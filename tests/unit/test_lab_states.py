@@ -94,6 +94,18 @@ def test_each_session_keeps_the_ceiling_of_its_own_server():
     assert saved.run["result"]["decode_ceiling_tok_s"] == 1_200.0
 
 
+def test_a_sweep_belongs_to_the_session_of_the_server_it_ran_on():
+    lab = Lab("http://h:8000", saving=True)
+    lab.server_up(at(0))
+    rows = [{"value": 1}, {"value": 8}]
+    lab.experiment_ran({"params": {"vary": "concurrency"}, "result": {"rows": rows}})
+    lab.experiment_ran({"params": {"vary": "disaggregation"}, "result": {"rows": [{"setup": "1P1D"}]}})
+    assert lab.sessions.current.sweeps == {"concurrency": rows}, "phasetop's own simulators are not this server"
+    lab.restarted(("flags changed",), at(1))
+    assert lab.sessions.current.sweeps == {}, "the sweep of the server before the restart is not the new one's"
+    assert lab.sessions.sessions[0].sweeps == {"concurrency": rows}
+
+
 def test_quitting_writes_the_session_a_timer_still_waited_on():
     lab = Lab("http://h:8000", saving=True)
     lab.server_up(at(0))

@@ -62,7 +62,6 @@ from tui.core.state.live import LiveSession, Served
 from tui.core.state.server_state import ServerState
 from tui.core.measure.records import RequestTiming
 from tui.core.hardware.roofline_live import LiveRoofline, live_roofline, live_target
-from tui.core.hardware.roofline_traces import TRACED
 from tui.core.runs.run_record import compare_runs
 from tui.core.measure.sends import Send
 from tui.core.telemetry.served import TraceWindow
@@ -176,9 +175,6 @@ class MainScreen(Screen):
         """Every request the server's spans told of, for the traffic view (fed by the trace receiver)."""
         self.roofline: RooflineScreen | None = None
         """The roofline screen while it is open: it is handed each new state."""
-        self.swept: dict[str, tuple[object, list[dict]]] = {}
-        """The rows of the last sweep of each experiment the roofline traces, by its `--vary` name, with the server
-        session it ran in: a sweep of the server before a restart is not this one's."""
 
     @property
     def save_runs(self) -> bool:
@@ -344,8 +340,7 @@ class MainScreen(Screen):
         target = live_target(state.simulator_flags, state.served.model if state.served else None, state.devices,
                              local_port(self.server_url) is not None)
         session = self.lab.sessions.current
-        swept = {vary: rows for vary, (ran_in, rows) in self.swept.items() if ran_in is session}
-        return live_roofline(target, self.timings, self.metrics, state.devices, swept)
+        return live_roofline(target, self.timings, self.metrics, state.devices, session.sweeps if session else None)
 
     def _show_roofline(self) -> None:
         if self.roofline is not None:
@@ -557,10 +552,8 @@ class MainScreen(Screen):
         return Server(self.served.command, self.served.running, current.number if current else 0)
 
     def _experiment_ran(self, run: dict) -> None:
-        vary = run["params"]["vary"]
-        if vary in TRACED:
-            self.swept[vary] = (self.lab.sessions.current, run["result"]["rows"])
-            self._show_roofline()
+        self.lab.experiment_ran(run)
+        self._show_roofline()
         self._run(self.loop.experiment_ran(run))
 
     def _save_due(self) -> None:

@@ -58,6 +58,8 @@ class Session:
     """Why this session began (the scraper's restart reasons); empty for the first."""
     run_id: str | None = None
     """The saved run's id, fixed at the first save so later saves replace the same file."""
+    sweeps: dict[str, list[dict]] = field(default_factory=dict)
+    """The rows of the last run of each experiment on this server, by its `--vary` name (the roofline traces some)."""
 
     def add_request(self, timing: RequestTiming) -> None:
         self.figures.add(timing)

@@ -176,6 +176,13 @@ class Lab:
         if self.sessions.current and decode_ceiling_tok_s is not None:
             self.sessions.current.decode_ceiling_tok_s = decode_ceiling_tok_s
 
+    def experiment_ran(self, run: dict) -> None:
+        """An experiment's run finished: on the current server (not phasetop's own simulators), its rows are that
+        session's last sweep of it; a sweep of the server before a restart is not the new one's."""
+        vary = run["params"]["vary"]
+        if self.sessions.current and vary not in OWN_SIMULATORS:
+            self.sessions.current.sweeps[vary] = run["result"]["rows"]
+
     def gpu_sampled(self, sample: GpuSample) -> None:
         if self.sessions.current:
             self.sessions.current.add_gpu(sample)
