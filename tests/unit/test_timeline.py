@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 import pytest
 
 from tui.core.measure.records import RequestTiming
@@ -148,7 +150,7 @@ def test_the_selected_lane_is_marked_and_its_labels_width_counted():
     from tui.core.measure.records import RequestTiming
     from tui.core.view.timeline import SELECTED_MARK
     timings = [RequestTiming(ok=True, t_sent_unix=float(i), token_offsets_s=(0.02, 0.03)) for i in range(3)]
-    kept = lanes(timings, ["a", "b", "c"], keep=3, selected=1)
+    kept = with_selected(lanes(timings, ["a", "b", "c"], keep=3), 1)
     assert [lane.selected for lane in kept] == [False, True, False]
     drawn = layout(kept, ALIGNED, rows=5, width=80)
     assert [row.tick_label for row in drawn.rows] == ["  a 20 ms", SELECTED_MARK + "b 20 ms", "  c 20 ms"]
@@ -159,11 +161,11 @@ def test_the_selected_lane_is_marked_and_its_labels_width_counted():
 def test_the_rows_scroll_up_to_a_selected_lane_older_than_those_that_fit():
     timings = [RequestTiming(True, 100.0 + i * 0.001, offsets(0.05, count=5)) for i in range(32)]
     labels = [f"stream {i + 1}" for i in range(32)]
-    newest = layout(lanes(timings, labels, keep=32, selected=31), WALL_CLOCK, rows=10, width=100)
+    newest = layout(with_selected(lanes(timings, labels, keep=32), 31), WALL_CLOCK, rows=10, width=100)
     assert [r.lane.label for r in newest.rows] == labels[-10:] and (newest.hidden, newest.newer) == (22, 0)
-    middle = layout(lanes(timings, labels, keep=32, selected=15), WALL_CLOCK, rows=10, width=100)
+    middle = layout(with_selected(lanes(timings, labels, keep=32), 15), WALL_CLOCK, rows=10, width=100)
     assert middle.rows[0].lane.label == "stream 16" and (middle.hidden, middle.newer) == (15, 7)
-    top = layout(lanes(timings, labels, keep=32, selected=0), WALL_CLOCK, rows=10, width=100)
+    top = layout(with_selected(lanes(timings, labels, keep=32), 0), WALL_CLOCK, rows=10, width=100)
     assert top.rows[0].lane.label == "stream 1" and (top.hidden, top.newer) == (0, 22)
     assert top.x_min == 0.0, "the axis starts at the first send drawn"
 
@@ -199,7 +201,7 @@ def test_a_moved_selection_marks_the_same_lanes_and_keeps_their_judged_gaps():
     streams = [RequestTiming(True, 100.0 + i * 0.001, (0.05, 0.06, 0.07, 0.08, 0.09, 0.40, 0.41)) for i in range(3)]
     judged = lanes(streams, ["a", "b", "c"], keep=3)
     moved = with_selected(judged, 1)
-    assert moved == lanes(streams, ["a", "b", "c"], keep=3, selected=1)
+    assert [replace(lane, selected=False) for lane in moved] == judged, "the same lanes, only the mark moved"
     assert [lane.selected for lane in moved] == [False, True, False]
     assert moved[0] is judged[0] and moved[1].gaps is judged[1].gaps, "nothing judged again"
     assert [lane.selected for lane in with_selected(moved, None)] == [False, False, False]

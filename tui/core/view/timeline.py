@@ -37,10 +37,9 @@ class Lane:
     """Its median gap (the client's own left out): a cell inside a gap no longer than about this is decoding through."""
 
 
-def lanes(timings: Sequence[RequestTiming], labels: Sequence[str] | None = None, keep: int = 8,
-          selected: int | None = None) -> list[Lane]:
+def lanes(timings: Sequence[RequestTiming], labels: Sequence[str] | None = None, keep: int = 8) -> list[Lane]:
     """The last `keep` requests as lanes on one axis whose zero is the earliest send among them, each with its named
-    gaps; `selected` (an index into the lanes returned) marks one."""
+    gaps; none selected (`with_selected` marks one)."""
     shown = list(timings)[-keep:]
     shown_labels = list(labels)[-keep:] if labels is not None else [f"#{i + 1}" for i in range(len(shown))]
     if not shown:
@@ -53,7 +52,7 @@ def lanes(timings: Sequence[RequestTiming], labels: Sequence[str] | None = None,
         ticks = tuple(sent + offset for offset in timing.token_offsets_s)
         transfer = timing.server_split.kv_transfer_s if timing.server_split is not None else None
         result.append(Lane(label, sent, ticks[0] if ticks else None, ticks, timing.ok, bool(timing.burst),
-                           index == selected, transfer, named[index], typical_gap_s(timing)))
+                           transfer_s=transfer, gaps=named[index], typical_gap_s=typical_gap_s(timing)))
     return result
 
 
