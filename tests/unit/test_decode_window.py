@@ -44,6 +44,14 @@ def test_a_join_ends_the_stretch():
     assert window.seconds == pytest.approx(2.0) and window.generated_tokens == 40  # the later, longer stretch
 
 
+def test_the_fullest_batch_wins_over_a_longer_smaller_one():
+    readings = [reading(0.0, 3, 96, 0), reading(0.5, 3, 96, 30), reading(1.5, 3, 96, 90),  # three in, the fourth late
+                reading(2.0, 4, 128, 110), reading(2.5, 4, 128, 150), reading(3.0, 4, 128, 190),
+                reading(3.5, 0, 128, 230)]
+    window = decode_window(readings)
+    assert window.batch == 4 and (window.first, window.last) == (4, 5) and window.decode_tok_s == pytest.approx(80)
+
+
 def test_tokens_per_step_from_the_iteration_histogram_and_the_servers_estimates():
     readings = [reading(0.5, 3, 64, 20, steps=8, step_tokens=94, flops=0.5e12, read=2e11),
                 reading(1.0, 3, 64, 30, steps=10, step_tokens=100, flops=1e12, read=5e11),

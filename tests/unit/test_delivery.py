@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tui.core.measure.delivery import burst_line, burst_reason, flag_bursts
 from tui.core.measure.records import RequestTiming, ServerSplit, summarize_requests
 
@@ -26,6 +28,12 @@ def test_a_whole_answer_in_one_read_is_delivery():
     # A starved client: TTFT equals E2E, every chunk of one read stamped alike.
     reason = burst_reason(timing([0.9] * 64))
     assert reason and "63 of 63 gaps under 0.2 ms" in reason
+
+
+def test_a_client_that_paused_over_nearly_every_gap_timed_nothing_of_the_server():
+    starved = replace(timing(steady(n=16, itl=0.06)), client_gaps=tuple(range(13)))
+    assert burst_reason(starved) == "13 of 15 gaps were the client's own pauses: too few left to time the server"
+    assert burst_reason(replace(starved, client_gaps=tuple(range(11)))) is None  # four of the server's gaps: judged
 
 
 def test_a_client_paused_mid_stream_shows_one_big_clump():

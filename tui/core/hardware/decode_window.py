@@ -41,13 +41,15 @@ class DecodeWindow:
 
 
 def decode_window(readings: Sequence[ServerReading]) -> DecodeWindow | None:
-    """The longest stretch between two readings in which the server decoded one batch: no prompt counted, the
-    running count the same (above 0) at every reading, tokens generated. It opens one reading after the batch
-    was first seen whole: a server counts a step's tokens as it starts and its FLOPs and tokens-per-step as it
-    ends (the simulator does), so the reading that first sees the prompts counted may not see their step's
-    FLOPs yet. None when there is none (no /metrics, counters that move only when a request ends, too few
-    readings)."""
-    best: tuple[float, int, int] | None = None
+    """The longest stretch between two readings in which the server decoded its fullest batch: no prompt counted,
+    the running count the same (above 0) at every reading, tokens generated; of such stretches, those with the
+    most requests running come first (streams sent together may not all join at once on a busy server, and a
+    longer stretch before the last one joined is a smaller batch than the one asked for). It opens one reading
+    after the batch was first seen whole: a server counts a step's tokens as it starts and its FLOPs and
+    tokens-per-step as it ends (the simulator does), so the reading that first sees the prompts counted may not
+    see their step's FLOPs yet. None when there is none (no /metrics, counters that move only when a request
+    ends, too few readings)."""
+    best: tuple[float, float, int, int] | None = None
     for i in range(1, len(readings)):
         first = readings[i]
         running = first.gauges.get("running")
@@ -63,11 +65,11 @@ def decode_window(readings: Sequence[ServerReading]) -> DecodeWindow | None:
                 break
             generated = later.counters.get("generation_tokens_total", 0.0) - first.counters["generation_tokens_total"]
             seconds = later.t_mono - first.t_mono
-            if generated > 0 and seconds > 0 and (best is None or seconds > best[0]):
-                best = (seconds, i, j)
+            if generated > 0 and seconds > 0 and (best is None or (running, seconds) > best[:2]):
+                best = (running, seconds, i, j)
     if best is None:
         return None
-    seconds, i, j = best
+    _, seconds, i, j = best
     first, last = readings[i], readings[j]
     batch, source = _tokens_per_step(first, last)
     return DecodeWindow(

@@ -12,7 +12,8 @@ Signals, any of which flags a request:
   one clump held a large share of its tokens;
 - faster than the server: the client's decode rate well above the one the server reports for the
   same request, or its ITL p50 far below the server's mean gap;
-- faster than physics: the decode rate above the device's bandwidth ceiling.
+- faster than physics: the decode rate above the device's bandwidth ceiling;
+- a client that paused over nearly every gap: too few of the server's own gaps are left to judge.
 """
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ def burst_reason(timing: RequestTiming, ceiling_tok_s: float | None = None) -> s
         return None
     gaps = timing.itl_s
     chunks = len(timing.token_offsets_s)
+    if len(gaps) < MIN_GAPS:
+        return (f"{len(timing.client_gaps)} of {chunks - 1} gaps were the client's own pauses: too few left to time "
+                "the server")
     split = timing.server_split
     server_rate = split.decode_tok_s if split else None
     tight = max(BACK_TO_BACK_S, BACK_TO_BACK_OF_SERVER_GAP / server_rate) if server_rate else BACK_TO_BACK_S
