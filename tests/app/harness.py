@@ -10,6 +10,8 @@ from textual.geometry import Region
 
 from tui.app.messages import RequestCompleted, ServerCameUp
 from tui.config import Settings
+from tui.core.measure.records import RequestTiming
+from tui.core.view.timeline import KEEP_LANES, batches, keep_count, lanes
 
 CEILING = (3350e9 / 16e9, 131072.0, 16e9)
 """The simulator's default (an H100 SXM's 3,350 GB/s over Llama-3.1-8B's 16 GB) as `PhasetopApp` takes it: decode
@@ -63,3 +65,10 @@ async def send(pilot, seen, key: str, total: int) -> None:
     """Press a send's key and wait until `total` requests have completed in all."""
     await pilot.press(key)
     await wait_for(pilot, lambda: len(completed(seen)) == total, what=f"{total} requests completed")
+
+
+def show_on_pane(pane, timings: list[RequestTiming], labels: list[str] | None = None) -> None:
+    """Give a timeline pane on its own what the live session would publish: the timings, the kept ones as lanes."""
+    keep = keep_count(batches(timings), KEEP_LANES)
+    pane.lanes = lanes(timings, labels, keep=max(keep, 1))
+    pane.timings = timings

@@ -50,7 +50,7 @@ async def test_long_prompt_has_a_longer_prefill_than_short(slow_sim_url):
         _, short, long = [m.timing for m in completed(seen)]
         assert not short.cold and long.prompt_tokens == 2000
         assert long.ttft_s > 3 * short.ttft_s
-        assert app.screen.labels[-2:] == ["short 200", "long 2000"]
+        assert [lane.label for lane in app.screen.lanes][-2:] == ["short 200", "long 2000"]
 
 
 async def test_server_down_dims_the_panes_and_says_since_when():

@@ -242,7 +242,8 @@ async def test_turning_the_load_dial_up_raises_the_achieved_rate_and_its_request
         assert "rate 8 req/s" in dial and "achieved" in dial
         # The load's requests stream on the timeline as lanes of their own (not the session's: they are their run).
         await wait_for(pilot, lambda: any(t.output_tokens for t in screen.timings), 10, "a load lane with tokens")
-        assert screen.labels and all(label.startswith("load ") for label in screen.labels), screen.labels
+        labels = [lane.label for lane in screen.lanes]
+        assert labels and all(label.startswith("load ") for label in labels), labels
         assert screen.lab.sessions.current.requests == []
         await pilot.press("l")
         await wait_for(pilot, lambda: seen_of(seen, LoadStopped), 30, "load stopped")

@@ -15,6 +15,7 @@ from textual.strip import Strip
 from textual.widgets import Sparkline, TextArea
 
 import tui.app
+from tests.app.harness import show_on_pane
 from tests.snapshots.recorded import T0, make_app, metrics, offsets, play
 from tui.app.widgets.metrics_pane import MetricsPane
 from tui.app.widgets.timeline_pane import AXIS_ROWS, PREFILL_MARK, TimelinePane, TimelinePlot
@@ -111,8 +112,7 @@ async def test_each_prefill_bar_is_on_its_lanes_row_at_every_plot_height(count):
         app = _TimelineHost()
         async with app.run_test(size=(80, height)) as pilot:
             pane = app.query_one(TimelinePane)
-            pane.labels = labels
-            pane.timings = requests(count)
+            show_on_pane(pane, requests(count), labels)
             await pilot.pause()
             plot = app.query_one(TimelinePlot)
             rows = [strip.text for strip in lines(plot)]

@@ -63,10 +63,11 @@ async def _started(app: PhasetopApp, pilot, count: int) -> tuple[MainScreen, ran
 
 
 async def test_more_requests_than_are_kept_finish_without_a_crash():
-    """32 at once: the first 8 are dropped from state while they stream; their completion must not revive them."""
+    """More at once than are kept: the first 8 are dropped from state while they stream; their completion must not
+    revive them."""
     app = PhasetopApp(settings(), "http://127.0.0.1:9", None, None, live=False)
     async with app.run_test(size=(120, 40)) as pilot:
-        screen, ids = await _started(app, pilot, 32)  # published: the first 8 are dropped
+        screen, ids = await _started(app, pilot, KEEP_REQUESTS + 8)  # published: the first 8 are dropped
         for i in ids:
             screen.post_message(TokenBatch((LaneTokens.detailed(i, (0.01, 0.02), "ab"),)))
         timings = {i: RequestTiming(ok=True, t_sent_unix=T0, token_offsets_s=(0.01, 0.02, 0.03 + i / 1000),
@@ -75,7 +76,7 @@ async def test_more_requests_than_are_kept_finish_without_a_crash():
             screen.post_message(RequestCompleted(i, timings[i]))
         await pilot.pause()
         assert app.is_running
-        assert screen.labels == [f"r{i}" for i in ids][-KEEP_REQUESTS:]
+        assert [lane.label for lane in screen.lanes] == [f"r{i}" for i in ids][-KEEP_REQUESTS:]  # one batch: kept whole
         assert screen.timings == [timings[i] for i in ids][-KEEP_REQUESTS:]
 
 
@@ -95,7 +96,7 @@ async def test_a_batch_of_summed_up_lanes_keeps_the_shown_lanes_exact():
         for batch in posted:
             screen.post_message(batch)
         await pilot.pause()
-        by_label = dict(zip(screen.labels, screen.timings, strict=True))
+        by_label = dict(zip([lane.label for lane in screen.lanes], screen.timings, strict=True))
         assert len(by_label["r32"].token_offsets_s) == 10 and by_label["r27"].token_offsets_s[-1] == 0.1 + 27 / 1e4
         assert by_label["r9"].token_offsets_s == (0.01 + 9 / 1e4,)  # not shown: its TTFT only
         assert screen.query_one("#answer").lines[-1].endswith("t" * 10)

@@ -11,7 +11,7 @@ import pytest
 from textual.app import App, ComposeResult
 
 import tui.app
-from tests.app.harness import completed, rendered, send, settings, started, wait_for
+from tests.app.harness import completed, rendered, send, settings, show_on_pane, started, wait_for
 from tui.app.app import PhasetopApp
 from tui.app.widgets.timeline_pane import (
     AXIS_ROWS,
@@ -151,8 +151,7 @@ async def test_thirty_two_streams_are_kept_whole_and_a_burst_is_in_the_legend():
     app = _Host()
     async with app.run_test(size=(100, 30)) as pilot:
         pane = app.query_one(TimelinePane)
-        pane.labels = [f"short {i}" for i in range(10)] + [f"stream {i + 1}" for i in range(32)]
-        pane.timings = singles + batch
+        show_on_pane(pane, singles + batch, [f"short {i}" for i in range(10)] + [f"stream {i + 1}" for i in range(32)])
         await pilot.pause(0.5)
         drawn = pane.drawn
         plot = app.query_one(TimelinePlot)
@@ -161,7 +160,7 @@ async def test_thirty_two_streams_are_kept_whole_and_a_burst_is_in_the_legend():
         subtitle = str(pane.border_subtitle)
         assert f"+{drawn.hidden} older (↑)" in subtitle and f"{BURST_MARK} delivery burst" in subtitle
         assert BURST_MARK in rendered(plot)
-        pane.timings = singles[:2]
+        show_on_pane(pane, singles[:2])
         await pilot.pause(0.5)
         assert pane.drawn.view == ALIGNED and "older" not in str(pane.border_subtitle)
         assert "burst" not in str(pane.border_subtitle)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tui.core.measure.gaps import worst_gap
 from tui.core.view.lane_figures import IN_FLIGHT
 from tui.core.state.live import KEEP_REQUESTS, LaneTokens, LiveSession, Served, said_on
 from tui.core.state.server_state import ServerState
@@ -33,7 +34,7 @@ def test_a_request_is_in_flight_with_its_offsets_then_whole_with_its_record():
     request_id = send_one(live)
     live.tokens([LaneTokens.detailed(request_id, (0.05, 0.055), "Hel")])
     shown = live.publish()
-    assert shown.labels == ["short 200"] and shown.timings[0].token_offsets_s == (0.05, 0.055)
+    assert [lane.label for lane in shown.lanes] == ["short 200"] and shown.timings[0].token_offsets_s == (0.05, 0.055)
     assert shown.answer == "Hel" and not shown.answer_final
     assert live.diagnosis() == f"short 200: {IN_FLIGHT}"
     record = done(T0)
@@ -79,7 +80,7 @@ def test_the_load_dials_requests_join_the_timeline_but_not_the_answer_nor_the_se
     live.tokens([LaneTokens.detailed(load, (0.1,), "")])
     live.completed(load, done(T0 + 2))
     shown = live.publish()
-    assert shown.labels == ["typed 0", "typed 1", "load 1"] and shown.batch_of == [0, 1, 2]
+    assert [lane.label for lane in shown.lanes] == ["typed 0", "typed 1", "load 1"] and shown.batch_of == [0, 1, 2]
     assert shown.selected_back == 2 and live.diagnosis().startswith("typed 0"), "the selection stays on its request"
     assert shown.answer is None and not shown.answer_final, "the load's end is not the answer's"
     typed = live.send(1)
@@ -251,3 +252,27 @@ def test_the_headers_ceiling_is_the_sessions_given_or_derived_with_its_device():
     live.server_up(Served("openai", "meta-llama/Llama-3.1-8B-Instruct"), fresh=None)
     live.gpu_sampled((GpuReading(index="0", name="H100", peak_bw_gbs=3350.0, server_mem_bytes=20e9),))
     assert live.server.ceiling_tok_s == live.decode_ceiling_tok_s and live.server.device == live.derived.device
+
+
+def test_a_gap_is_named_alike_by_the_timeline_and_the_diagnosis_when_its_cause_is_not_a_kept_lane():
+    """A long prompt's prefill under 32 streams' stall, the prompt sent just before them: the streams are the lanes
+    kept, the prompt is not, yet it is still one of the requests their gaps are judged against (the timeline once
+    judged only its lanes, and left the gap unnamed while the diagnosis named it)."""
+    live = LiveSession(CEILING)
+    long_id = live.send(1)
+    live.started(long_id, "long 2000", T0, 2000)
+    streams = live.send(KEEP_LANES)
+    for n in range(KEEP_LANES):
+        live.started(streams + n, f"32 at once {n + 1}", T0 + 0.3, 200)
+    offsets = [0.05 + i * 0.005 for i in range(31)]
+    offsets += [offsets[-1] + 0.3 + i * 0.005 for i in range(1, 40)]
+    for n in range(KEEP_LANES):
+        live.completed(streams + n, RequestTiming(ok=True, t_sent_unix=T0 + 0.3, token_offsets_s=tuple(offsets),
+                                                  prompt_tokens=200, output_tokens=len(offsets)))
+    live.completed(long_id, RequestTiming(ok=True, t_sent_unix=T0, prompt_tokens=2000, output_tokens=2,
+                                          token_offsets_s=(0.82, 0.83)))
+    shown = live.publish()
+    assert len(shown.timings) == KEEP_LANES + 1 and len(shown.lanes) == KEEP_LANES
+    assert all(lane.label != "long 2000" for lane in shown.lanes)
+    assert all(worst_gap(lane.gaps).why.startswith("the prefill of long 2000") for lane in shown.lanes)
+    assert live.diagnosis().startswith("32 at once 32: decode stalled 305 ms by the prefill of long 2000")

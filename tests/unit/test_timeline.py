@@ -20,7 +20,7 @@ def test_lanes_share_one_axis_from_the_earliest_send():
 def test_only_the_last_requests_are_kept_and_origin_moves():
     timings = [RequestTiming(True, float(i), (0.1,)) for i in range(10)]
     shown = lanes(timings, keep=3)
-    assert [l.label for l in shown] == ["#1", "#2", "#3"]
+    assert [l.label for l in shown] == ["#8", "#9", "#10"]
     assert [l.sent_s for l in shown] == [0.0, 1.0, 2.0]
 
 

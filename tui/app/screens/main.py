@@ -58,6 +58,7 @@ from tui.core.state.lab import (LOAD_BACKLOG, LOAD_MAX_TOKENS, LOAD_PROMPT_TOKEN
                           Identify, Lab, LabEffect, OpenComparison, OpenExperiment, SaveRun, SaveSoon, StartLoad, StopLoad,
                           TurnLoad)
 from tui.core.view.lane_figures import NEWEST
+from tui.core.view.timeline import Lane
 from tui.core.state.live import LiveSession, Served
 from tui.core.state.server_state import ServerState
 from tui.core.measure.records import RequestTiming
@@ -101,10 +102,10 @@ class MainScreen(Screen):
     # the whole screen on every sample and every token batch.
     timings: reactive[list[RequestTiming]] = reactive(list, always_update=True, repaint=False)
     """Requests finished and in flight, oldest first."""
-    labels: reactive[list[str]] = reactive(list, always_update=True, repaint=False)
     batch_of: reactive[list[int]] = reactive(list, always_update=True, repaint=False)
     """One batch number per request in `timings` (the load dial's each alone)."""
-    """One timeline label per request in `timings`."""
+    lanes: reactive[list[Lane]] = reactive(list, always_update=True, repaint=False)
+    """The newest of `timings` as the timeline keeps them, labelled, their gaps judged."""
     metrics: reactive[MetricsSnapshot | None] = reactive(None, always_update=True, repaint=False)
     """The latest /metrics snapshot."""
     gpu: reactive[GpuSample | None] = reactive(None, always_update=True, repaint=False)
@@ -192,7 +193,7 @@ class MainScreen(Screen):
         with Container(id="panes"):
             # The timeline first: the whole top row (stacked: the top pane), the split is what this screen shows.
             yield TimelinePane(id="timeline-pane", classes="pane").data_bind(
-                timings=MainScreen.timings, labels=MainScreen.labels, batch_of=MainScreen.batch_of,
+                timings=MainScreen.timings, lanes=MainScreen.lanes, batch_of=MainScreen.batch_of,
                 decode_ceiling_tok_s=MainScreen.decode_ceiling_tok_s,
                 diagnosis=MainScreen.diagnosis, client_busy=MainScreen.client_busy, selected_back=MainScreen.selected_back)
             prompt = PromptPane(id="prompt-pane", classes="pane")
@@ -656,9 +657,9 @@ class MainScreen(Screen):
         published = self.state.publish()
         if published.answer is not None:
             self.query_one(PromptPane).append_answer(published.answer, final=published.answer_final)
-        self.labels = published.labels
+        self.lanes = published.lanes
         self.batch_of = published.batch_of
-        self.selected_back = published.selected_back  # before the timings: the pane draws both once, when the timings come
+        self.selected_back = published.selected_back  # before the timings: the pane draws them all once, when the timings come
         self.timings = published.timings
         self.diagnosis = self.state.diagnosis()
         self._show_roofline()

@@ -22,9 +22,9 @@ from tui.core.measure.gaps import CLIENT, SERVER, UNKNOWN, count_by_cause, count
 from tui.core.view.lane_cells import (BURST, DECODE, EMPTY, FAILED, GAP_KINDS, PREFILL, SENT, THROUGH, TRANSFER, Cell,
                                  axis_ticks)
 from tui.core.view.lane_figures import NEWEST, figures_line, selected_index
-from tui.core.measure.records import RequestTiming, same_requests
-from tui.core.view.timeline import (ALIGNED, KEEP_LANES, VIEWS, WALL_CLOCK, Lane, TimelineLayout, batches, default_view, keep_count,
-                               lanes, layout, with_selected)
+from tui.core.measure.records import RequestTiming
+from tui.core.view.timeline import (ALIGNED, VIEWS, WALL_CLOCK, Lane, TimelineLayout, batches, default_view, layout,
+                                    with_selected)
 
 REPLOT_INTERVAL_S = 0.25
 """The chart redraws at most four times a second; the figures under it update with every batch."""
@@ -190,8 +190,9 @@ class TimelinePane(Vertical):
     # repaint=False: the plot and the figures repaint themselves when they change.
     timings: reactive[list[RequestTiming]] = reactive(list, always_update=True, repaint=False)
     """The last requests (finished and in flight), oldest first."""
-    labels: reactive[list[str]] = reactive(list, always_update=True, repaint=False)
-    """One label per timing (the preset or prompt size)."""
+    lanes: reactive[list[Lane]] = reactive(list, always_update=True, repaint=False)
+    """The newest timings as the timeline keeps them, their gaps judged (the live session's `Published.lanes`):
+    the last `len(lanes)` timings, each labelled by its preset or prompt size."""
     batch_of: reactive[list[int]] = reactive(list, always_update=True, repaint=False)
     """One batch number per timing, where the live session gave them (else each send's, from the send times)."""
     decode_ceiling_tok_s: reactive[float | None] = reactive(None, repaint=False)
@@ -210,9 +211,6 @@ class TimelinePane(Vertical):
         super().__init__(*args, **kwargs)
         self._last_batch: tuple[float, int] | None = None
         """(first send, size) of the newest batch: a new one sets the view to its default."""
-        self._judged: tuple[list[RequestTiming], list[str] | None, list[Lane]] = ([], None, [])
-        """The lanes last made (their gaps judged against each other), with the requests and labels they were made of:
-        an arrow key only moves the selection, and 32 lanes' gaps cost tens of ms to judge again."""
 
     @property
     def drawn(self) -> TimelineLayout | None:
@@ -288,25 +286,20 @@ class TimelinePane(Vertical):
         self._show_timings()
 
     def _show_timings(self) -> None:
-        labels = self.labels if len(self.labels) == len(self.timings) else None
         batch_of = self.batch_of if len(self.batch_of) == len(self.timings) else batches(self.timings)
-        keep = keep_count(batch_of, KEEP_LANES)
+        keep = min(len(self.lanes), len(self.timings))
         last = [t.t_sent_unix for t, b in zip(self.timings, batch_of, strict=True) if b == batch_of[-1]]
         batch = (last[0], len(last)) if last else None
         if batch != self._last_batch:  # a new send (or its batch grew): its default view, until `v`
             self._last_batch = batch
             if batch is not None:
                 self.view = default_view(self.timings, batch_of)
-        kept = self.timings[-keep:] if keep else []
-        kept_labels = labels[-keep:] if labels and keep else None
+        kept = self.timings[len(self.timings) - keep:]
+        shown = self.lanes[len(self.lanes) - keep:]
         plot = self.query_one(TimelinePlot)
-        plot.batch_of = batch_of[-keep:] if keep else []
-        selected = selected_index(len(kept), self.selected_back)
-        judged_on, judged_labels, judged = self._judged
-        if not same_requests(kept, judged_on) or kept_labels != judged_labels:  # else only the selection moved
-            judged = lanes(kept, kept_labels, keep=max(keep, 1))
-            self._judged = (kept, kept_labels, judged)
-        plot.lanes = with_selected(judged, selected)
-        gaps = plot.lanes[selected].gaps if selected is not None and selected < len(plot.lanes) else ()
+        plot.batch_of = batch_of[len(batch_of) - keep:]
+        selected = selected_index(keep, self.selected_back)
+        plot.lanes = with_selected(shown, selected)
+        gaps = shown[selected].gaps if selected is not None else ()
         set_text(self.query_one("#timeline-figures", Static),
-                 figures_line(kept, self.decode_ceiling_tok_s, self.selected_back, kept_labels, gaps))
+                 figures_line(kept, self.decode_ceiling_tok_s, self.selected_back, [lane.label for lane in shown], gaps))

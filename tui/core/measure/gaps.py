@@ -131,12 +131,14 @@ def typical_gap_s(timing: RequestTiming) -> float | None:
     return median(gaps) if len(gaps) >= MIN_GAPS else None
 
 
-def attribute(timings: Sequence[RequestTiming], labels: Sequence[str] | None = None) -> list[tuple[Gap, ...]]:
+def attribute(timings: Sequence[RequestTiming], labels: Sequence[str] | None = None,
+              last: int | None = None) -> list[tuple[Gap, ...]]:
     """Each stream's long gaps (at least `GAP_FACTOR` times its median), each with its cause, judged against the
-    other streams in `timings` (those running at the time: the lanes of one screen, or one run's requests)."""
+    other streams in `timings` (those running at the time: one screen's requests, or one run's); with `last`, only
+    the last that many streams' gaps (the others are still judged against)."""
     names = list(labels) if labels is not None and len(labels) == len(timings) else [""] * len(timings)
     spans = [_Span(t, name) for t, name in zip(timings, names, strict=True)]
-    return [_long_gaps(span, spans) for span in spans]
+    return [_long_gaps(span, spans) for span in spans[len(spans) - (len(spans) if last is None else last):]]
 
 
 class _Span:

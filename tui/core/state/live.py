@@ -1,7 +1,8 @@
 """The live session the main screen shows, as a plain value: the requests sent from it (their records as
 token batches grow them, which have ended, which lane is selected, whose answer the prompt pane shows),
 the server as last described, its latest scrape and its decode ceiling; and what the panes are given:
-the timings to lay out, their labels, the selection, the answer text and the diagnosis.
+the timings, the kept ones as lanes (their gaps judged once, for the timeline and the diagnosis alike), the
+selection, the answer text and the diagnosis.
 
 The screen feeds it the facts its workers post and copies what it publishes to the panes; nothing here
 knows Textual, so the arithmetic is tested without a terminal."""
@@ -14,14 +15,14 @@ from dataclasses import dataclass, replace
 
 from tui.core.measure.delivery import flag_bursts
 from tui.core.view.diagnosis import LiveFigures, diagnose
-from tui.core.measure.gaps import SERVER, Gap, attribute, worst_gap
+from tui.core.measure.gaps import SERVER, worst_gap
 from tui.core.view.lane_figures import NEWEST, after_send, diagnosis_text, moved, selected_index
-from tui.core.measure.records import RequestTiming, same_requests
+from tui.core.measure.records import RequestTiming
 from tui.core.hardware.server_ceiling import ServerCeiling, ceiling_for
 from tui.core.state.server_state import ServerState
 from tui.core.telemetry.readings import GpuReading, MetricsSnapshot
 from tui.core.untrusted import one_line
-from tui.core.view.timeline import KEEP_LANES, batches, keep_count
+from tui.core.view.timeline import KEEP_LANES, Lane, LaneJudge, batches, keep_count
 
 KEEP_REQUESTS = 40
 """Requests kept; the timeline keeps the last `KEEP_LANES` (32 streams, one batch, stay whole)."""
@@ -57,8 +58,6 @@ class Published:
 
     timings: list[RequestTiming]
     """Requests finished and in flight, oldest first."""
-    labels: list[str]
-    """One timeline label per timing."""
     selected_back: int
     """The selected lane, counted back from the newest."""
     answer: str | None
@@ -67,6 +66,9 @@ class Published:
     """The answer's request has ended: its text is whole."""
     batch_of: list[int]
     """One batch number per timing (`tui.core.view.timeline.batches`: the load dial's lanes each alone)."""
+    lanes: list[Lane]
+    """The newest timings the timeline keeps (`KEEP_LANES`, the last batch whole) as lanes, their gaps judged
+    against every timing (the diagnosis speaks of the same ones); none selected."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,8 +108,9 @@ class LiveSession:
         self.selected_back = NEWEST
         self._records: dict[int, RequestTiming] = {}
         self._labels: dict[int, str] = {}
-        self._gaps_of: tuple[list[RequestTiming], list[tuple[Gap, ...]]] = ([], [])
-        """The shown streams' long gaps and the records they were judged on (`_stall`)."""
+        self._judge = LaneJudge()
+        self._lanes: list[Lane] = []
+        """The kept timings as lanes, as last published."""
         self._arrived: dict[int, list[float]] = {}
         """Offsets of requests still streaming, as batches bring them (a list each: a tuple grown per batch
         would copy every offset again each time); folded into the records when published."""
@@ -311,9 +314,10 @@ class LiveSession:
             newer = self._joined
         self.selected_back = after_send(self.selected_back, self._new_send, keep_count(self._batch_of, KEEP_LANES), newer)
         self._new_send, self._joined = False, 0
+        labels = [self._labels[i] for i in ids]
+        self._lanes = self._judge.lanes(self._timings, labels, keep_count(self._batch_of, KEEP_LANES))
         answer = "".join(self._answer) if self._answer or self._answer_ended else None
-        published = Published(self._timings, [self._labels[i] for i in ids], self.selected_back, answer, self._answer_ended,
-                              self._batch_of)
+        published = Published(self._timings, self.selected_back, answer, self._answer_ended, self._batch_of, self._lanes)
         self._answer.clear()
         self._answer_ended = False
         return published
@@ -333,14 +337,10 @@ class LiveSession:
         return diagnosis_text(name, diagnose(self._figures(self._timings[index], self._stall(index))), in_flight=False)
 
     def _stall(self, index: int) -> tuple[float, str] | None:
-        """The selected stream's worst gap and its cause, where another request's prefill held it (judged against
-        the lanes shown, as the timeline judges it; judged again only when those lanes or their reads change, not
-        when the selection moves)."""
-        judged_on, gaps = self._gaps_of
-        if not same_requests(self._timings, judged_on):
-            gaps = attribute(self._timings, [self._labels[i] for i in self._shown])
-            self._gaps_of = (list(self._timings), gaps)
-        worst = worst_gap(gaps[index])
+        """The selected stream's worst gap and its cause, where another request's prefill held it (its lane's, as
+        the timeline shows it)."""
+        lane = index - (len(self._timings) - len(self._lanes))
+        worst = worst_gap(self._lanes[lane].gaps) if 0 <= lane < len(self._lanes) else None
         held = worst is not None and worst.cause == SERVER and worst.why.startswith("the prefill of")
         return (worst.length_s, worst.why) if held else None
 

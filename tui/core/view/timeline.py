@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 
 from tui.core.measure.gaps import Gap, attribute, typical_gap_s
 from tui.core.view.lane_cells import Cell, lane_cells, tokens_per_cell
-from tui.core.measure.records import RequestTiming
+from tui.core.measure.records import RequestTiming, same_requests
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,13 +39,15 @@ class Lane:
 
 def lanes(timings: Sequence[RequestTiming], labels: Sequence[str] | None = None, keep: int = 8) -> list[Lane]:
     """The last `keep` requests as lanes on one axis whose zero is the earliest send among them, each with its named
-    gaps; none selected (`with_selected` marks one)."""
+    gaps, judged against every request given (an older one's prefill can still hold a kept stream); none selected
+    (`with_selected` marks one). Without labels, each is numbered in `timings`."""
+    names = list(labels) if labels is not None else [f"#{i + 1}" for i in range(len(timings))]
     shown = list(timings)[-keep:]
-    shown_labels = list(labels)[-keep:] if labels is not None else [f"#{i + 1}" for i in range(len(shown))]
+    shown_labels = names[-keep:]
     if not shown:
         return []
     origin = min(t.t_sent_unix for t in shown)
-    named = attribute(shown, shown_labels)
+    named = attribute(timings, names, last=len(shown))
     result = []
     for index, (timing, label) in enumerate(zip(shown, shown_labels, strict=True)):
         sent = timing.t_sent_unix - origin
@@ -60,6 +62,23 @@ def with_selected(shown: Sequence[Lane], selected: int | None) -> list[Lane]:
     """The same lanes with `selected` (an index into them) marked: a selection that moved judges no gap again."""
     return [lane if lane.selected == (index == selected) else replace(lane, selected=index == selected)
             for index, lane in enumerate(shown)]
+
+
+class LaneJudge:
+    """Makes the kept requests' lanes, judging their gaps again only when the requests or their labels change:
+    an arrow key only moves the selection, and 32 streams' gaps take milliseconds to judge. One judge serves the
+    timeline and the diagnosis alike, so both name the same cause for a gap."""
+
+    def __init__(self) -> None:
+        self._made: tuple[list[RequestTiming], list[str], int, list[Lane]] = ([], [], 0, [])
+
+    def lanes(self, timings: Sequence[RequestTiming], labels: Sequence[str], keep: int) -> list[Lane]:
+        """The last `keep` of `timings` as lanes (`lanes`)."""
+        made_of, made_labels, made_keep, made = self._made
+        if not same_requests(timings, made_of) or list(labels) != made_labels or keep != made_keep:
+            made = lanes(timings, labels, keep) if keep else []
+            self._made = (list(timings), list(labels), keep, made)
+        return made
 
 
 # ---- views and layout ---------------------------------------------------------------------------------
