@@ -312,10 +312,10 @@ class LiveSession:
             newer = sum(1 for i in ids if newest_sent is not None and i > newest_sent)
         else:
             newer = self._joined
-        self.selected_back = after_send(self.selected_back, self._new_send, keep_count(self._batch_of, KEEP_LANES), newer)
+        keep = keep_count(self._batch_of, KEEP_LANES)
+        self.selected_back = after_send(self.selected_back, self._new_send, keep, newer)
         self._new_send, self._joined = False, 0
-        labels = [self._labels[i] for i in ids]
-        self._lanes = self._judge.lanes(self._timings, labels, keep_count(self._batch_of, KEEP_LANES))
+        self._lanes = self._judge.lanes(self._timings, [self._labels[i] for i in ids], keep)
         answer = "".join(self._answer) if self._answer or self._answer_ended else None
         published = Published(self._timings, self.selected_back, answer, self._answer_ended, self._batch_of, self._lanes)
         self._answer.clear()
