@@ -106,7 +106,8 @@ def test_bench_ttft_mean_matches_the_servers_own_histogram_over_the_same_window(
 
 def test_a_client_paused_mid_stream_has_its_pause_named_its_own_and_left_out_of_itl(vllm):
     client = subprocess.Popen(
-        [sys.executable, "-m", "tui", "probe", "--url", vllm.url, "--prompt-tokens", "200", "--max-tokens", "128",
+        # 384 tokens (3–4 s): on a loaded box a 128-token answer once ended before a /metrics poll saw it running.
+        [sys.executable, "-m", "tui", "probe", "--url", vllm.url, "--prompt-tokens", "200", "--max-tokens", "384",
          "--timeout", CLIENT_TIMEOUT_S, "--json", "--no-save"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
