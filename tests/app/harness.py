@@ -69,6 +69,5 @@ async def send(pilot, seen, key: str, total: int) -> None:
 
 def show_on_pane(pane, timings: list[RequestTiming], labels: list[str] | None = None) -> None:
     """Give a timeline pane on its own what the live session would publish: the timings, the kept ones as lanes."""
-    keep = keep_count(batches(timings), KEEP_LANES)
-    pane.lanes = lanes(timings, labels, keep=max(keep, 1))
+    pane.lanes = lanes(timings, labels, keep=keep_count(batches(timings), KEEP_LANES))
     pane.timings = timings

@@ -138,7 +138,8 @@ def attribute(timings: Sequence[RequestTiming], labels: Sequence[str] | None = N
     the last that many streams' gaps (the others are still judged against)."""
     names = list(labels) if labels is not None and len(labels) == len(timings) else [""] * len(timings)
     spans = [_Span(t, name) for t, name in zip(timings, names, strict=True)]
-    return [_long_gaps(span, spans) for span in spans[len(spans) - (len(spans) if last is None else last):]]
+    judged = spans if last is None else spans[len(spans) - last:]
+    return [_long_gaps(span, spans) for span in judged]
 
 
 class _Span:

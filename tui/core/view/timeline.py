@@ -42,8 +42,8 @@ def lanes(timings: Sequence[RequestTiming], labels: Sequence[str] | None = None,
     gaps, judged against every request given (an older one's prefill can still hold a kept stream); none selected
     (`with_selected` marks one). Without labels, each is numbered in `timings`."""
     names = list(labels) if labels is not None else [f"#{i + 1}" for i in range(len(timings))]
-    shown = list(timings)[-keep:]
-    shown_labels = names[-keep:]
+    first = max(len(timings) - keep, 0)
+    shown, shown_labels = list(timings)[first:], names[first:]
     if not shown:
         return []
     origin = min(t.t_sent_unix for t in shown)
@@ -76,7 +76,7 @@ class LaneJudge:
         """The last `keep` of `timings` as lanes (`lanes`)."""
         made_of, made_labels, made_keep, made = self._made
         if not same_requests(timings, made_of) or list(labels) != made_labels or keep != made_keep:
-            made = lanes(timings, labels, keep) if keep else []
+            made = lanes(timings, labels, keep)
             self._made = (list(timings), list(labels), keep, made)
         return made
 
