@@ -11,7 +11,7 @@ import pytest
 from textual.app import App, ComposeResult
 
 import tui.app
-from tests.app.harness import completed, rendered, send, settings, show_on_pane, started, wait_for
+from tests.app.harness import completed, rendered, send, settings, show_on_pane, started, text_of, wait_for
 from tui.app.app import PhasetopApp
 from tui.app.widgets.timeline_pane import (
     AXIS_ROWS,
@@ -164,6 +164,29 @@ async def test_thirty_two_streams_are_kept_whole_and_a_burst_is_in_the_legend():
         await pilot.pause(0.5)
         assert pane.drawn.view == ALIGNED and "older" not in str(pane.border_subtitle)
         assert "burst" not in str(pane.border_subtitle)
+
+
+async def test_the_gaps_line_does_not_depend_on_the_lanes_that_fit():
+    """Only an older lane has a long gap: at every height the gaps line counts it (lanes reachable with the arrows
+    count, drawn or not), so showing the line, which takes a row from the chart, never hides the gap that showed it;
+    the chart settles at each height (it once redrew some 60 times a second, the line coming and going)."""
+    offsets = [0.05 + j * 0.01 for j in range(60)]
+    held = offsets[:30] + [offset + 0.3 for offset in offsets[30:]]
+    streams = [RequestTiming(True, 100.0 + i * 0.001, tuple(held if i == 3 else offsets), output_tokens=60)
+               for i in range(8)]
+    app = _Host()
+    async with app.run_test(size=(80, 9)) as pilot:
+        pane = app.query_one(TimelinePane)
+        plot = app.query_one(TimelinePlot)
+        show_on_pane(pane, streams)
+        for height in range(9, 16):
+            await pilot.resize_terminal(80, height)
+            await pilot.pause(0.3)
+            drawn = pane.drawn
+            await pilot.pause(0.3)
+            assert pane.drawn is drawn, f"height {height}: the chart settles"
+            assert len(drawn.rows) == min(8, plot.size.height - AXIS_ROWS), height
+            assert text_of(app, "#timeline-gaps").startswith("1 gap over"), height
 
 
 async def test_thirty_two_streams_get_thirty_two_lanes_each_reachable_with_the_arrows(sim_url):

@@ -241,10 +241,6 @@ class TimelinePane(Vertical):
 
     def on_timeline_plot_drawn(self, event: TimelinePlot.Drawn) -> None:
         self._title(event.layout)
-        counted = counts_line(count_by_cause([row.lane.gaps for row in event.layout.rows])) if event.layout else ""
-        gaps = self.query_one("#timeline-gaps", Static)
-        gaps.display = bool(counted)
-        set_text(gaps, counted)
 
     @property
     def replot_interval_s(self) -> float:
@@ -300,6 +296,12 @@ class TimelinePane(Vertical):
         plot.batch_of = batch_of[len(batch_of) - keep:]
         selected = selected_index(keep, self.selected_back)
         plot.lanes = with_selected(shown, selected)
+        # Over every kept lane, drawn or not: counted over the rows that fit, the line (a row of the pane) would
+        # hide the lane whose gap showed it, and the chart would redraw without end.
+        counted = counts_line(count_by_cause([lane.gaps for lane in shown]))
+        gaps_line = self.query_one("#timeline-gaps", Static)
+        gaps_line.display = bool(counted)
+        set_text(gaps_line, counted)
         gaps = shown[selected].gaps if selected is not None else ()
         set_text(self.query_one("#timeline-figures", Static),
                  figures_line(kept, self.decode_ceiling_tok_s, self.selected_back, [lane.label for lane in shown], gaps))
