@@ -28,6 +28,19 @@ async def wait_for(pilot, condition, timeout_s: float = 20.0, what: str | Callab
         await pilot.pause(0.05)
 
 
+def toasts(app: App) -> list[str]:
+    """The text of every toast the app shows now."""
+    return [str(n.message) for n in app._notifications]
+
+
+async def wait_for_toast(pilot, *words: str, timeout_s: float = 10.0) -> None:
+    """Pause until a toast holds every one of `words`: a screen's notify reaches the app as a message taken later,
+    so a toast is waited for, never read the moment its cause is seen."""
+    app = pilot.app
+    await wait_for(pilot, lambda: any(all(w in t for w in words) for t in toasts(app)), timeout_s,
+                   lambda: f"a toast saying {words} among {toasts(app)}")
+
+
 def settings(runs_dir=None, **values) -> Settings:
     """Settings from these values alone (no .env, no user file); runs saved under `runs_dir` when given."""
     if runs_dir is not None:

@@ -8,7 +8,7 @@ import math
 
 from textual.widgets import Sparkline
 
-from tests.app.harness import completed, rendered, settings, wait_for
+from tests.app.harness import completed, rendered, settings, wait_for, wait_for_toast
 from tests.hostile import serving
 from tests.scripted_server import Reply, Script
 from tui.app.app import PhasetopApp
@@ -94,7 +94,7 @@ async def test_a_malformed_chunk_ends_the_lane_and_says_why():
             plot = app.screen.query_one(TimelinePlot)
             assert [lane.ok for lane in plot.lanes] == [False]
             assert FAILED_MARK in rendered(plot) and "▶" not in rendered(plot)
-            assert any("malformed chunk" in str(n.message) for n in app._notifications)
+            await wait_for_toast(pilot, "malformed chunk")
             await pilot.press("q")
     assert app.return_code in (0, None)
     assert not [m for m in seen if isinstance(m, RequestCompleted) and m.timing.ok]

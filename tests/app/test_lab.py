@@ -155,8 +155,9 @@ async def test_restart_with_another_batch_budget_opens_a_session_and_compares(tm
 
 
 async def probe_run(capsys, url: str, prompt_tokens: int) -> str:
-    """`phasetop probe`, which saves its run; in a thread, since it runs its own event loop."""
-    code = await asyncio.to_thread(phasetop, ["probe", "--url", url, "--prompt-tokens", str(prompt_tokens), "--max-tokens", "8", "--repeat", "2", "--json"])
+    """`phasetop probe`, which saves its run; in a thread, since it runs its own event loop. 32 tokens an answer: on a
+    busy box a starved meter can pause over most of an 8-token answer's 7 gaps, and rightly keep it out of TTFT."""
+    code = await asyncio.to_thread(phasetop, ["probe", "--url", url, "--prompt-tokens", str(prompt_tokens), "--max-tokens", "32", "--repeat", "2", "--json"])
     _, err = capsys.readouterr()
     assert code == 0, err
     return err.split("saved run ")[1].strip()

@@ -4,7 +4,7 @@ one line says so, and the next send measures through a new meter."""
 import os
 import signal
 
-from tests.app.harness import completed, settings, wait_for
+from tests.app.harness import completed, settings, wait_for, wait_for_toast
 from tui.app.app import PhasetopApp
 from tui.app.messages import MeterDied, ServerCameUp
 from tui.sim.launcher import SimulatorProcess
@@ -26,8 +26,7 @@ async def test_a_killed_meter_is_one_line_and_the_next_send_works():
             assert not died.timing.ok and "the meter process died (killed by SIGKILL" in died.timing.error
             assert len(died.timing.token_offsets_s) >= 3, "what was read before it died is kept"
             await wait_for(pilot, lambda: any(isinstance(m, MeterDied) for m in seen), 10)
-            toasts = [str(n.message) for n in app._notifications]
-            assert any("meter process died" in t and "next send starts a new one" in t for t in toasts), toasts
+            await wait_for_toast(pilot, "meter process died", "next send starts a new one")
             assert app.is_running
 
             await pilot.press("1")

@@ -3,6 +3,7 @@
 import tomllib
 import typing
 
+from tests.app.harness import wait_for_toast
 from tui.app.app import PhasetopApp
 from tui.app.themes import PROJECTOR
 from tui.config import Settings, ThemeName
@@ -64,7 +65,5 @@ async def test_a_file_it_cannot_rewrite_says_so_in_a_toast_and_stays_as_it_was(t
     app = make_app(theme_file=config)
     async with app.run_test(size=(120, 40)) as pilot:
         app.theme = "nord"
-        await pilot.pause()
-        await pilot.pause()
-        assert any("nord is not remembered" in n.message for n in app._notifications)
+        await wait_for_toast(pilot, "nord is not remembered")
     assert config.read_text() == 'url = "unterminated\n'

@@ -7,7 +7,7 @@ import time
 import psutil
 from textual.widgets import Static
 
-from tests.app.harness import settings, wait_for
+from tests.app.harness import settings, wait_for, wait_for_toast
 from tests.sources.listener_child import listen
 from tui.app.app import PhasetopApp
 from tui.app.messages import ServerCameUp
@@ -52,8 +52,7 @@ async def test_a_killed_simulator_is_reaped_reported_and_restarted_with_r():
             assert "; last said: phasetop" in text and "press R to start it again" in text, text
             assert f"(pid {first_pid})" not in text
             assert screen.query_one(GpuPane).has_class("-server-exited")
-            toasts = [str(n.message) for n in app._notifications]
-            assert any("killed by SIGKILL" in toast and "Press R" in toast for toast in toasts), toasts
+            await wait_for_toast(pilot, "killed by SIGKILL", "Press R")
 
             await pilot.press("question_mark")
             await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), 10)

@@ -33,6 +33,8 @@ def test_a_whole_answer_in_one_read_is_delivery():
 def test_a_client_that_paused_over_nearly_every_gap_timed_nothing_of_the_server():
     starved = replace(timing(steady(n=16, itl=0.06)), client_gaps=tuple(range(13)))
     assert burst_reason(starved) == "13 of 15 gaps were the client's own pauses: too few left to time the server"
+    # A short answer with two pauses of five gaps: its three server gaps are still a decode step apart.
+    assert burst_reason(replace(timing(steady(n=6, itl=0.06)), client_gaps=(0, 3))) is None
     assert burst_reason(replace(starved, client_gaps=tuple(range(11)))) is None  # four of the server's gaps: judged
 
 

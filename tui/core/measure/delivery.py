@@ -13,7 +13,8 @@ Signals, any of which flags a request:
 - faster than the server: the client's decode rate well above the one the server reports for the
   same request, or its ITL p50 far below the server's mean gap;
 - faster than physics: the decode rate above the device's bandwidth ceiling;
-- a client that paused over nearly every gap: too few of the server's own gaps are left to judge.
+- a client that paused over most gaps: too few of the server's own gaps are left to judge (a short
+  answer with a pause or two keeps its few server gaps, judged like any other's).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def burst_reason(timing: RequestTiming, ceiling_tok_s: float | None = None) -> s
         return None
     gaps = timing.itl_s
     chunks = len(timing.token_offsets_s)
-    if len(gaps) < MIN_GAPS:
+    if len(gaps) < MIN_GAPS and len(timing.client_gaps) >= CLUMPED_GAP_SHARE * (chunks - 1):
         return (f"{len(timing.client_gaps)} of {chunks - 1} gaps were the client's own pauses: too few left to time "
                 "the server")
     split = timing.server_split
