@@ -91,7 +91,7 @@ async def test_palette_offers_every_action():
         await pilot.pause(0.1)
         titles = [c.title for c in app.get_system_commands(app.screen)]
         assert {"Send", "Long 2000", "Short 200", "Clear"} <= set(titles)
-        assert "Restart simulator" not in titles, "phasetop started no simulator here: nothing to restart"
+        assert "Start the server again" not in titles, "phasetop runs no server here: nothing to start again"
 
 
 class _PromptHost(App):

@@ -13,7 +13,7 @@ from tui.app.screens.server_log import ServerLogScreen
 from tui.core.serving.serve_command import ServeCommand, Setting
 from tui.sim.launcher import SimulatorProcess
 from tui.sources.servers.managed_server import ServerStartError
-from tui.sources.servers.served_command import ServedSimulator
+from tui.sources.servers.served_command import RestartRefused, ServedSimulator
 
 ARGS = ["--time-scale", "4", "--max-num-batched-tokens", "2048"]
 
@@ -48,8 +48,8 @@ def test_the_served_simulator_keeps_its_program_and_port_and_says_why_a_flag_fai
             served.restart(served.command.with_setting(Setting("port", "1")))
         with pytest.raises(ServerStartError, match="phasetop's simulator"):
             served.restart(ServeCommand(("vllm", "serve", "m", "--port", str(served.command.port))))
-        with pytest.raises(ServerStartError, match="bogus"):
+        first_pid = served.pid
+        with pytest.raises(RestartRefused, match="bogus") as refused:
             served.restart(served.command.with_setting(Setting("max-num-batched-tokens", "bogus")))
-        assert not served.running  # a refused flag leaves nothing running; the first command starts it again
-        served.restart(served.first)
-        assert served.running and served.command == served.first
+        assert refused.value.kept and served.running and served.pid != first_pid, "the last good flags run again"
+        assert served.command == served.first and served.url == simulator.url

@@ -57,7 +57,7 @@ async def test_a_killed_simulator_is_reaped_reported_and_restarted_with_r():
             await pilot.press("question_mark")
             await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), 10)
             help_text = str(app.screen.query_one(Static).render())
-            assert "Restart simulator" in help_text
+            assert "Start the server again" in help_text
             await pilot.press("escape")
             await wait_for(pilot, lambda: app.screen is screen, 10)
 
@@ -77,11 +77,11 @@ async def test_a_killed_simulator_is_reaped_reported_and_restarted_with_r():
 async def test_the_restart_key_is_hidden_without_a_simulator_and_idle_while_it_runs(sim_url):
     app = PhasetopApp(settings(), sim_url, None, None, live=False)
     async with app.run_test(size=(120, 40)):
-        assert app.screen.check_action("restart_simulator", ()) is False
+        assert app.screen.check_action("start_server_again", ()) is False
     with SimulatorProcess.start([]) as simulator:
         app = PhasetopApp(settings(), simulator.url, None, None, live=False, simulator=simulator)
         async with app.run_test(size=(120, 40)):
-            assert app.screen.check_action("restart_simulator", ()) is None  # listed, not usable: it runs
+            assert app.screen.check_action("start_server_again", ()) is None  # listed, not usable: it runs
 
 
 def test_the_launcher_reaps_a_killed_child_and_says_how_it_ended():

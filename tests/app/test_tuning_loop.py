@@ -16,11 +16,13 @@ from tests.app.harness import completed, settings, wait_for
 from tests.app.tuning_steps import edit_flags, long_among_streams
 from tests.loopback import closed_port_url
 from tui.app.app import PhasetopApp
+from tui.app.messages import ServedRestarted
 from tui.app.screens.compare import CompareScreen
 from tui.app.screens.flags import FlagEditorScreen
 from tui.config import PollSettings
 from tui.core.measure.sends import Send
 from tui.core.serving.serve_command import ServeCommand, Setting
+from tui.core.state.tuning_loop import Refusal
 from tui.sources.servers.served_command import ServedCommand, listening, start_served
 
 SETTLE_S = 1.5
@@ -150,37 +152,48 @@ async def test_a_restart_its_metrics_do_not_show_is_still_a_new_session_and_only
         await pilot.press("escape", "q")
 
 
-async def test_a_flag_the_server_refuses_is_its_own_error_line_and_a_good_one_restarts_it(served):
+async def test_a_refused_flag_keeps_the_last_good_flags_running_and_reopens_the_editor_on_the_typo(served):
     seen = []
     app = PhasetopApp(settings(), served.url, save_runs=False, served=served)
     async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
         screen = app.screen
         await wait_for(pilot, lambda: screen.lab.server_info is not None)
-        notes = []
+        first_pid, notes = served.pid, []
         app.notify = lambda message, **kwargs: notes.append(message)
-        await edit_flags(pilot, app, served.command.with_setting(Setting("max-num-batched-tokens", "bogus")))
-        await wait_for(pilot, lambda: any("not restarted" in n or "invalid int value: 'bogus'" in n for n in notes), 60)
-        assert any("exited while starting (status 2)" in n and "invalid int value: 'bogus'" in n for n in notes)
-        assert screen.server.note is None and not served.running
-        await edit_flags(pilot, app, served.first.with_setting(Setting("max-num-batched-tokens", "512")))
+        typo = served.command.with_setting(Setting("max-num-batched-tokens", "bogus"))
+        await edit_flags(pilot, app, typo)
+        await wait_for(pilot, lambda: any("invalid int value: 'bogus'" in n for n in notes), 60)
+        (toast,) = [n for n in notes if "invalid int value: 'bogus'" in n]
+        assert "exited while starting (status 2)" in toast
+        assert toast.count("invalid int value: 'bogus'") == 1, "the error's line once, not again from the log's tail"
+        assert "kept the last good flags: the server runs on them again (refused: --max-num-batched-tokens 2048 → bogus)" \
+            in toast
+        assert served.running and served.pid != first_pid and served.command == served.first
+        assert screen.simulator_state == "running"
+        # The editor is open again on the refused command, the server's error beside it: the typo is one edit away.
+        await wait_for(pilot, lambda: isinstance(app.screen, FlagEditorScreen))
+        editor = app.screen
+        assert editor.query_one(Input).value == str(typo)
+        assert "invalid int value: 'bogus'" in str(editor.query_one("#flags-refused").render())
+        await wait_for(pilot, lambda: screen.server.down_since is None, 60)  # the last good flags answer again
+        editor.query_one(Input).value = str(served.first.with_setting(Setting("max-num-batched-tokens", "512")))
+        await pilot.press("enter")
         await wait_for(pilot, lambda: served.running and "max_num_batched_tokens=512" in (screen.server.config or ""), 60)
         await pilot.press("q")
 
 
-async def test_after_a_restart_that_failed_the_first_command_and_the_probe_restart_it_and_probe_the_new_one(served):
+async def test_after_a_restart_left_nothing_running_the_probe_restarts_it_then_probes_the_new_one(served):
     seen = []
     async with measuring(served, seen) as (app, pilot):
         screen, notes = app.screen, []
         app.notify = lambda message, **kwargs: notes.append(message)
-        await edit_flags(pilot, app, served.command.with_setting(Setting("max-num-batched-tokens", "bogus")))
-        await wait_for(pilot, lambda: any("invalid int value: 'bogus'" in n for n in notes), 60)
-        (toast,) = [n for n in notes if "invalid int value: 'bogus'" in n]
-        assert toast.count("invalid int value: 'bogus'") == 1, "the error's line once, not again from the log's tail"
-        assert not served.running
-        # The command as it first ran, and the probe: with nothing running there is no "before" to probe, so the
-        # server starts again at once and the probe runs on it (it used to wait on a probe of the dead server).
-        await pilot.press("f")
+        served.stop()  # as if the last good flags had not started again either
+        screen.post_message(ServedRestarted(Refusal(served.first, "exited", fallback_error="exited too")))
         await wait_for(pilot, lambda: isinstance(app.screen, FlagEditorScreen))
+        assert screen.simulator_state == "exited" and screen.why_disabled("start_server_again") is None
+        assert any("R starts them again" in n for n in notes)
+        # The command as it first ran, and the probe: with nothing running there is no "before" to probe, so the
+        # server starts again at once and the probe runs on it.
         app.screen.query_one(Input).value = str(served.first)
         app.screen.query_one("#rerun-probe", RadioButton).value = True
         await pilot.pause(0.1)
@@ -232,7 +245,9 @@ async def test_the_flag_editor_completes_flags_from_the_servers_own_help(served_
         editor = app.screen
         await wait_for(pilot, lambda: "from the server's --help" in str(editor.query_one("#flags-hint").render()), 60)
         defaults = editor.query_one("#flags-defaults")
-        assert str(defaults.render()).startswith("1 of 2 flags differ from the server's defaults: ")  # the port aside
+        # The port aside; the flag that differs named in words, not by its colour alone.
+        assert str(defaults.render()) == ("1 of 2 differ from the server's defaults: --time-scale 4 (default 1) · as its "
+                                          "defaults: --max-num-batched-tokens 2048 (default 2048)")
         assert highlighted(defaults) == {"--time-scale 4 (default 1)"}, "2048 is the default; 4× is not"
         editor.query_one(Input).value = served.command.with_setting(Setting("max-num-batched-tokens", "256")).shown()
         await pilot.pause(0.1)
@@ -241,8 +256,20 @@ async def test_the_flag_editor_completes_flags_from_the_servers_own_help(served_
         field.value = served.command.shown() + " --max-num-s"
         field.cursor_position = len(field.value)
         await pilot.pause(0.2)
+        changed = editor.query_one("#flags-changed")
+        assert str(changed.render()) == "as first started (typing --max-num-s: no change until it is whole)", \
+            "a half-typed flag is no change"
         await pilot.press("right")  # accepts the suggestion
         assert field.value.endswith(" --max-num-seqs"), field.value
+        notes = []
+        app.notify = lambda message, **kwargs: notes.append(message)
+        await pilot.press("enter")  # a flag that takes a value, given none: not whole yet, nothing restarted
+        await pilot.pause(0.1)
+        assert notes == ["--max-num-seqs is not whole yet: finish it (→ completes a flag) or delete it"]
+        assert isinstance(app.screen, FlagEditorScreen) and served.pid is not None
+        field.value += " 64"
+        await pilot.pause(0.1)
+        assert str(changed.render()) == "changed since the first start: --max-num-seqs (none) → 64"
         await pilot.press("escape", "q")
 
 

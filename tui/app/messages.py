@@ -6,6 +6,7 @@ from textual.message import Message
 
 from tui.core.state.live import LaneTokens
 from tui.core.measure.records import RequestTiming
+from tui.core.state.tuning_loop import Refusal
 from tui.core.telemetry.readings import GpuSample, HostSample, MetricsSnapshot
 
 
@@ -155,7 +156,8 @@ class SimulatorExited(Fact):
 
 
 class SimulatorRestarted(Fact):
-    """The simulator was started again on its old port, or could not be (`error` says why)."""
+    """The server phasetop runs (its simulator, or the --serve command's last good flags) was started again on its
+    old port after it exited, or could not be (`error` says why)."""
 
     def __init__(self, error: str | None = None) -> None:
         super().__init__()
@@ -172,9 +174,8 @@ class ServedProgress(Fact):
 
 
 class ServedRestarted(Fact):
-    """The served command was started again with new flags, or could not be (`error`, its log's `log_tail`)."""
+    """The served command was started again with new flags, or was not (`refusal`: why, and what runs now)."""
 
-    def __init__(self, error: str | None = None, log_tail: str = "") -> None:
+    def __init__(self, refusal: Refusal | None = None) -> None:
         super().__init__()
-        self.error = error
-        self.log_tail = log_tail
+        self.refusal = refusal

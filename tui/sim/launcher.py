@@ -105,7 +105,7 @@ class SimulatorProcess:
                 self.url = line[len(READY_PREFIX):].decode().strip()
                 return
             if process.poll() is not None or time.monotonic() > deadline or line == b"":
-                reason = _last_line(stderr_file) or ("timed out" if process.poll() is None else exit_status(process.returncode))
+                reason = last_line(self.log_text()) or ("timed out" if process.poll() is None else exit_status(process.returncode))
                 self._stopping = True  # the reading thread reports nothing: this failure is raised here
                 _kill(process)
                 stderr_file.close()
@@ -139,16 +139,17 @@ class SimulatorProcess:
 
     def log_text(self) -> str:
         """What the child has written on stderr so far: its notes (a disaggregated one's KV transfers among them)."""
-        if self._stderr is None or self._stderr.closed:
+        try:  # stop() may close the file from another thread at any moment: then there is nothing more to read
+            fd = self._stderr.fileno()  # pread: the child shares this file's offset, and a seek would move its writes
+            return os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace")
+        except (AttributeError, OSError, ValueError):
             return ""
-        fd = self._stderr.fileno()  # pread: the child shares this file's offset, and a seek would move its writes
-        return os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace")
 
     def exit_line(self) -> str:
         """How the child ended and the last line it wrote: "killed by SIGKILL; last said: …"."""
         process = self.process
         status = exit_status(process.returncode) if process is not None and process.returncode is not None else "still running"
-        last = (_last_line(self._stderr) if self._stderr is not None and not self._stderr.closed else "") or self._last_stdout
+        last = last_line(self.log_text()) or self._last_stdout
         return f"{status}; last said: {last}" if last else status
 
     def _pump(self, process: subprocess.Popen, lines: queue.Queue) -> None:
@@ -183,7 +184,3 @@ def _kill(process: subprocess.Popen) -> None:
         process.kill()
         process.wait()
 
-
-def _last_line(stderr_file) -> str:
-    stderr_file.seek(0)
-    return last_line(stderr_file.read().decode(errors="replace"))

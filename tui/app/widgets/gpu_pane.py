@@ -156,4 +156,4 @@ def host_lines(sample: HostSample | None, cpu_ceiling: str | None, server_exit: 
 
 
 def exit_line(server_exit: str) -> str:
-    return f"server process: the simulator exited ({server_exit}); press R to start it again"
+    return f"server process: {server_exit}; press R to start it again"

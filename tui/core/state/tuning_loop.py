@@ -47,6 +47,21 @@ class Server:
     """The current session's number (0: none yet)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A restart whose command did not start, and what runs now."""
+
+    command: ServeCommand
+    """The command refused (the flag editor reopens on it)."""
+    error: str
+    """The server's own reason (its last line), or phasetop's."""
+    log_tail: str = ""
+    stopped: bool = True
+    """The server was stopped for it (False: refused before, the server runs as it was)."""
+    fallback_error: str | None = None
+    """Why the last good command, started again in its place, did not start either (None: it runs)."""
+
+
 # ---- effects: what the screen does ------------------------------------------------------------------
 
 
@@ -89,6 +104,14 @@ class RunExperiment:
 
 
 @dataclass(frozen=True, slots=True)
+class ReopenEditor:
+    """Open the flag editor again on `refusal`'s command, its error beside it, `rerun` picked as before."""
+
+    refusal: Refusal
+    rerun: str
+
+
+@dataclass(frozen=True, slots=True)
 class CompareRuns:
     """Open before → after over two runs of one experiment."""
 
@@ -97,7 +120,7 @@ class CompareRuns:
     title: str
 
 
-Effect = Notify | StartRestart | NewSession | Play | CompareBefore | RunExperiment | CompareRuns
+Effect = Notify | StartRestart | NewSession | Play | CompareBefore | RunExperiment | CompareRuns | ReopenEditor
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,18 +200,24 @@ class TuningLoop:
                     self._play(self.probe, _Then(restart=restart.command))]
         return self._begin_restart(restart.command, server)
 
-    def restarted(self, error: str | None, log_tail: str, server: Server) -> list[Effect]:
-        """The restart's outcome: on success a new session (unless the metrics already began one); on failure the
-        error, with the log's last lines it does not already quote, and no rerun."""
+    def restarted(self, refusal: Refusal | None, server: Server) -> list[Effect]:
+        """The restart's outcome: on success a new session (unless the metrics already began one); on a refusal the
+        server's error (with the log's last lines it does not already quote), what runs now, no rerun, and the
+        editor again on the refused command so the typo is one edit away."""
         before, changes = self._restarting or (0, "")
         self._restarting = None
-        if error:
-            self._rerun_after = None
-            error = one_line(error, 300)
-            tail = "\n".join(line for line in (one_line(line, 200) for line in log_tail.splitlines()[-3:])
-                             if line not in error)
-            return [Notify(f"{error}\n{tail}".strip(), "server not restarted", "error", 30)]
-        return [NewSession(f"phasetop restarted it: {changes}")] if server.session <= before else []
+        if refusal is None:
+            return [NewSession(f"phasetop restarted it: {changes}")] if server.session <= before else []
+        self._rerun_after = None
+        error = one_line(refusal.error, 300)
+        tail = "\n".join(line for line in (one_line(line, 200) for line in refusal.log_tail.splitlines()[-3:])
+                         if line not in error)
+        refused = "; ".join(changed_flags(server.command, refusal.command)) or "the same flags"
+        effects: list[Effect] = [Notify(f"{error}\n{tail}".strip() + "\n" + _what_runs_now(refusal, refused),
+                                        "server not restarted", "error", 30)]
+        if refusal.stopped and server.running and server.session <= before:
+            effects.append(NewSession(f"the last good flags again, after {refused} was refused"))
+        return [*effects, ReopenEditor(refusal, self._rerun)]
 
     def session_identified(self, server: Server) -> list[Effect]:
         """A session was identified: after a restart, the new server's; the picked workload runs again."""
@@ -258,11 +287,23 @@ class TuningLoop:
         return Play(tuple(workload))
 
 
+def _what_runs_now(refusal: Refusal, refused: str) -> str:
+    """The line after a refusal's error: the user's way back."""
+    if not refusal.stopped:
+        return f"nothing was stopped: the server runs as it was (refused: {refused})"
+    if refusal.fallback_error is None:
+        return f"kept the last good flags: the server runs on them again (refused: {refused})"
+    return (f"the last good flags did not start again either ({one_line(refusal.fallback_error, 200)}): "
+            "R starts them again")
+
+
 def restart_key_disabled(action: str, server_state: str, serves: bool) -> str | None:
     """Why a restart key cannot act now, or None: `server_state` of the server phasetop runs ("running", "exited",
     "starting"); `serves`: phasetop runs a served command (--serve, or the simulator it started)."""
-    if action == "restart_simulator" and server_state != "exited":
-        return "the simulator is running: R starts it again once it has exited"
+    if action == "start_server_again" and server_state == "starting":
+        return "the server is starting: wait for it"
+    if action == "start_server_again" and server_state != "exited":
+        return "the server phasetop runs is running: R starts it again once it has exited"
     if action in ("edit_flags", "server_log") and not serves:
         return "phasetop did not start this server: run it as `phasetop --serve \"CMD\"` to restart it with new flags"
     if action == "edit_flags" and server_state == "starting":

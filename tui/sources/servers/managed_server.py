@@ -19,10 +19,13 @@ from collections.abc import Callable, Mapping, Sequence
 
 import httpx
 
+from tui.core.serving.exit_status import reason_line
 from tui.spawn import popen
 
 LOG_TAIL_LINES = 5
 """Lines of its log a failed start keeps for a person to read."""
+REASON_LINES = 20
+"""The last lines searched for why a server gave up: llama-server prints its usage (some 8 lines) after its error."""
 
 
 class ServerStartError(RuntimeError):
@@ -108,7 +111,7 @@ class ManagedServer:
         with httpx.Client(timeout=2.0) as client:
             while True:
                 if self.process.poll() is not None:
-                    last = self.log_tail(1) or f"exit status {self.process.returncode}"
+                    last = reason_line(self.log_tail(REASON_LINES)) or f"exit status {self.process.returncode}"
                     raise ServerStartError(f"{self.name} exited while starting (status {self.process.returncode}): {last}",
                                            self.log_tail(LOG_TAIL_LINES))
                 try:

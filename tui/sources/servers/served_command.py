@@ -11,10 +11,11 @@ import sys
 from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit
 
+from tui.core.serving.exit_status import exit_status, reason_line
 from tui.core.serving.serve_command import ServeCommand
 from tui.core.serving.server_help import help_argv
 from tui.sim.launcher import SimulatorError, SimulatorProcess
-from tui.sources.servers.managed_server import ManagedServer, ServerStartError
+from tui.sources.servers.managed_server import REASON_LINES, ManagedServer, ServerStartError
 from tui.sources.servers.vllm_server import renice_engine
 
 
@@ -68,15 +69,65 @@ def listening(host: str, port: int) -> bool:
         return False
 
 
-class ServedCommand:
-    """The server command the UI runs (`phasetop --serve`): the command as it runs now, and a restart with
-    another. The URL stays: the UI's clients and samplers point at it, so a restart keeps its port."""
+class RestartRefused(ServerStartError):
+    """A restart's command did not start; the last good command was started again in its place (`kept`), or could
+    not be either (`fallback_error` says why: then nothing runs, and `start_again` tries once more)."""
+
+    def __init__(self, refused: ServerStartError, fallback_error: str | None = None) -> None:
+        super().__init__(str(refused), refused.log_tail)
+        self.fallback_error = fallback_error
+
+    @property
+    def kept(self) -> bool:
+        """The last good command runs again: the user has a server while fixing the refused one."""
+        return self.fallback_error is None
+
+
+class _Served:
+    """What every server the UI runs shares: `command` is the last one that started (a restart that fails leaves it,
+    and starts it again), `first` the one started first (the flag editor shows what differs from it)."""
+
+    command: ServeCommand
+    first: ServeCommand
+
+    def restart(self, command: ServeCommand, on_wait: Callable[[float, str], None] | None = None) -> None:
+        """Stop the server and start `command` in its place (blocking: from a thread). A command this server cannot
+        take raises ServerStartError before anything stops; one that does not start raises RestartRefused, once the
+        last good command was started again (or tried)."""
+        self._check(command)
+        try:
+            self._start(command, on_wait)
+        except ServerStartError as refused:
+            try:
+                self._start(self.command, on_wait)
+            except ServerStartError as also:
+                raise RestartRefused(refused, str(also)) from None
+            raise RestartRefused(refused) from None
+        self.command = command
+
+    def start_again(self, on_wait: Callable[[float, str], None] | None = None) -> None:
+        """Start the last good command again (it exited, or a failed restart left nothing running); ServerStartError
+        when it cannot."""
+        self._start(self.command, on_wait)
+
+    def _check(self, command: ServeCommand) -> None:
+        """Refuse what this server cannot be restarted as (raise ServerStartError), before anything stops."""
+        if command.port != self.command.port:
+            raise ServerStartError(f"the port is the UI's: keep --port {self.command.port}")
+
+    def _start(self, command: ServeCommand, on_wait: Callable[[float, str], None] | None) -> None:
+        """Stop what runs and start `command`; ServerStartError when it does not come up (then nothing runs)."""
+        raise NotImplementedError
+
+
+class ServedCommand(_Served):
+    """The server command the UI runs (`phasetop --serve`). The URL stays: the UI's clients and samplers point at it,
+    so a restart keeps its port."""
 
     def __init__(self, command: ServeCommand, url: str, server: CommandServer, start_timeout_s: float,
                  renice: bool = False) -> None:
         self.command = command
         self.first = command
-        """The command as it was first started: the flag editor shows what differs from it."""
         self.url = url
         self._server: CommandServer | None = server
         self._start_timeout_s = start_timeout_s
@@ -92,17 +143,21 @@ class ServedCommand:
         """The running command's process (its group's leader); None while none runs."""
         return self._server.pid if self._server is not None else None
 
+    def exit_line(self) -> str:
+        """How the command ended and the last line it wrote ("exit status 1; last said: …")."""
+        server = self._server
+        if server is None:
+            return "not running"
+        status = "still running" if server.running else exit_status(server.process.returncode)
+        last = reason_line(server.log_tail(REASON_LINES))
+        return f"{status}; last said: {last}" if last else status
+
     def log_tail(self, lines: int) -> str:
         return self._server.log_tail(lines) if self._server is not None else ""
 
-    def restart(self, command: ServeCommand, on_wait: Callable[[float, str], None] | None = None) -> None:
-        """Stop the server and start `command` in its place (blocking: from a thread). Raises ServerStartError
-        when it cannot start; then nothing runs, and a restart with a good command starts it again."""
-        if command.port != self.command.port:
-            raise ServerStartError(f"the port is the UI's: keep --port {self.command.port}")
+    def _start(self, command: ServeCommand, on_wait: Callable[[float, str], None] | None) -> None:
         self.stop()
         self._server = start_served(command, self._start_timeout_s, url=self.url, on_wait=on_wait, renice=self._renice)
-        self.command = command
 
     def stop(self) -> None:
         if self._server is not None:
@@ -113,7 +168,7 @@ class ServedCommand:
 SIMULATOR_PROGRAM = (sys.executable, "-m", "tui", "sim")
 
 
-class ServedSimulator:
+class ServedSimulator(_Served):
     """The simulator phasetop started, as a served command: its flags edited and it started again with them on its
     port, so the tuning loop (f, o, before → after) runs in the demo with no server of one's own. The child stays
     the one `SimulatorProcess` watches (R starts it again once it has exited)."""
@@ -132,21 +187,22 @@ class ServedSimulator:
     def pid(self) -> int | None:
         return self._simulator.pid
 
+    def exit_line(self) -> str:
+        return self._simulator.exit_line()
+
     def log_tail(self, lines: int) -> str:
         return "\n".join(self._simulator.log_text().splitlines()[-lines:])
 
-    def restart(self, command: ServeCommand, on_wait: Callable[[float, str], None] | None = None) -> None:
-        """Start the simulator again with `command`'s flags (blocking: from a thread); ServerStartError when it
-        cannot, and then nothing runs."""
+    def _check(self, command: ServeCommand) -> None:
         if command.argv[:len(SIMULATOR_PROGRAM)] != SIMULATOR_PROGRAM:
             raise ServerStartError(f"this is phasetop's simulator: keep `{shlex.join(SIMULATOR_PROGRAM)}` and change its flags")
-        if command.port != self.command.port:
-            raise ServerStartError(f"the port is the UI's: keep --port {self.command.port}")
+        super()._check(command)
+
+    def _start(self, command: ServeCommand, on_wait: Callable[[float, str], None] | None) -> None:
         try:
             self._simulator.restart(args=_without_port(command.argv[len(SIMULATOR_PROGRAM):]))
         except SimulatorError as error:
             raise ServerStartError(str(error), self.log_tail(20)) from None
-        self.command = command
 
     def stop(self) -> None:
         self._simulator.stop()
