@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 from tui.core.serving.serve_command import ServeCommand
-from tui.core.serving.server_help import against_defaults, complete_flag, defaults_in_help, flags_in_help, help_argv
+from tui.core.serving.server_help import (against_defaults, complete_flag, defaults_in_help, flags_in_help, help_argv,
+                                          unfinished_flag, value_flags_in_help)
 
 HELP = Path(__file__).parent.parent / "fixtures" / "help"
 
@@ -72,3 +73,23 @@ def test_a_help_without_defaults_gives_none_and_every_given_flag_counts_as_chang
     assert defaults_in_help("usage: x [--a A]\n  --a A  the a\n") == {}
     flag, = against_defaults(ServeCommand.parse("x --a 1"), {})
     assert flag.differs and str(flag) == "--a 1 (no default in --help)"
+
+
+def test_a_flag_half_typed_or_given_no_value_yet_is_unfinished_and_a_switch_or_a_typo_is_not():
+    """The flag editor counts no change for the flag being typed at the end of the command (it showed
+    `--max-num-batched-tokens (none) → True`), from the help's own shapes: vLLM's, llama.cpp's."""
+    for name, value_flag, switch in (("vllm-0.32-help-all.txt", "--max-num-batched-tokens", "--enforce-eager"),
+                                     ("llama-server-help.txt", "--batch-size", "--cont-batching")):
+        text = (HELP / name).read_text()
+        flags, takes_value = flags_in_help(text), value_flags_in_help(text)
+        assert value_flag in takes_value and switch not in takes_value, name
+        assert unfinished_flag(f"serve m {value_flag[:7]}", flags, takes_value) == value_flag[:7], "half a name"
+        assert unfinished_flag(f"serve m {value_flag}", flags, takes_value) == value_flag, "no value yet"
+        assert unfinished_flag(f"serve m {value_flag} ", flags, takes_value) == value_flag, "a space, still no value"
+        assert unfinished_flag(f"serve m {value_flag} 512", flags, takes_value) is None
+        assert unfinished_flag(f"serve m {value_flag}=512", flags, takes_value) is None
+        assert unfinished_flag(f"serve m {switch}", flags, takes_value) is None, "a whole switch is a change"
+        assert unfinished_flag("serve m --zz-typo", flags, takes_value) is None, "no flag begins so: the server's to refuse"
+    assert "--flash-attn" not in value_flags_in_help((HELP / "llama-server-help.txt").read_text()), \
+        "`--flash-attn [on|off|auto]`: its value is optional"
+    assert unfinished_flag("serve m --max-num-b", [], set()) is None, "the help not read yet: nothing to tell by"

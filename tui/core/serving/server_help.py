@@ -21,6 +21,9 @@ _ENTRY = re.compile(r"^\s{0,4}--?[A-Za-z]")
 _PAREN_DEFAULT = re.compile(r"[(;,]\s*default:?\s+([^;,)]*?)\s*[;,)]")
 """`(default X)`, `(…; default X)`, `(…, default: X)`: a default in its own clause, not prose
 ("will use the default value of 0.92")."""
+_VALUE_AFTER = re.compile(r"--([a-z0-9][a-z0-9-]*[a-z0-9])[ =][^\s,[-]")
+"""In an entry's names, a flag followed by its metavar (`--port P`, `--quantization {none,fp8}`; not an optional one,
+`--flash-attn [on|off|auto]`)."""
 _COLON_DEFAULT = re.compile(r"\bdefault:\s+([^;,)]*?)\s*[;,)]")
 _SETTINGS_DEFAULT = re.compile(r"\bdefault:\s+settings\b[^;,)]*,\s*else\s+([^;,)]*?)\s*[;,)]")
 """phasetop's own `(default: settings, else 'H100 SXM'; …)`: the default with no settings file is after "else"."""
@@ -45,6 +48,26 @@ def help_argv(command: ServeCommand) -> list[str]:
 def flags_in_help(text: str) -> list[str]:
     """The `--flag` names a server's `--help` lists, each once, in the order it lists them (`--no-x` too)."""
     return list(dict.fromkeys(f"--{name}" for name in _HELP_FLAG.findall(text)))
+
+
+def value_flags_in_help(text: str) -> set[str]:
+    """The `--flag` names whose entry shows a value after the name (`--max-num-batched-tokens N`, `-b, --batch-size N`,
+    `--quantization {none,fp8}`): a flag that is no switch, so given bare it is not whole yet."""
+    return {f"--{name}" for definition, _ in _entries(text) for name in _VALUE_AFTER.findall(definition)}
+
+
+def unfinished_flag(text: str, flags: Sequence[str], value_flags: set[str]) -> str | None:
+    """The flag being typed at the end of `text`, not yet a change: a word that begins one of the help's flags but is
+    none of them (`--max-num-b`), or a flag that takes a value given none yet (`--max-num-batched-tokens`). None when
+    the help's flags are not known, or the command ends in a whole switch, a value, or a word no flag begins (a
+    typo, the server's to refuse)."""
+    words = text.split()
+    last = words[-1] if words and flags else ""
+    if not last.startswith("--") or "=" in last:
+        return None
+    if last in flags:
+        return last if last in value_flags else None
+    return last if any(flag.startswith(last) for flag in flags) else None
 
 
 def complete_flag(value: str, flags: Sequence[str]) -> str | None:
