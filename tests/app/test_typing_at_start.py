@@ -37,3 +37,23 @@ async def test_tab_goes_to_the_prompt_box_not_through_every_button(sim_url):
         await wait_for(pilot, lambda: app.screen.lab.server_info is not None)
         await pilot.press("tab")
         assert app.focused is app.screen.query_one("#prompt-text", TextArea)
+
+
+async def test_enter_in_the_prompt_box_sends_ctrl_j_breaks_the_line_and_the_footer_names_the_keys_that_work(sim_url):
+    seen = []
+    app = PhasetopApp(settings(), sim_url, save_runs=False)
+    async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
+        screen = app.screen
+        await wait_for(pilot, lambda: screen.lab.server_info is not None)
+        await pilot.press("tab", *"hi", "ctrl+j", *"there")  # (h alone is a shortcut: Tab goes to the box)
+        box = screen.query_one("#prompt-text", TextArea)
+        assert box.text == "hi\nthere", "Ctrl+J is a line break, not a send"
+        assert not seen_of(seen, RequestStarted)
+        # While typing, the one-letter keys are the box's letters: the footer shows the keys that work there instead.
+        footer = {b.binding.description for b in screen.active_bindings.values() if b.binding.show}
+        assert {"Send", "New line", "Back to the keys"} <= footer and "Clear" not in footer, footer
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: len(completed(seen)) == 1, 60)
+        [typed] = {m.request_id: m for m in seen_of(seen, RequestStarted)}.values()
+        assert typed.label == "typed" and box.text == "hi\nthere", "sent as typed, the text kept to send again"
+        assert app.focused is box, "still typing: Enter sent, it did not leave the box"

@@ -53,6 +53,7 @@ PRESETS = (
 )
 """8 (or 32) at once decode 512 tokens each (about 2.5 s on the simulated H100): long enough that the long prompt,
 sent while they run, lands among them and its prefill stalls their decode on the wall clock."""
+PLACEHOLDER = "type a prompt · Enter sends · Shift+Enter or Ctrl+J: a new line · Esc: back to the keys"
 TYPED_MAX_TOKENS = 128
 """Tokens a typed prompt asks for."""
 SHARED_PREFIX = filler_text("[shared system prompt]", 1800)
@@ -82,7 +83,7 @@ class PromptPane(Vertical):
                 yield _unfocusable(Button(preset.label, id=f"preset-{preset.key}", compact=True))
         # Send sits beside the text it sends: on the presets row it ran off a narrow pane.
         with Horizontal(id="compose"):
-            yield PromptText(id="prompt-text", soft_wrap=True, placeholder="type a prompt (Esc: back to the keys)")
+            yield PromptText(id="prompt-text", soft_wrap=True, placeholder=PLACEHOLDER)
             yield _unfocusable(Button("send typed", id="send-typed", variant="primary", compact=True))
         yield AnswerView(ANSWER_LINES, id="answer")
 
@@ -135,9 +136,22 @@ class PromptPane(Vertical):
 
 
 class PromptText(EditArea):
-    """The typed prompt; Esc leaves it, so the keys are shortcuts again."""
+    """The typed prompt: Enter sends it, Shift+Enter or Ctrl+J breaks the line, Esc leaves it (the keys are shortcuts
+    again). These are in the footer while it is typed in: the screen's one-letter keys are the box's letters then."""
 
-    BINDINGS = [Binding("escape", "leave", "Back to the keys", show=False)]
+    BINDINGS = [
+        Binding("enter", "send", "Send", id="prompt.send", tooltip="Send the typed prompt"),
+        Binding("shift+enter,ctrl+j", "new_line", "New line", key_display="⇧⏎/^J", id="prompt.new_line",
+                tooltip="A line break in the prompt"),
+        Binding("escape", "leave", "Back to the keys", key_display="esc", id="prompt.leave",
+                tooltip="Leave the prompt box: the one-letter keys are shortcuts again"),
+    ]
+
+    def action_send(self) -> None:
+        self.query_ancestor(PromptPane).request_typed()
+
+    def action_new_line(self) -> None:
+        self.insert("\n")
 
     def action_leave(self) -> None:
         self.screen.set_focus(None)
