@@ -66,10 +66,19 @@ async def test_served_requests_show_as_lanes_beside_phasetops_own_and_save_as_a_
         assert slowest[1].strip().startswith("cmpl-queued-0: queue 1.80 s of TTFT 1.82 s: capacity")
         assert slowest[2].strip().startswith("cmpl-long-0: prefill 900 ms of TTFT 900 ms: 6,000-token prompt")
         assert f"receiving at {endpoint}" in str(traffic.query_one("#traffic-title").render())
+        windows = str(traffic.query_one("#traffic-windows").render())
+        assert windows.startswith("spans: 3 requests, ") and "/metrics: its last 30 s" in windows, windows
+        assert "3 requests served over " in str(traffic.query_one("#traffic-title").render())
         await pilot.press("s")
         runs = tmp_path / "runs"
         await wait_for(pilot, lambda: any(json.loads(p.read_text())["kind"] == "traffic" for p in runs.glob("*.json")),
                        10, "the window saved")
+        await wait_for(pilot, lambda: any(n.message.startswith("saved run ") for n in app._notifications), 10,
+                       "'saved run …' said")
+        await pilot.press("s")  # nothing came in or left since: the same window is not saved again
+        await wait_for(pilot, lambda: any(n.message.startswith("already saved as run ") for n in app._notifications),
+                       10, "'already saved' said")
+        await pilot.pause(0.3)
     [run] = [r for r in (json.loads(p.read_text()) for p in runs.glob("*.json")) if r["kind"] == "traffic"]
     assert run["server"]["senders"] == ["vllm@gpu-7"] and len(run["requests"]) == 3
     assert [r["sent_by_phasetop"] for r in run["requests"]] == [True, False, False]

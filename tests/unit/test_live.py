@@ -141,15 +141,20 @@ def test_clumped_arrivals_are_flagged_and_kept_out_of_the_diagnosis():
     assert "decode" not in live.diagnosis()
 
 
-def test_clear_empties_the_timeline_but_not_the_server():
+def test_clear_empties_the_timeline_and_nothing_else():
     live = LiveSession(CEILING)
     live.server_up(Served("openai", "m"), fresh=True)
-    send_one(live)
+    before = send_one(live)
     live.publish()
     live.clear()
     shown = live.publish()
-    assert shown.timings == [] and live.diagnosis() == ""
+    assert shown.timings == [] and shown.lanes == [] and live.diagnosis() == ""
     assert live.served == Served("openai", "m") and live.server_fresh is False  # a request was sent
+    live.completed(before, done(T0))  # sent before the clear, ended after: kept, not drawn
+    after = send_one(live)
+    shown = live.publish()
+    assert [t.ttft_s for t in shown.kept] == [done(T0).ttft_s, None], "the roofline and traffic view still read both"
+    assert len(shown.timings) == 1 and shown.timings[0] is shown.kept[-1] and after > before
 
 
 def test_a_given_ceiling_wins_and_an_unknown_server_has_none_until_it_is_described():

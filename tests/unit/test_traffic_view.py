@@ -12,8 +12,9 @@ from tui.core.measure.records import RequestTiming
 from tui.core.runs.run_record import compare_runs, new_run
 from tui.core.telemetry.readings import HistogramQuantiles
 from tui.core.view.timeline import ALIGNED, WALL_CLOCK
-from tui.core.view.traffic import (DECODE, EMPTY, OUTSIDE, PREFILL, QUEUE, own_beside_server, own_line, phase_spans,
-                              phase_table, run_requests, slowest_lines, traffic_layout)
+from tui.core.view.traffic import (DECODE, EMPTY, OUTSIDE, PREFILL, QUEUE, hidden_line, own_beside_server, own_line,
+                                   phase_spans, phase_table, run_requests, served_text, slowest_lines, traffic_layout,
+                                   windows_line)
 
 T0 = 1_760_000_000.0
 
@@ -101,3 +102,23 @@ def test_a_window_saved_as_a_run_compares_on_ttft_tpot_and_e2e():
 
 def _now() -> datetime:
     return datetime(2026, 3, 1, tzinfo=UTC)
+
+
+def test_the_window_says_how_many_requests_and_the_time_they_cover_in_the_singular_too():
+    assert served_text([]) == "no request served yet"
+    assert served_text([record("a", T0, e2e_s=1.25)]) == "1 request served over 1.25 s, arrival to answer"
+    two = [record("a", T0), record("b", T0 + 30.0, e2e_s=2.0)]  # first arrival T0 to last answer T0 + 32 s
+    assert served_text(two) == "2 requests served over 32.00 s, first arrival to last answer"
+    assert hidden_line(1) == "↑ 1 older request not drawn (no room); every figure below counts them"
+    assert hidden_line(29).startswith("↑ 29 older requests not drawn")
+
+
+def test_each_side_of_the_phase_table_names_its_window_and_why_it_reads_a_dash():
+    records = [record(str(i), T0 + i) for i in range(53)]
+    read = {"ttft_s": HistogramQuantiles(0.01, 0.05, 0.1, 0.02, 12, 40, None, None)}
+    line = windows_line(records, read, 30.0)
+    assert line == "spans: 53 requests, 53.25 s · /metrics: its last 30 s, 12 requests", line
+    idle = {"ttft_s": HistogramQuantiles(None, None, None, None, 0, 40, None, None)}
+    assert windows_line(records, idle, 30.0).endswith("/metrics: no request in its last 30 s")
+    assert windows_line([], {}, None) == "spans: none yet · /metrics: not read yet"
+    assert len(windows_line(records, idle, 30.0)) <= 78  # one row at 80 columns

@@ -13,7 +13,8 @@ from textual.widget import Widget
 from tui.core.view.lane_cells import axis_ticks
 from tui.core.telemetry.served import ServedRequest
 from tui.core.view.timeline import WALL_CLOCK
-from tui.core.view.traffic import DECODE, EMPTY, OUTSIDE, PREFILL, QUEUE, TrafficLayout, short_id, traffic_layout
+from tui.core.view.traffic import (DECODE, EMPTY, OUTSIDE, PREFILL, QUEUE, TrafficLayout, hidden_line, short_id,
+                                   traffic_layout)
 
 MARKS = {OUTSIDE: "┄", QUEUE: "░", PREFILL: "━", DECODE: "▄", EMPTY: " "}
 OWN_MARK = "◆"
@@ -24,7 +25,8 @@ AXIS_ROWS = 2
 
 
 class TrafficLanes(Widget):
-    """The newest requests that fit, oldest at the top; `drawn` is what the last draw laid out."""
+    """The newest requests that fit, oldest at the top, under a note of how many older ones did not; `drawn` is
+    what the last draw laid out."""
 
     COMPONENT_CLASSES = {f"traffic-lanes--{name}" for name in (OUTSIDE, QUEUE, PREFILL, DECODE, "axis", "label")}
 
@@ -48,7 +50,10 @@ class TrafficLanes(Widget):
     def redraw(self) -> None:
         width, height = self.size
         cells = max(0, width - LABEL_WIDTH - 1)
-        self.drawn = traffic_layout(self.records, cells, max(0, height - AXIS_ROWS), self.view)
+        rows = max(0, height - AXIS_ROWS)
+        if len(self.records) > rows:
+            rows = max(0, rows - 1)  # the top row says how many older ones did not fit
+        self.drawn = traffic_layout(self.records, cells, rows, self.view)
         self._strips = self._draw(self.drawn, width, height)
         self.refresh()
 
@@ -60,14 +65,17 @@ class TrafficLanes(Widget):
 
     def _draw(self, drawn: TrafficLayout, width: int, height: int) -> list[Strip]:
         if not drawn.lanes:
-            hint = "no request served yet: each one the server's spans tell of shows here"[:width]
+            hint = (hidden_line(drawn.hidden) if drawn.hidden
+                    else "no request served yet: each one the server's spans tell of shows here")[:width]
             strips = [Strip.blank(width, self.rich_style) for _ in range(height)]
             if height:
                 strips[height // 2] = Strip([Segment(hint.center(width), self._style("label"))])
             return strips
         label = self._style("label")
         styles = {phase: self._style(phase) for phase in (OUTSIDE, QUEUE, PREFILL, DECODE)}
-        strips = [Strip.blank(width, self.rich_style) for _ in range(max(0, height - AXIS_ROWS - len(drawn.lanes)))]
+        note = [Strip([Segment(hidden_line(drawn.hidden)[:width].ljust(width), label)], width)] if drawn.hidden else []
+        blank = max(0, height - AXIS_ROWS - len(drawn.lanes) - len(note))
+        strips = note + [Strip.blank(width, self.rich_style) for _ in range(blank)]
         for lane in drawn.lanes:
             record = lane.record
             ttft = f" {record.ttft_s * 1e3:,.0f} ms"

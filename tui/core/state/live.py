@@ -57,7 +57,9 @@ class Published:
     """What the panes are given at one publish."""
 
     timings: list[RequestTiming]
-    """Requests finished and in flight, oldest first."""
+    """The timeline's requests, finished and in flight, oldest first (none sent before the last clear)."""
+    kept: list[RequestTiming]
+    """Every request kept, a clear of the timeline or not: what the roofline and the traffic view read."""
     selected_back: int
     """The selected lane, counted back from the newest."""
     answer: str | None
@@ -129,6 +131,8 @@ class LiveSession:
         self._alone: set[int] = set()
         """The ids of those lanes: no key's batch, each is one by itself."""
         self._next_id = 1
+        self._cleared_below = 0
+        """Requests with lower ids were sent before the timeline was last cleared: kept, not drawn."""
         self._ids_lock = threading.Lock()
         """Ids are taken on the screen's thread (sends) and on the load dial's (its requests)."""
         self._answer: list[str] = []
@@ -279,12 +283,10 @@ class LiveSession:
             [self._records[request_id]] = flag_bursts([timing], self.decode_ceiling_tok_s)
 
     def clear(self) -> None:
-        self._records.clear()
-        self._labels.clear()
-        self._arrived.clear()
-        self._client_gaps.clear()
-        self._done.clear()
-        self._alone.clear()
+        """Clear the timeline: the requests sent so far leave its lanes (and the figures and diagnosis under them),
+        nothing else. They stay kept for what reads every request (the roofline's lone prefill, the traffic view's
+        matching), and one still streaming goes on to its end there."""
+        self._cleared_below = self._next_id
         self._new_send = True
 
     def select(self, step: int) -> None:
@@ -304,7 +306,9 @@ class LiveSession:
             if len(offsets) != len(self._records[i].token_offsets_s):
                 self._records[i] = replace(self._records[i], token_offsets_s=tuple(offsets),
                                            client_gaps=tuple(self._client_gaps.get(i, ())))
-        self._timings = [self._records[i] for i in ids]
+        kept = [self._records[i] for i in ids]
+        ids = [i for i in ids if i >= self._cleared_below]
+        self._timings = kept[len(kept) - len(ids):]
         self._shown = ids
         self._batch_of = batches(self._timings, {n for n, i in enumerate(ids) if i in self._alone})
         if self._new_send:  # the send's newest lane: the lanes the load dial started after it come after it
@@ -317,7 +321,7 @@ class LiveSession:
         self._new_send, self._joined = False, 0
         self._lanes = self._judge.lanes(self._timings, [self._labels[i] for i in ids], keep)
         answer = "".join(self._answer) if self._answer or self._answer_ended else None
-        published = Published(self._timings, self.selected_back, answer, self._answer_ended, self._batch_of, self._lanes)
+        published = Published(self._timings, kept, self.selected_back, answer, self._answer_ended, self._batch_of, self._lanes)
         self._answer.clear()
         self._answer_ended = False
         return published

@@ -107,6 +107,27 @@ def _cells(spans: Iterable[tuple[str, float, float]], offset_s: float, span_s: f
     return tuple(cells)
 
 
+def hidden_line(hidden: int) -> str:
+    """The lanes' note when older requests did not fit: they are still in every figure, only not drawn."""
+    noun = "request" if hidden == 1 else "requests"
+    return f"↑ {hidden:,} older {noun} not drawn (no room); every figure below counts them"
+
+
+def served_text(records: Sequence[ServedRequest]) -> str:
+    """How many requests the window holds and the time they cover, first arrival to last answer (one request: its
+    own arrival to its answer): the window every span figure is over."""
+    if not records:
+        return "no request served yet"
+    if len(records) == 1:
+        return f"1 request served over {seconds(covered_s(records))}, arrival to answer"
+    return f"{len(records):,} requests served over {seconds(covered_s(records))}, first arrival to last answer"
+
+
+def covered_s(records: Sequence[ServedRequest]) -> float:
+    """Seconds from the first arrival to the last answer (the sender's clock: only differences are taken)."""
+    return max(r.end_unix for r in records) - min(r.start_unix for r in records)
+
+
 def slowest_lines(records: Sequence[ServedRequest], count: int = 5) -> list[str]:
     """The `count` slowest to their first token, each with the phase that made it slow, as one line."""
     if not records:
@@ -189,6 +210,29 @@ def phase_table(records: Sequence[ServedRequest], histograms: Mapping[str, Histo
                    else ("–", "–", "–"))
         rows.append((label, seconds(exact.p50), seconds(exact.p90), seconds(exact.p99), f"{exact.n:,}", *metrics))
     return rows
+
+
+def windows_line(records: Sequence[ServedRequest], histograms: Mapping[str, HistogramQuantiles],
+                 metrics_window_s: float | None) -> str:
+    """What each side of the phase table is over, short enough for one row at 80 columns: the spans' columns over
+    the window's requests, the /metrics ones over the server's histograms in the scraper's own window (None: its
+    length is not known here)."""
+    spans = f"{len(records):,} request{'s' * (len(records) != 1)}, {seconds(covered_s(records))}" if records else "none yet"
+    return f"spans: {spans} · /metrics: {metrics_window_text(histograms, metrics_window_s)}"
+
+
+def metrics_window_text(histograms: Mapping[str, HistogramQuantiles], window_s: float | None) -> str:
+    """The /metrics columns' window in words, and why they read "–" when they do."""
+    if not histograms:
+        return "not read yet"
+    shown = [histograms[name] for _, _, name in PHASE_ROWS if name in histograms]
+    if not shown:
+        return "none of these histograms"
+    window = f"its last {floor(window_s):,} s" if window_s is not None else "its scrape window"
+    requests = max(q.n for q in shown)
+    if not requests:
+        return f"no request in {window}"
+    return f"{window}, {requests:,.0f} request{'s' * (requests != 1)}"
 
 
 def _bounded(quantiles: HistogramQuantiles, name: str) -> str:
