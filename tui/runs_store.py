@@ -25,6 +25,7 @@ from platformdirs import user_data_dir
 
 from tui.core.runs.schema import RunInvalid, check_run
 from tui.core.runs.run_record import is_bench_document, run_from_bench_document, run_header
+from tui.core.runs.sessions import read_as_ui_session
 from tui.core.untrusted import redact_all, surrogates_escaped, without_credentials
 
 TEMP_SUFFIX = ".tmp"
@@ -250,7 +251,8 @@ def _run_files(directory: Path) -> list[Path]:
 
 
 def _read(path: Path) -> dict:
-    """The run in the file, checked against the run schema; a bench `--save` document is read as a bench run."""
+    """The run in the file, checked against the run schema; a bench `--save` document is read as a bench run, and
+    an older phasetop's UI session as kind "ui"."""
     try:
         run = json.loads(path.read_text(encoding="utf-8"))
     except OSError as error:
@@ -265,7 +267,7 @@ def _read(path: Path) -> dict:
         check_run(run)
     except RunInvalid as error:
         raise RunFileError(path, str(error)) from None
-    return run
+    return read_as_ui_session(run)
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 from textual.widgets import DataTable, Static
+from textual.widgets._toast import Toast
 from textual.worker import WorkerState
 
 from tests.app.harness import CEILING, seen_of, settings, text_of, wait_for
@@ -149,9 +150,11 @@ async def test_restart_with_another_batch_budget_opens_a_session_and_compares(tm
         first.stop()
     # Session 1 was saved when the restart closed it; session 2 when the app closed.
     sessions = [r for r in saved_runs(runs_dir) if r["params"].get("source") == "ui session"]
-    assert [(r["kind"], r["result"]["session"]) for r in sorted(sessions, key=lambda r: r["result"]["session"])] == [("probe", 1), ("probe", 2)]
+    assert [(r["kind"], r["result"]["session"]) for r in sorted(sessions, key=lambda r: r["result"]["session"])] == [("ui", 1), ("ui", 2)]
     flags = {r["result"]["session"]: r["server"]["simulator_flags"]["max_num_batched_tokens"] for r in sessions}
     assert flags == {1: "2048", 2: "256"}
+    assert all(r["params"]["sent"] == {"long 2000": {"sends": 1, "concurrency": 1, "prompt_tokens": 2000,
+                                                     "max_tokens": 128}} for r in sessions), "each session's workload"
 
 
 async def probe_run(capsys, url: str, prompt_tokens: int) -> str:
@@ -221,7 +224,7 @@ async def test_turning_the_load_dial_up_raises_the_achieved_rate_and_its_request
     seen = []
     runs_dir = tmp_path / "runs"
     app = PhasetopApp(settings(runs_dir), sim_url, None, CEILING)
-    async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
+    async with app.run_test(size=(120, 40), message_hook=seen.append, notifications=True) as pilot:  # toasts drawn
         screen = app.screen
         await wait_for(pilot, lambda: seen_of(seen, SessionIdentified), what="server identified")
         await pilot.press("l")
@@ -251,6 +254,12 @@ async def test_turning_the_load_dial_up_raises_the_achieved_rate_and_its_request
         [stopped] = seen_of(seen, LoadStopped)
         assert stopped.error is None and stopped.figures["completed"] > 20
         await wait_for(pilot, lambda: saved_runs(runs_dir), 10, "bench run saved")
+        await wait_for(pilot, lambda: screen.query(Toast), 10, "the saved-run toast")
+        await pilot.pause(0.2)
+        dial_region = screen.query_one("#load-dial").region
+        assert dial_region.height == 2
+        for toast in screen.query(Toast):  # toasts rise above the dial, leaving its lines readable
+            assert not toast.region.overlaps(dial_region), (toast.region, dial_region)
     [bench] = saved_runs(runs_dir)
     assert bench["kind"] == "bench" and bench["params"]["request_rate"] == 8.0
     assert bench["result"]["completed"] == len([r for r in bench["requests"] if r["ok"]])

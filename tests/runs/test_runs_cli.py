@@ -180,5 +180,5 @@ def test_runs_of_different_workloads_are_refused_unless_forced_and_then_said_fir
     assert "different workloads (prompt_tokens 300 → 2000)" in err and "--force" in err and len(err.strip().splitlines()) == 1
     code, out, err = phasetop(capsys, "compare", short, long, "--force")
     assert code == 0, err
-    assert out.splitlines()[0].startswith("different workloads: prompt_tokens 300 → 2000")
+    assert out.splitlines()[0].startswith("the workloads differ: prompt_tokens 300 → 2000")
     assert "TTFT p50" in out

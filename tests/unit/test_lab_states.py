@@ -10,6 +10,7 @@ from tui.core.state.lab import (LOAD_CONCURRENCY, LOAD_RATE, NOT_KNOWN_YET, SAVE
                           OpenComparison, OpenExperiment, SaveRun, SaveSoon, StartLoad, StopLoad, TurnLoad)
 from tui.core.measure.load_steps import LOAD_RATES, LoadProgress
 from tui.core.measure.records import RequestTiming
+from tui.core.measure.sends import Send
 
 START = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
 IDENTITY = {"model": "m", "config": {}}
@@ -182,3 +183,23 @@ def test_a_failed_save_is_a_warning_and_a_load_saved_is_said():
     assert lab.run_saved("session 1", None, "disk full") == [Notify("disk full", "session 1: run not saved", "warning")]
     assert lab.run_saved("load", "2026-12-03T09-00-00-load", None) == [Notify("saved run 2026-12-03T09-00-00-load", "load")]
     assert lab.run_saved("session 1", "x", None) == [], "sessions save quietly"
+
+
+def test_what_the_ui_sends_is_its_sessions_workload_and_before_after_names_a_difference():
+    short, eight = Send(1, "short 200", None, 200, 1, 128), Send(2, "8 at once", None, 200, 8, 512)
+    lab = Lab("http://h:8000", saving=True)
+    lab.server_up(at(0))
+    known(lab, 1)
+    lab.sent(short, at(1).timestamp())
+    lab.request_completed(request(1))
+    [save] = lab.save_due(at(2))
+    assert save.run["kind"] == "ui"
+    assert save.run["params"]["sent"] == {"short 200": {"sends": 1, "concurrency": 1, "prompt_tokens": 200, "max_tokens": 128}}
+    lab.sent(eight, at(3).timestamp())
+    lab.restarted(("flags changed",), at(4))
+    known(lab, 2)
+    lab.sent(eight, at(5).timestamp())
+    [opened] = lab.compare_before(at(6))
+    assert opened.comparison["workload_differs"] == ["short 200 sends 1 → 0"]
+    [same] = lab.compare_before(at(6), since_unix=at(3).timestamp())
+    assert same.comparison["workload_differs"] == [], "the rerun's sends on both sides: the same workload"

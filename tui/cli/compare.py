@@ -24,7 +24,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "decode and prefill rates and E2E with their deltas (and throughputs when both are bench runs). "
         "A and B are run ids, unique id prefixes, or run file paths (a file `bench --save` wrote is read as a bench run). "
         f"Each change comes with its {100 * LEVEL:g} % interval and what it tells (better, worse, a tie, or not enough requests). "
-        "Runs of different kinds or workloads are refused unless --force.",
+        "Runs of different kinds or workloads (flags, or the presets a UI session sent and how many times) are refused "
+        "unless --force.",
     )
     parser.add_argument("before", metavar="A", help="the run before: id, unique id prefix, or file path")
     parser.add_argument("after", metavar="B", help="the run after: id, unique id prefix, or file path")
@@ -58,7 +59,8 @@ def _text(comparison: dict) -> str:
         header = comparison[name]
         server = header["server"]
         where = " ".join(one_line(str(server[key]), 60) for key in ("kind", "version", "url", "model") if server.get(key))
-        lines.append(f"{name:<6}  {one_line(header['id'], 60)}  {started_text(header['started'])} UTC  {where}")
+        lines.append(f"{name:<6}  {one_line(header['id'], 60)}  {one_line(header['kind_name'], 30)}  "
+                     f"{started_text(header['started'])} UTC  {where}")
     lines.append("")
     if comparison["restarted"]:
         lines.append("a different server process (restarted, or another server): its start time changed")

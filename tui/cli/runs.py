@@ -1,4 +1,5 @@
-"""`phasetop runs`: the saved runs (probe, bench, sweep), oldest first, and a note for each file that is not one."""
+"""`phasetop runs`: the saved runs (probe, bench, sweep, traffic, UI session), oldest first, and a note for each file
+that is not one."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "runs",
         help="list saved runs: id, kind, when, which server, one-line summary",
-        description="List the runs that probe, bench and sweep saved, oldest first. Give two ids (or unique "
+        description="List the runs that probe, bench, sweep, traffic and the UI's sessions saved, oldest first: a sweep "
+        "named by its experiment, a UI session with what it sent. Give two ids (or unique "
         "prefixes) to `phasetop compare`. A file in the runs dir that is not a readable run is named on stderr, "
         "with the reason, and skipped.",
     )
@@ -56,6 +58,6 @@ def _table(headers: list[dict]) -> str:
     for header in headers:
         server = header["server"]
         where = " ".join(one_line(str(server[key]), 60) for key in ("url", "model") if server.get(key))
-        rows.append((one_line(header["id"], 60), one_line(str(header["kind"]), 10), started_text(header["started"]), where, one_line(header["summary"], 160)))
+        rows.append((one_line(header["id"], 60), one_line(header["kind_name"], 30), started_text(header["started"]), where, one_line(header["summary"], 160)))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row[:4], widths, strict=True)) + "  " + row[4] for row in rows)

@@ -49,14 +49,15 @@ class CompareScreen(Screen[None]):
 
 
 def runs_lines(comparison: dict) -> str:
-    """A different workload first, then each run: id and start, server, summary; then whether the server process
-    changed between them."""
+    """A different workload first, then each run: id, kind and start, server, summary; then whether the server
+    process changed between them."""
     lines = [line] if (line := workload_line(comparison)) else []
     for name in ("before", "after"):
         header = comparison[name]
         server = header.get("server") or {}
         where = " ".join(one_line(str(server[k]), 60) for k in ("kind", "url", "model") if server.get(k))
-        lines.append(f"{name:<6}  {one_line(str(header.get('id')), 60)}  {started_text(header.get('started'))} UTC")
+        lines.append(f"{name:<6}  {one_line(str(header.get('id')), 60)}  {one_line(str(header.get('kind_name')), 30)}  "
+                     f"{started_text(header.get('started'))} UTC")
         lines.append(f"        {where}")
         lines.append(f"        {one_line(str(header.get('summary') or ''), 160)}")
     if comparison.get("restarted"):

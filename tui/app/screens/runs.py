@@ -1,5 +1,8 @@
 """The saved runs: a list to move through with the arrow keys, space to pick two, enter to compare them.
 
+Each run is named by its kind (a sweep by its experiment, a UI session with what it sent in its summary), and a
+summary longer than the room the other columns leave it is clipped there with "…", never cut at the screen's edge.
+
 Files in the runs dir that are not readable runs are named under the title with their reasons, and a
 second file holding an id already listed is listed too, named as a duplicate: one odd file never empties
 or breaks the list.
@@ -10,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.reactive import reactive
@@ -31,6 +34,8 @@ PICK_MARKS = ("1", "2")
 SKIPPED_SHOWN = 5
 """Unreadable files named one a line; more are counted."""
 COLUMNS = (" ", "id", "kind", "started (UTC)", "model", "summary")
+MIN_SUMMARY_CELLS = 24
+"""The summary's column is never narrower: on a narrow screen the table scrolls sideways rather than show less."""
 
 
 class RunsScreen(Screen[None]):
@@ -99,6 +104,9 @@ class RunsScreen(Screen[None]):
     def watch_picked(self) -> None:
         self._fill()
 
+    def on_resize(self, event: events.Resize) -> None:
+        self._fill()
+
     def action_pick(self) -> None:
         table = self.query_one(DataTable)
         if not self.headers or table.cursor_row < 0:
@@ -127,18 +135,30 @@ class RunsScreen(Screen[None]):
             started = started_text(header.get("started"))
             model = (header.get("server") or {}).get("model")
             # Every cell a Text: DataTable reads a str cell as markup, and a run file's text is not ours.
-            rows.append((key, (Text(mark), Text(one_line(run_id, 40)), Text(one_line(str(header.get("kind")), 10)),
+            rows.append((key, (Text(mark), Text(one_line(run_id, 40)), Text(one_line(str(header.get("kind_name")), 30)),
                                Text(started), Text(one_line(str(model or "-"), 40)),
-                               Text(one_line(str(header.get("summary") or ""), 120)))))
+                               Text(one_line(str(header.get("summary") or ""), 500)))))
         # Widths set from the cells, not measured by the table: it measures on idle, after rows painted at its
         # labels' widths were cached, so every column stayed 4-5 cells wide until the cursor moved.
+        widths = [max([len(label), *(cells[n].cell_len for _, cells in rows)]) for n, label in enumerate(COLUMNS)]
+        widths[-1] = min(widths[-1], max(MIN_SUMMARY_CELLS, summary_room(table, widths[:-1], len(rows))))
+        for _, cells in rows:
+            cells[-1].truncate(widths[-1], overflow="ellipsis")
         table.clear(columns=True)
-        for n, label in enumerate(COLUMNS):
-            table.add_column(label, width=max([len(label), *(cells[n].cell_len for _, cells in rows)]))
+        for label, width in zip(COLUMNS, widths, strict=True):
+            table.add_column(label, width=width)
         for key, cells in rows:
             table.add_row(*cells, key=key)
         if self.headers:
             table.move_cursor(row=min(max(row, 0), len(self.headers) - 1))
+
+
+def summary_room(table: DataTable, widths: list[int], rows: int) -> int:
+    """The cells the summary has once the other columns (`widths`, their padding too) are drawn, and the vertical
+    scrollbar `rows` more than the table's height bring."""
+    scrollbar = table.styles.scrollbar_size_vertical if rows + table.header_height > table.content_region.height else 0
+    padding = 2 * table.cell_padding * len(COLUMNS)
+    return table.content_region.width - scrollbar - padding - sum(widths)
 
 
 def keyed_headers(headers: list[dict]) -> list[dict]:

@@ -25,11 +25,12 @@ def changes_lines(title: str, diff: list[dict]) -> list[str]:
 
 
 def workload_line(comparison: dict) -> str | None:
-    """"different workloads: prompt_tokens 200 → 2000 — …" where the runs did not run the same thing."""
+    """"the workloads differ: prompt_tokens 200 → 2000 (…)" where the runs did not run the same thing (another
+    kind, other flags, a UI session's other sends)."""
     differs = comparison.get("workload_differs") or []
     if not differs:
         return None
-    return (f"different workloads: {one_line('; '.join(differs), 300)} (a figure differs for that too, "
+    return (f"the workloads differ: {one_line('; '.join(differs), 300)} (a figure differs for that too, "
             "whatever the server's config)")
 
 

@@ -1,4 +1,5 @@
-"""Saved runs: one probe, bench or sweep with the server's identity and config, and two of them compared.
+"""Saved runs: one probe, bench, sweep, traffic window or UI session with the server's identity and config, and two
+of them compared.
 
 A run is a plain JSON-ready dict (the shape is in the runs contract), so it round-trips through a
 file unchanged. No IO here: `tui.runs_store` reads and writes the files.
@@ -13,10 +14,13 @@ from datetime import UTC, datetime
 from tui import __version__
 from tui.core.measure.delivery import DELIVERY_NOT_GENERATION
 from tui.core.runs.schema import MAX_FIGURE, SCHEMA
+from tui.core.runs.sent import SENT_PARAM, sent_of, sent_settings, sent_text
 from tui.core.measure.stats import summarize, summarize_with_max
 from tui.core.measure.uncertainty import by_block, draw_block_s, judge, once_a_run
 
-KINDS = ("probe", "bench", "sweep", "traffic")
+UI_KIND = "ui"
+"""A UI session's runs: what the app sent to one server process (`tui.core.runs.sessions`)."""
+KINDS = ("probe", "bench", "sweep", "traffic", UI_KIND)
 SCHEDULE_PARAMS = ("seed",)
 """Params that choose when the same requests arrive, not what they are: a bench draws a random seed each
 run, so a different seed is no change of workload (compare lists it apart)."""
@@ -87,16 +91,27 @@ def new_run(
 
 
 def run_header(run: dict) -> dict:
-    """What a listing shows of a run: id, kind, times, which server, and a one-line summary."""
+    """What a listing shows of a run: id, kind (and its name for a person), times, which server, a one-line summary."""
     server = run.get("server") or {}
     return {
         "id": run.get("id"),
         "kind": run.get("kind"),
+        "kind_name": kind_name(run),
         "started": run.get("started"),
         "finished": run.get("finished"),
         "server": {key: server.get(key) for key in ("url", "kind", "model", "version")},
         "summary": _summary_line(run),
     }
+
+
+def kind_name(run: dict) -> str:
+    """A run's kind as a listing names it: a sweep by its experiment ("sweep: concurrency"), a UI session as such."""
+    kind, vary = run.get("kind"), (run.get("params") or {}).get("vary")
+    if kind == UI_KIND:
+        return "UI session"
+    if kind == "sweep" and isinstance(vary, str):
+        return f"sweep: {vary}"
+    return str(kind)
 
 
 def request_figures(requests: list[dict]) -> dict[str, dict]:
@@ -190,7 +205,7 @@ def compare_runs(a: dict, b: dict) -> dict:
         figures += result_figure_rows(a, b, BENCH_FIGURES, "value")
     server_a, server_b = a.get("server") or {}, b.get("server") or {}
     start_a, start_b = server_a.get("process_start_time"), server_b.get("process_start_time")
-    params_diff = _diff(*(_workload(run.get("params") or {}) for run in (a, b)), "params")
+    params_diff = _diff(*_workloads(a.get("params") or {}, b.get("params") or {}), "params")
     return {
         "before": run_header(a),
         "after": run_header(b),
@@ -198,7 +213,7 @@ def compare_runs(a: dict, b: dict) -> dict:
         "config_diff": config_diff(server_a, server_b),
         "params_diff": params_diff,
         "workload_differs": ([f"kind {a.get('kind')} → {b.get('kind')}"] * (a.get("kind") != b.get("kind"))
-                             + [f"{row['key']} {row['before']} → {row['after']}" for row in params_diff]),
+                             + [f"{row['key']} {_shown(row['before'])} → {_shown(row['after'])}" for row in params_diff]),
         "schedule_diff": _diff(*(_schedule(run.get("params") or {}) for run in (a, b)), "params"),
         "restarted": None if start_a is None or start_b is None else start_a != start_b,
         "bursts_excluded": {side: sum(1 for r in run.get("requests") or [] if r.get("ok") and r.get("burst"))
@@ -244,8 +259,14 @@ def config_diff(server_a: dict, server_b: dict) -> list[dict]:
     return rows
 
 
+def _workloads(a: dict, b: dict) -> tuple[dict, dict]:
+    """Two runs' workload settings, diffed key by key: their flags, and what a UI session sent (`tui.core.runs.sent`)."""
+    sent_a, sent_b = sent_settings(sent_of(a), sent_of(b))
+    return {**_workload(a), **sent_a}, {**_workload(b), **sent_b}
+
+
 def _workload(params: dict) -> dict:
-    return {key: value for key, value in params.items() if key not in SCHEDULE_PARAMS + NOT_WORKLOAD_PARAMS}
+    return {key: value for key, value in params.items() if key not in (*SCHEDULE_PARAMS, *NOT_WORKLOAD_PARAMS, SENT_PARAM)}
 
 
 def _schedule(params: dict) -> dict:
@@ -277,7 +298,8 @@ def _figure_row(name: str, stat: str, label: str, unit: str, before: float | Non
 
 
 def _summary_line(run: dict) -> str:
-    """"3 requests, TTFT p50 12.3 ms, ITL p50 4.8 ms, decode 208 tok/s", plus a sweep's finding."""
+    """"3 requests, TTFT p50 12.3 ms, ITL p50 4.8 ms, decode 208 tok/s", plus what a UI session sent ("3 requests
+    sent as short 200 ×3, TTFT …") and a sweep's finding."""
     requests = run.get("requests") or []
     figures = request_figures(requests)
     done = figures["ttft_s"]["n"]
@@ -289,6 +311,8 @@ def _summary_line(run: dict) -> str:
     sample = run.get("requests_sample")
     if isinstance(sample, dict) and sample.get("of") is not None and sample.get("kept") != sample.get("of"):
         parts[0] += f" (a sample of {sample.get('kept')} of {sample.get('of')})"
+    if sent := sent_of(run.get("params") or {}):
+        parts[0] += f" sent as {sent_text(sent)}"
     for name, label, scale, unit, digits in (
         ("ttft_s", "TTFT p50", 1000, "ms", 1),
         ("itl_s", "ITL p50", 1000, "ms", 2),
@@ -315,6 +339,11 @@ def _number(value: object) -> float | None:
 
 def _text(value: object) -> str | None:
     return None if value is None else str(value)
+
+
+def _shown(value: str | None) -> str:
+    """A diffed setting in words: "(none)" where a run has none."""
+    return "(none)" if value is None else value
 
 
 def _utc(moment: datetime) -> datetime:

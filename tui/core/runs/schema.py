@@ -123,6 +123,21 @@ class ServerRecord(_Part):
     command_flags: dict[str, Any] | None = None
 
 
+class SentEntry(_Part):
+    """One label a UI session sent (`tui.core.runs.sent`): how many times, and the sizes of one send."""
+
+    sends: int | None = None
+    concurrency: int | None = None
+    prompt_tokens: int | None = None
+    max_tokens: int | None = None
+
+
+class ParamsRecord(_Part):
+    """The workload's flags (any scalars, diffed as text), and a UI session's sends, counted by label."""
+
+    sent: dict[str, SentEntry] | None = None
+
+
 class RequestsSample(_Part):
     """When `requests` are a sample: how many were kept of how many."""
 
@@ -147,7 +162,7 @@ class RunFile(_Part):
     kind: str | None = None
     started: str | None = None
     finished: str | None = None
-    params: dict[str, Any] | None = None
+    params: ParamsRecord | None = None
     server: ServerRecord | None = None
     requests: list[RequestRecord] | None = None
     result: ResultRecord | None = None

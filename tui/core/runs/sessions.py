@@ -1,10 +1,10 @@
 """UI sessions: what the app saw of one server process, kept as a run so "before" and "after" a restart compare.
 
 A session opens when the UI first reaches a server and again each time the metrics scraper sees the
-server restart. It holds the requests the UI sent, the last metrics, the GPU bandwidth read while
-the server was busy, and the server's identity (flags included). `session_run` turns it into a run
-record (kind "probe": the runs contract has no session kind; `params.source` says it came from the UI),
-and `compare_sessions` adds the bandwidth rows `compare_runs` does not know about.
+server restart. It holds what the UI sent (its workload) and the requests that came of it, the last metrics,
+the GPU bandwidth read while the server was busy, and the server's identity (flags included). `session_run`
+turns it into a run record of kind "ui" whose `params.sent` is its workload (`tui.core.runs.sent`), and
+`compare_sessions` adds the bandwidth rows `compare_runs` does not know about.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from datetime import datetime
 
 from tui.core.measure.aggregates import Distribution, RequestFigures, sample_note
 from tui.core.measure.records import RequestTiming
-from tui.core.runs.run_record import compare_runs, new_run, result_figure_rows
+from tui.core.measure.sends import Send
+from tui.core.runs.run_record import UI_KIND, compare_runs, new_run, result_figure_rows
+from tui.core.runs.sent import SENT_PARAM, SentBatch, tally
 from tui.core.telemetry.readings import GpuSample, MetricsSnapshot
 
 SESSION_SOURCE = "ui session"
@@ -39,6 +41,8 @@ class Session:
     url: str
     identity: dict | None = None
     """`server_identity()`'s object, once read; None until then."""
+    sends: list[SentBatch] = field(default_factory=list)
+    """Every send of the session, in order (a key press each, so few): its workload. Add them with `add_send`."""
     requests: list[RequestTiming] = field(default_factory=list)
     """The latest KEEP_SESSION_REQUESTS requests the UI sent (prompt presets and typed), finished ones
     only, in finishing order: add them with `add_request`."""
@@ -60,6 +64,9 @@ class Session:
     """The saved run's id, fixed at the first save so later saves replace the same file."""
     sweeps: dict[str, list[dict]] = field(default_factory=dict)
     """The rows of the last run of each experiment on this server, by its `--vary` name (the roofline traces some)."""
+
+    def add_send(self, send: Send, sent_unix: float) -> None:
+        self.sends.append(SentBatch.of(send, sent_unix))
 
     def add_request(self, timing: RequestTiming) -> None:
         self.figures.add(timing)
@@ -120,8 +127,11 @@ class SessionLog:
         return bool(self.sessions) and number == self.sessions[-1].number
 
 
-def session_run(session: Session, finished: datetime) -> dict:
-    """The session as a run record; keeps `session.run_id` once one was given, so saves overwrite one file."""
+def session_run(session: Session, finished: datetime, since_unix: float | None = None) -> dict:
+    """The session as a run record; keeps `session.run_id` once one was given, so saves overwrite one file.
+
+    With `since_unix`, only what was sent from then on (a workload run again after a restart): its sends and their
+    requests; the result's summary stays the whole session's."""
     identity = session.identity or {"url": session.url, "kind": None, "model": None, "version": None,
                                     "max_model_len": None, "engine_config": None, "process_start_time": None,
                                     "simulator_flags": None}
@@ -129,8 +139,11 @@ def session_run(session: Session, finished: datetime) -> dict:
     if session.request_count > len(session.requests):
         sample = {**sample_note(len(session.requests), session.request_count, session.figures.exact),
                   "method": f"the latest {len(session.requests)}"}
-    run = new_run("probe", {"source": SESSION_SOURCE}, identity, [r.to_json() for r in session.requests],
-                  session_result(session), session.started, finished, requests_sample=sample)
+    since = float("-inf") if since_unix is None else since_unix
+    params = {"source": SESSION_SOURCE, SENT_PARAM: tally(b for b in session.sends if b.sent_unix >= since)}
+    requests = [r.to_json() for r in session.requests if r.t_sent_unix >= since]
+    run = new_run(UI_KIND, params, identity, requests, session_result(session), session.started, finished,
+                  requests_sample=sample)
     if session.run_id is None:
         session.run_id = run["id"]
     run["id"] = session.run_id
@@ -166,6 +179,14 @@ def compare_sessions(before: dict, after: dict) -> dict:
     comparison = compare_runs(before, after)
     comparison["figures"] += result_figure_rows(before, after, BANDWIDTH_FIGURES, "mean")
     return comparison
+
+
+def read_as_ui_session(run: dict) -> dict:
+    """A UI session an older phasetop saved (kind "probe", `params.source` "ui session") as kind "ui"; its sends
+    were not kept, so compare says so against one that kept them. Any other run as it is."""
+    if run.get("kind") == "probe" and (run.get("params") or {}).get("source") == SESSION_SOURCE:
+        return {**run, "kind": UI_KIND}
+    return run
 
 
 def _peak(current: float | None, value: float | None) -> float | None:

@@ -15,6 +15,7 @@ from tui.core.state.effects import Notify
 from tui.core.experiments.plans import EXPERIMENT_NAMES, OWN_SIMULATORS, Plan, make_plan
 from tui.core.measure.load_steps import LOAD_CONCURRENCIES, LOAD_RATES, LoadProgress, step
 from tui.core.measure.records import RequestTiming
+from tui.core.measure.sends import Send
 from tui.core.runs.sessions import Session, SessionLog, compare_sessions, session_run
 from tui.core.telemetry.readings import GpuSample, MetricsSnapshot
 
@@ -29,6 +30,10 @@ LOAD_MAX_TOKENS = 64
 LOAD_BACKLOG = 256
 """Arrivals waiting for a slot past this many pause the schedule: an endless load must not pile up without bound."""
 NOT_KNOWN_YET = "the server is not known yet: wait for the header to say it is up"
+
+SESSION = "session"
+"""What a UI session's own save is called ("session 2"): it saves on a timer, quietly; every save a person asked for
+(the load, a traffic window) says "saved run …"."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +192,12 @@ class Lab:
         if self.sessions.current:
             self.sessions.current.add_gpu(sample)
 
+    def sent(self, send: Send, sent_unix: float) -> None:
+        """The UI sent `send` (a preset's key, a typed prompt, a rerun): the current session's workload. `sent_unix`:
+        the clock the tuning loop's `since_unix` is read from, so a rerun's first send counts in its own compare."""
+        if self.sessions.current:
+            self.sessions.current.add_send(send, sent_unix)
+
     def request_completed(self, timing: RequestTiming) -> list[LabEffect]:
         session = self.sessions.sent_in(timing.t_sent_unix)
         if session is None:
@@ -207,7 +218,7 @@ class Lab:
     def run_saved(self, what: str, run_id: str | None, error: str | None) -> list[LabEffect]:
         if error:
             return [Notify(error, f"{what}: run not saved", "warning")]
-        return [Notify(f"saved run {run_id}", "load")] if what == "load" else []
+        return [] if what.startswith(SESSION) else [Notify(f"saved run {run_id}", what)]
 
     def save_due(self, now: datetime) -> list[LabEffect]:
         """The save timer fired: the current session is written."""
@@ -266,10 +277,7 @@ class Lab:
         before, after = self.sessions.sessions[-2:]
         if after.identity is None:
             return [Notify("still reading the restarted server's flags: try again in a moment", "", "warning")]
-        before_run = session_run(before, now)
-        if since_unix is not None:
-            before_run["requests"] = [r for r in before_run["requests"] if r["t_sent_unix"] >= since_unix]
-        comparison = compare_sessions(before_run, session_run(after, now))
+        comparison = compare_sessions(session_run(before, now, since_unix), session_run(after, now))
         same = " (the same workload on both)" if since_unix is not None else ""
         return [OpenComparison(comparison, f"Session {before.number} (before the restart) against session "
                                            f"{after.number} (now){same}")]
@@ -302,4 +310,4 @@ class Lab:
         return effects
 
     def _save(self, session: Session, now: datetime) -> SaveRun:
-        return SaveRun(session_run(session, now), f"session {session.number}")
+        return SaveRun(session_run(session, now), f"{SESSION} {session.number}")
