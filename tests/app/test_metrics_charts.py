@@ -76,7 +76,7 @@ async def test_a_roomy_pane_charts_each_metric_under_its_value():
         assert kv.scale == 100.0 and kv.series.points[-1] == (T0 + 5, 0.5)
         ttft = app.query_one("#chart-ttft", HistoryPlot)
         assert [line.series.points[-1] for line in ttft.lines] == [(T0 + 5, 0.021), (T0 + 5, 0.214)]
-        assert "214" in chart_text(app, "#chart-ttft"), "the y axis is labelled with the highest p99, in ms"
+        assert "200" in chart_text(app, "#chart-ttft"), "round ticks, in ms, up past the highest p99 (214 ms)"
         assert "now" in chart_text(app, "#chart-kv") and "-1m" in chart_text(app, "#chart-kv")
         assert "100" in chart_text(app, "#chart-kv"), "KV usage against a 0–100 % axis"
         assert "decode 105 tok/s" in str(app.query_one("#metrics-extra", Static).render())
@@ -146,7 +146,10 @@ async def test_the_gpu_pane_charts_measured_gb_s_against_the_peak_where_it_has_r
         assert chart.display and chart.references == [3350.0]
         [line] = chart.lines
         assert [v for _, v in line.series.points] == [800.0, 1600.0, 2400.0]
-        assert "3350" in chart_text(app, "#gpu-chart"), "the peak's line is labelled"
+        text = chart_text(app, "#gpu-chart")
+        assert "3350" not in text and "2000" in text, "round ticks; the peak is stated above the chart"
+        flat = [line for line in text.splitlines() if sum(line.count(c) for c in "⣀⠤⠒⠉") >= chart.size.width - 8]
+        assert flat, "the peak's line runs across the chart"
         assert "memory bandwidth 2,400 of 3,350 GB/s (72% of peak)" in pane.text, "the figures stay above the chart"
         assert pane.region.height == len(pane.text.splitlines()) + chart.size.height + 2, "the pane takes what it needs"
 

@@ -51,7 +51,7 @@ async def test_the_window_setting_reaches_the_scraper(sim_url):
         await pilot.press("1")
         await wait_for(pilot, lambda: any(isinstance(m, RequestCompleted) for m in seen))
         await wait_for(pilot, lambda: "n=1)" in text_of(app, "#value-ttft"))
-        await wait_for(pilot, lambda: "no requests in window" in text_of(app, "#value-ttft"), timeout_s=8.0)
+        await wait_for(pilot, lambda: "none in window" in text_of(app, "#value-ttft"), timeout_s=8.0)
         assert "over 2 s" in str(app.screen.query_one(MetricsPane).border_subtitle)
         await pilot.press("q")
 

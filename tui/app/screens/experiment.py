@@ -18,14 +18,14 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, ProgressBar, Static
 from textual.worker import Worker, get_current_worker
-from textual_plotext import PlotextPlot
 
 from tui.app.feeds.experiment import measure_plan
 from tui.app.lab_messages import ExperimentFinished, ExperimentProgressed, RunSaved
 from tui.app.layout import SHORT_HEIGHT
+from tui.app.widgets.themed_plot import ThemedPlot
 from tui.app.worker_failures import report_failed_worker
 from tui.config import Settings
-from tui.core.experiments.columns import COLUMNS, Column
+from tui.core.experiments.columns import COLUMNS, Column, notes_line, table
 from tui.core.experiments.disaggregation import DEFAULT_KV_LINK, find_link
 from tui.core.experiments.plans import OWN_SIMULATORS, Plan
 from tui.sources import loop
@@ -93,17 +93,18 @@ MIN_CHART_ROWS = 5
 """Fewer rows than this (a short terminal gave them to the table and finding) and the chart is left blank."""
 
 
-class ExperimentChart(PlotextPlot):
-    """The rows drawn against the value swept (the table's first column)."""
+Y_HEADROOM = 1.05
+"""The y axis reaches at least this far over the highest value, so a line's peak is not drawn on the frame."""
+
+
+class ExperimentChart(ThemedPlot):
+    """The rows drawn against the value swept (the table's first column), each y axis with round ticks evenly spaced."""
 
     rows: reactive[list[dict]] = reactive(list, always_update=True)
 
     def __init__(self, vary: str, **kwargs) -> None:
         super().__init__(**kwargs)
         self.vary = vary
-
-    def on_mount(self) -> None:
-        self.watch(self.app, "theme", lambda: self.call_after_refresh(self.replot))
 
     def watch_rows(self) -> None:
         self.replot()
@@ -113,9 +114,7 @@ class ExperimentChart(PlotextPlot):
             return Text("the chart needs a taller terminal; the table below has its values", style="dim")
         return super().render()
 
-    def replot(self) -> None:
-        self.plt.clear_data()
-        self.plt.clear_figure()
+    def draw(self) -> None:
         chart = CHARTS[self.vary]
         if chart.by_setup and self.rows:
             self._plot_setups(chart.by_setup)
@@ -123,18 +122,21 @@ class ExperimentChart(PlotextPlot):
             self._plot_bars(chart.bars)
         elif self.rows:
             self._plot_lines(chart)
-        self.refresh()
 
     def _plot_bars(self, keys: tuple[str, ...]) -> None:
         row, columns = self.rows[-1], {c.key: c for c in COLUMNS[self.vary]}
         shown = [columns[k] for k in keys if row.get(k) is not None]
-        self.plt.bar([_label(c) for c in shown], [row[c.key] * c.scale for c in shown], color=COLOURS[0])
+        heights = [row[c.key] * c.scale for c in shown]
+        self.plt.bar([_label(c) for c in shown], heights, color=COLOURS[0])
+        self._y_axis(heights, "left", self.canvas_rows(framed=True, x_labels=True))
 
     def _plot_setups(self, key: str) -> None:
         column = next(c for c in COLUMNS[self.vary] if c.key == key)
         shown = [row for row in self.rows if row.get(key) is not None]
-        self.plt.bar([str(row["setup_key"]) for row in shown], [row[key] * column.scale for row in shown], color=COLOURS[0])
+        heights = [row[key] * column.scale for row in shown]
+        self.plt.bar([str(row["setup_key"]) for row in shown], heights, color=COLOURS[0])
         self.plt.title(_label(column))
+        self._y_axis(heights, "left", self.canvas_rows(framed=True, x_labels=True, captions=1))
 
     def _plot_lines(self, chart: Chart) -> None:
         x_column = COLUMNS[self.vary][0]
@@ -143,22 +145,28 @@ class ExperimentChart(PlotextPlot):
         if chart.even_x:  # plotext's log scale fails on some signals; positions with the values as ticks
             self.plt.xticks(list(range(len(x))), [f"{v:,}" for v in x])
             x = list(range(len(x)))
-        self._plot_side(x, "left", chart.left, COLOURS)
-        self._plot_side(x, "right", chart.right, COLOURS[::-1])
+        rows = self.canvas_rows(framed=True, x_labels=True, captions=1)
+        self._plot_side(x, "left", chart.left, COLOURS, rows)
+        self._plot_side(x, "right", chart.right, COLOURS[::-1], rows)
 
-    def _plot_side(self, x: list[float], side: str, keys: tuple[str, ...], colours: tuple[RGB, ...]) -> None:
+    def _plot_side(self, x: list[float], side: str, keys: tuple[str, ...], colours: tuple[RGB, ...], rows: int) -> None:
         """One line per key against the y axis on `side`, which starts at zero."""
         columns = {c.key: c for c in COLUMNS[self.vary]}
-        top = 0.0
+        drawn: list[float] = []
         for colour, key in zip(colours, keys, strict=False):
             column = columns[key]
             points = [(v, row[key] * column.scale) for v, row in zip(x, self.rows, strict=True) if row.get(key) is not None]
             if points:
                 self.plt.plot([p[0] for p in points], [p[1] for p in points], yside=side, color=colour,
                               marker="braille")  # named in the legend line under the chart
-                top = max(top, *(p[1] for p in points))
-        if top > 0:  # from zero: "decode stays" must look flat, not a cliff over a 3 % range
-            self.plt.ylim(0, top * 1.1, yside=side)
+                drawn += [p[1] for p in points]
+        self._y_axis(drawn, side, rows)
+
+    def _y_axis(self, values: list[float], side: str, rows: int) -> None:
+        """The axis from zero ("decode stays" must look flat, not a cliff over a 3 % range), where a value is above it."""
+        top = max(values, default=0.0)
+        if top > 0:
+            self.draw_y_axis(top * Y_HEADROOM, rows, side)
 
 
 def _label(column: Column) -> str:
@@ -168,6 +176,17 @@ def _label(column: Column) -> str:
 def _header(column: Column) -> Text:
     """A table header of two lines, the label over its unit."""
     return Text(f"{column.label}\n{column.unit}", justify="right")
+
+
+class IntervalNotes(Static):
+    """Under the table: why a marked value has no interval ("no interval: ¹ fewer than 5 draws"); hidden with none."""
+
+    DEFAULT_CSS = """
+    IntervalNotes {
+        height: auto;
+        padding: 0 1;
+    }
+    """
 
 
 class ExperimentScreen(Screen[None]):
@@ -213,9 +232,10 @@ class ExperimentScreen(Screen[None]):
         yield ExperimentChart(self.plan.vary, id="experiment-chart").data_bind(rows=ExperimentScreen.rows)
         yield Static(legend(self.plan.vary), id="experiment-legend")
         # Units under the labels: one-line headers ("aggregate (tok/s)") push the last column off 80 columns.
-        table: DataTable = DataTable(id="experiment-table", cursor_type="none", zebra_stripes=True, header_height=2)
-        table.add_columns(*[_header(c) for c in COLUMNS[self.plan.vary]])
-        yield table
+        grid: DataTable = DataTable(id="experiment-table", cursor_type="none", zebra_stripes=True, header_height=2)
+        grid.add_columns(*[_header(c) for c in COLUMNS[self.plan.vary]])
+        yield grid
+        yield IntervalNotes("", id="experiment-intervals", markup=False)
         yield Static("", id="experiment-finding", markup=False)
         yield Footer()
 
@@ -263,10 +283,14 @@ class ExperimentScreen(Screen[None]):
         message.set_class(bool(event.error), "-warning")
 
     def watch_rows(self, rows: list[dict]) -> None:
-        table = self.query_one(DataTable)
-        table.clear()
-        for row in rows:
-            table.add_row(*[Text(c.show(row), justify="right") for c in COLUMNS[self.plan.vary]])
+        shown = table(self.plan.vary, rows)
+        cells = self.query_one(DataTable)
+        cells.clear()
+        for line in shown.cells:
+            cells.add_row(*[Text(cell, justify="right") for cell in line])
+        notes = self.query_one(IntervalNotes)
+        notes.update(notes_line(shown.notes))
+        notes.display = bool(shown.notes)
 
     def watch_finding(self, finding: str) -> None:
         self.query_one("#experiment-finding", Static).update(finding)

@@ -21,7 +21,8 @@ Y_CAP = 1e300
 """The highest y drawn: plotext's arithmetic overflows near the float maximum, and a server may send anything
 (the value beside the chart shows it as sent)."""
 Y_LABEL_COLUMNS = 4
-"""Every chart's y labels are this wide, so charts stacked on one x axis line up."""
+"""Every chart's y labels are this wide, so charts stacked on one x axis line up (`tui.core.view.ticks`' compact
+labels fit it: "15k", "1.5M")."""
 TICK_COLUMNS = 6
 """Least columns between two x tick labels ("-4m", "now")."""
 
@@ -36,7 +37,8 @@ class Line:
 
 
 class HistoryPlot(ThemedPlot):
-    """Lines against seconds before the newest point, y from zero; an optional reference line (a peak)."""
+    """Lines against seconds before the newest point, y from zero with round ticks evenly spaced; an optional
+    reference line (a peak), which the pane's text states in figures."""
 
     FIRST, SECOND, REFERENCE = "history-plot--first", "history-plot--second", "history-plot--reference"
     COMPONENT_CLASSES = {FIRST, SECOND, REFERENCE}
@@ -85,10 +87,9 @@ class HistoryPlot(ThemedPlot):
             return
         drawn = [(line, line.series.runs(self._now_unix, line.scale)) for line in self.lines]
         highest = max((value for _, runs in drawn for _, values in runs for value in values), default=0.0)
-        # The top label names the peak where there is one, else the highest value drawn (or the fixed top).
-        labelled = self.y_max if self.y_max is not None else max(self.references, default=highest)
-        top = self.y_max if self.y_max is not None else min(max(highest, labelled) * 1.1, Y_CAP) or 1.0
-        labelled = min(labelled, top)
+        needed = self.y_max if self.y_max is not None else min(max(highest, 0.0, *self.references) * 1.1, Y_CAP) or 1.0
+        rows = self.canvas_rows(framed=False, x_labels=self.x_ticks)
+        top = self.draw_y_axis(needed, rows, label_columns=Y_LABEL_COLUMNS).top
         for line, runs in drawn:
             colour = self._rgb(line.colour)
             for x, values in runs:
@@ -97,26 +98,11 @@ class HistoryPlot(ThemedPlot):
                     plt.scatter(x, y, marker="braille", color=colour)
                 else:
                     plt.plot(x, y, marker="braille", color=colour)
-        for reference in self.references:
-            plt.horizontal_line(min(reference, top), color=self._rgb(self.REFERENCE))
-        plt.ylim(0, top)
-        ticks = [0.0, labelled] if labelled else [0.0]
-        plt.yticks(ticks, [f"{_short(tick):>{Y_LABEL_COLUMNS}}" for tick in ticks])
+        for reference in self.references:  # in braille, a quarter row fine: a line of box characters would sit on
+            level = min(reference, top)     # the nearest tick's row (a 3,350 GB/s peak on the row labelled 4000)
+            plt.plot([-span_s, 0], [level, level], marker="braille", color=self._rgb(self.REFERENCE))
         plt.xlim(-span_s, 0)
         plt.xticks(*_x_ticks(span_s, self.size.width - Y_LABEL_COLUMNS) if self.x_ticks else ([],))
-
-
-def _short(value: float) -> str:
-    """A y label in `Y_LABEL_COLUMNS` characters, where it is a sane figure: "0", "6.2", "214", "3350", "12k", "3M"."""
-    if value >= 1e9:
-        return f"{value:.0e}"
-    if value >= 1e6:
-        return f"{value / 1e6:.0f}M"
-    if value >= 10_000:
-        return f"{value / 1e3:.0f}k"
-    if value >= 10 or value == 0:
-        return f"{value:.0f}"
-    return f"{value:.2g}"
 
 
 def _x_ticks(span_s: float, width: int) -> tuple[list[float], list[str]]:

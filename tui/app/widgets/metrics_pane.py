@@ -18,7 +18,7 @@ from tui.core.telemetry.readings import HistogramQuantiles, MetricsSnapshot, sat
 HISTORY = 60
 """Scrapes each sparkline shows (a minute at the default interval)."""
 IDLE = 0.0
-"""A sparkline's value for a scrape with nothing to show (no requests in the window, not scraped yet): the
+"""A sparkline's value for a scrape with nothing to show (none in the window, not scraped yet): the
 flat baseline. Skipping such scrapes left one old sample, which a Sparkline draws as a solid bar."""
 CHART_MIN_ROWS = 11
 """Content rows for charts: two rows of cells, each a value line over three rows of lines (the lower cells
@@ -150,7 +150,7 @@ def _ms(value: float | None, edge: str | None, quantiles: HistogramQuantiles) ->
 def _quantiles(quantiles: HistogramQuantiles | None) -> str:
     """p50/p99 in ms; a quantile on a bucket edge is shown as the bound it is (≤ or ≥)."""
     if quantiles is None or not quantiles.n:
-        return "– (no requests in window)"
+        return "– (none in window)"
     p50 = _ms(quantiles.p50, quantiles.edges.get("p50"), quantiles)
     p99 = _ms(quantiles.p99, quantiles.edges.get("p99"), quantiles)
     return f"{p50} / {p99} ms  (n={quantiles.n:.0f})"
