@@ -105,7 +105,10 @@ def test_decode_projected_to_8_bit_lands_where_an_8_bit_simulator_measures_it(co
 
 def test_each_prompt_length_row_is_prefill_past_the_ridge(prompt_length):
     rows = prompt_length["rows"]
-    assert all(row["ttft_s"] > row["prompt_tokens"] / row["prefill_tok_s"] for row in rows)  # the server's own split
+    # The rate is the server's own split, not prompt tokens over the client's TTFT. (Their order is not asserted: the
+    # split is timed on the server's clock and the TTFT on the client's, and under a loaded make test one row's median
+    # split was longer than its median TTFT.)
+    assert all(row["prompt_tokens"] / row["prefill_tok_s"] != pytest.approx(row["ttft_s"], rel=1e-6) for row in rows)
     for row in rows:
         point = row["roofline"]
         assert point["tokens"] == row["prompt_tokens"] and point["bound"] == "compute"

@@ -65,7 +65,8 @@ def test_with_enough_repeats_a_change_is_sure_with_its_interval_and_a_same_figur
     assert ttft["verdict"] == "worse" and ttft["ci_low"] > 0 and ttft["from"] == "200 prompt tokens"
     assert ttft["level"] == pytest.approx(0.98)  # two 99 % intervals' far ends
     assert decode["verdict"] != "worse"  # the same ITL spread at both lengths: no change named
-    assert describe_row("prompt-tokens", short).startswith(f"prompt tokens 200, TTFT {short['ttft_s'] * 1000:.2f} ±")
+    assert describe_row("prompt-tokens", short).startswith(
+        f"prompt tokens 200, TTFT {short['ttft_s'] * 1000:.2f} [{low * 1000:.2f}…{high * 1000:.2f}] ms")
 
 
 def test_prefix_finding_names_a_hit_only_when_the_second_ttft_drops():

@@ -19,7 +19,7 @@ from tui.cli.common import (
 from tui.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, emit_json, note, say
 from tui.cli.runs_common import add_runs_options, save_run_from_cli
 from tui.config import Settings
-from tui.core.experiments.columns import COLUMNS
+from tui.core.experiments.columns import COLUMNS, table
 from tui.core.experiments.disaggregation import DEFAULT_KV_LINK, KV_LINKS, find_link
 from tui.core.experiments.plans import DEFAULT_VALUES, EXPERIMENTS, OWN_SIMULATORS, Plan, make_plan
 from tui.core.hardware.roofline_target import RooflineTarget
@@ -221,12 +221,13 @@ def _with_roofline(document: dict, target: RooflineTarget | str | None) -> dict:
 
 
 def _table(heading: str, result: ExperimentResult) -> str:
-    columns = COLUMNS[result.plan.vary]
-    headers = [f"{c.label} {c.unit}".strip() if c.unit else c.label for c in columns]
-    cells = [[c.show(row) for c in columns] for row in result.rows]
-    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
+    """The heading, the rows (a value's interval as its two ends), why a marked value has none, and the finding."""
+    headers = [f"{c.label} {c.unit}".strip() if c.unit else c.label for c in COLUMNS[result.plan.vary]]
+    shown = table(result.plan.vary, result.rows)
+    widths = [max([len(h), *(len(r[i]) for r in shown.cells)]) for i, h in enumerate(headers)]
     lines = [heading, ""]
     lines.append("  ".join(h.rjust(w) for h, w in zip(headers, widths, strict=True)))
-    lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
+    lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in shown.cells]
+    lines += [f"no interval: {note}" for note in shown.notes]
     lines += ["", result.finding]
     return "\n".join(lines)

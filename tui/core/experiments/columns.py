@@ -1,14 +1,19 @@
-"""The table each experiment shows: its columns (key, header, scale, unit), and a row in words.
+"""The table each experiment shows: its columns (key, header, scale, unit), its cells, and a row in words.
 
-A value with an interval in its row shows how far the interval reaches from it, the farther side
-("66.1 ±1.9": the 99 % interval lies within 64.2 … 68.0); `--json` has the interval itself.
+A value with an interval in its row shows the interval's two ends, "11.1 [10.8…67.0]": a percentile's interval is as
+lopsided as the data (a p99 of skewed gaps reaches far above it), and a half-width ("±55.9") would say the ITL could be
+below zero. A value whose row says why it has no interval carries a mark ("9.95¹"), and the table's notes say why
+("¹ fewer than 5 draws above p99"). `--json` has the interval itself (`ci_low`, `ci_high`, `level`) and the reason.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tui.core.experiments.findings import number
+
+SUPERSCRIPT = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,8 +25,9 @@ class Column:
     scale: float = 1.0
     unit: str = ""
 
-    def show(self, row: dict) -> str:
-        """The value, and where the row holds its interval, how far that reaches from it: "66.1 ±1.9"."""
+    def show(self, row: dict, mark: str = "") -> str:
+        """The value, and where the row holds its interval, the interval's ends: "11.1 [10.8…67.0]"; else the value
+        and `mark` (the note that says why it has none)."""
         value = row.get(self.key)
         if value is None:
             return "-"
@@ -29,11 +35,50 @@ class Column:
             return value
         if not isinstance(value, float):
             return f"{value:,}"
-        kept = (row.get("intervals") or {}).get(self.key)
+        kept = _kept(row, self.key)
         if not kept or not kept["ci"]:
-            return number(value * self.scale)
+            return number(value * self.scale) + mark
         low, high = kept["ci"]
-        return f"{number(value * self.scale)} ±{number(max(high - value, value - low) * self.scale)}"
+        return f"{number(value * self.scale)} [{number(low * self.scale)}…{number(high * self.scale)}]"
+
+    def missing_interval(self, row: dict) -> str | None:
+        """Why the row's value has no interval, where its row looked for one (`Interval.reason`); None otherwise."""
+        kept = _kept(row, self.key)
+        if not isinstance(row.get(self.key), float) or not kept or kept["ci"]:
+            return None
+        return kept.get("reason")
+
+
+def _kept(row: dict, key: str) -> dict | None:
+    return (row.get("intervals") or {}).get(key)
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    """An experiment's table as text: a row of cells per row, and a note for each reason a value has no interval."""
+
+    cells: list[list[str]]
+    notes: list[str]
+    """"¹ fewer than 5 draws": the mark the cells carry, and the reason."""
+
+
+def table(vary: str, rows: Sequence[dict]) -> Table:
+    """The rows' cells, each value without an interval marked by its reason's note (one mark per distinct reason)."""
+    marks: dict[str, str] = {}
+    cells = []
+    for row in rows:
+        line = []
+        for column in COLUMNS[vary]:
+            reason = column.missing_interval(row)
+            mark = marks.setdefault(reason, str(len(marks) + 1).translate(SUPERSCRIPT)) if reason else ""
+            line.append(column.show(row, mark))
+        cells.append(line)
+    return Table(cells, [f"{mark} {reason}" for reason, mark in marks.items()])
+
+
+def notes_line(notes: Sequence[str]) -> str:
+    """The notes in one line under a table, "" where there are none."""
+    return f"no interval: {'  '.join(notes)}" if notes else ""
 
 
 _MS = 1000.0

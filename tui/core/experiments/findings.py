@@ -94,7 +94,7 @@ def _interval(row: dict, key: str) -> Interval | None:
     kept = (row.get("intervals") or {}).get(key)
     if kept is None:
         return None
-    return Interval(tuple(kept["ci"]) if kept["ci"] else None, kept["n"], kept["more"])
+    return Interval(tuple(kept["ci"]) if kept["ci"] else None, kept["n"], kept["more"], kept.get("reason"))
 
 
 def _prompt_finding(rows: list[dict]) -> tuple[str, list[Compared]]:

@@ -124,32 +124,43 @@ def _judge(before: Clusters, after: Clusters, stat: str, before_value: float | N
 
 @dataclass(frozen=True, slots=True)
 class Interval:
-    """One run's figure with its interval, where a row keeps no draws to resample later (an experiment's rows)."""
+    """One run's figure with its interval, where a row keeps no draws to resample later (an experiment's rows).
+
+    The bounds are the resamples' own percentiles, so a percentile's interval is as lopsided as its data (a p99 of
+    skewed gaps reaches far above it and hardly below) and never leaves the values measured: no latency below zero."""
 
     ci: tuple[float, float] | None
     n: int
     """The draws it rests on."""
     more: int | None
     """Without an interval: about how many more draws would give one; None where no number would."""
+    reason: str | None = None
+    """Without an interval for a value: why, in a few words ("fewer than 5 draws", "fewer than 5 draws above p99"); the
+    same words for every row alike, so a table notes each reason once (`n` and `more` have the numbers)."""
 
     def to_json(self) -> dict:
-        return {"ci": list(self.ci) if self.ci else None, "n": self.n, "more": self.more}
+        low, high = self.ci or (None, None)
+        return {"ci": list(self.ci) if self.ci else None, "ci_low": low, "ci_high": high, "level": LEVEL, "n": self.n,
+                "more": self.more, "reason": self.reason}
 
 
 def interval(clusters: Clusters, stat: str, value: float | None) -> Interval:
     """`stat`'s interval over one run's draws, under `judge`'s rules (none for "max", none until there are
-    `MIN_REQUESTS` draws, and for a percentile as many beyond it on each side)."""
+    `MIN_REQUESTS` draws, and for a percentile as many beyond it on each side), or why it has none."""
     n = _usable(clusters)
-    if value is None or stat == "max":
+    if value is None:
         return Interval(None, n, None)
+    if stat == "max":
+        return Interval(None, n, None, "a maximum has none (no resample's is above the sample's)")
     values = {v for cluster in clusters for v in cluster if math.isfinite(v)}
     if n >= MIN_REQUESTS and len(values) == 1:  # every draw alike: so is every resample
         return Interval((value, value), n, None)
+    tail_more = 0 if stat == "mean" else _tail_shortfall(clusters, value)
     if n < MIN_REQUESTS:
-        return Interval(None, n, MIN_REQUESTS - n if stat == "mean" else max(MIN_REQUESTS - n, _tail_shortfall(clusters, value)))
-    more = 0 if stat == "mean" else _tail_shortfall(clusters, value)
-    if more:
-        return Interval(None, n, more)
+        return Interval(None, n, max(MIN_REQUESTS - n, tail_more), f"fewer than {MIN_REQUESTS} draws")
+    if tail_more:
+        above, below = _beyond(clusters, value)
+        return Interval(None, n, tail_more, f"fewer than {MIN_REQUESTS} draws {'above' if above <= below else 'below'} {stat}")
     return Interval(_bounds(sorted(resampled(clusters, stat, _rng()))), n, None)
 
 
@@ -285,13 +296,16 @@ def _points(kept: list[list[float]], np):
 def _tail_shortfall(clusters: Clusters, value: float) -> int:
     """About how many more draws a percentile at `value` needs before `MIN_REQUESTS` draws hold values beyond it
     on either side (a p99 of 20 requests is their maximum, and no bootstrap can place it); 0 when it has them."""
-    above = sum(1 for c in clusters if any(v > value for v in c))
-    below = sum(1 for c in clusters if any(v < value for v in c))
-    tail = min(above, below)
+    tail = min(_beyond(clusters, value))
     if tail >= MIN_REQUESTS:
         return 0
     n = _usable(clusters)
     return max(1, math.ceil(n * MIN_REQUESTS / tail) - n) if tail else max(1, n * MIN_REQUESTS)
+
+
+def _beyond(clusters: Clusters, value: float) -> tuple[int, int]:
+    """How many draws hold a value above `value`, and how many one below it."""
+    return (sum(1 for c in clusters if any(v > value for v in c)), sum(1 for c in clusters if any(v < value for v in c)))
 
 
 def _usable(clusters: Clusters) -> int:
