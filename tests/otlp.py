@@ -1,4 +1,5 @@
-"""phasetop's OTLP receiver for tests: served from a thread of the test's process on a loopback port.
+"""phasetop's OTLP receiver for tests: served from a thread of the test's process on a loopback port; and exports
+posted to a `phasetop traces` the test runs.
 
     with receiving() as (receiver, url):
         httpx.post(url, content=export, headers=PROTOBUF_HEADERS)
@@ -13,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 
+import httpx
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from tui.core.telemetry.otlp_spans import export_request
@@ -62,3 +64,25 @@ def export_bytes(*records: ServedRequest, service: str = "vllm", host: str = "gp
 
 def decoded(body: bytes) -> ExportTraceServiceRequest:
     return ExportTraceServiceRequest.FromString(body)
+
+
+def post_when_listening(port: int, *bodies: bytes, headers=PROTOBUF_HEADERS) -> threading.Thread:
+    """From another thread, once something listens on `port` (a `phasetop traces`): POST each body to its
+    /v1/traces; the thread's `statuses` are the answers' status codes."""
+    statuses: list[int] = []
+
+    def post() -> None:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                for body in bodies:
+                    statuses.append(httpx.post(f"http://127.0.0.1:{port}{TRACES_PATH}", content=body,
+                                               headers=headers).status_code)
+                return
+            except httpx.ConnectError:
+                time.sleep(0.05)
+
+    thread = threading.Thread(target=post, daemon=True)
+    thread.statuses = statuses
+    thread.start()
+    return thread

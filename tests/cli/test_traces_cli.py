@@ -3,38 +3,17 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
-import threading
 import time
 
-import httpx
 import pytest
 
 from tests.cli.running import assert_one_clear_line, run
 from tests.loopback import free_port
-from tests.otlp import PROTOBUF_HEADERS, export_bytes, record
+from tests.otlp import export_bytes, post_when_listening, record
 from tui.core.telemetry.otlp_spans import export_request
 from tui.runs_store import default_runs_dir, list_runs, load_run
-
-
-def _post_when_listening(port: int, *bodies: bytes, headers=PROTOBUF_HEADERS) -> threading.Thread:
-    """From another thread, once `traces` listens on `port`: POST each body to it."""
-    statuses: list[int] = []
-
-    def post() -> None:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                for body in bodies:
-                    statuses.append(httpx.post(f"http://127.0.0.1:{port}/v1/traces", content=body, headers=headers).status_code)
-                return
-            except httpx.ConnectError:
-                time.sleep(0.05)
-
-    thread = threading.Thread(target=post, daemon=True)
-    thread.statuses = statuses
-    thread.start()
-    return thread
 
 
 def _start_up_export() -> bytes:
@@ -46,7 +25,7 @@ def _start_up_export() -> bytes:
 
 def test_each_served_request_is_a_line_as_it_arrives_then_a_summary(capsys):
     port = free_port()
-    poster = _post_when_listening(port, _start_up_export(), export_bytes(record("cmpl-y-0", queue_s=1.75, e2e_s=2.75)))
+    poster = post_when_listening(port, _start_up_export(), export_bytes(record("cmpl-y-0", queue_s=1.75, e2e_s=2.75)))
     code, out, err = run(capsys, "traces", "--otlp", str(port), "--duration", "1.5")
     poster.join(5)
     assert code == 0, err
@@ -63,7 +42,7 @@ def test_each_served_request_is_a_line_as_it_arrives_then_a_summary(capsys):
 
 def test_json_is_one_document_with_the_records_and_what_was_not_taken_in(capsys):
     port = free_port()
-    garbage = _post_when_listening(port, export_bytes(record("cmpl-z-0")), b"\x0a\xff\xff\xff\xff\x0f", _start_up_export())
+    garbage = post_when_listening(port, export_bytes(record("cmpl-z-0")), b"\x0a\xff\xff\xff\xff\x0f", _start_up_export())
     code, out, err = run(capsys, "traces", "--otlp", f"127.0.0.1:{port}", "--duration", "1.5", "--json")
     garbage.join(5)
     assert code == 0, err
@@ -116,3 +95,26 @@ def test_a_duration_must_be_positive(capsys):
     code, _, err = run(capsys, "traces", "--otlp", "0", "--duration", "0")
     assert_one_clear_line(code, err, "--duration must be > 0")
 
+
+
+def test_json_counts_the_request_spans_refused_for_their_times_by_reason(capsys):
+    now = time.time()
+    port = free_port()
+    poster = post_when_listening(port, export_bytes(record("cmpl-ok-0", now - 5), record("cmpl-ahead-0", now + 86_400),
+                                                    record("cmpl-1970-0", 1_000.0)))
+    code, out, err = run(capsys, "traces", "--otlp", str(port), "--duration", "1.5", "--json", "--no-save")
+    poster.join(5)
+    assert code == 0, err
+    document = json.loads(out)
+    assert [r["request_id"] for r in document["records"]] == ["cmpl-ok-0"]
+    assert document["refused"] == {"spans": 2, "by_reason": {"future": 1, "before_2020": 1, "too_long": 0}}
+
+
+def test_the_summary_says_one_request_in_the_singular_and_the_refused_in_words(capsys):
+    port = free_port()
+    poster = post_when_listening(port, export_bytes(record("cmpl-one-0", time.time() - 5), record("cmpl-x-0", 1_000.0)))
+    code, out, err = run(capsys, "traces", "--otlp", str(port), "--duration", "1.5", "--no-save")
+    poster.join(5)
+    assert code == 0, err
+    assert re.search(r"^1 request served over [\d.]+ s of listening from vllm@gpu-1$", out, re.M), out
+    assert "refused as implausible, kept out of the window: 1 request span stamped before 2020" in out, out

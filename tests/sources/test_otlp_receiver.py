@@ -170,6 +170,25 @@ async def test_a_flood_of_small_exports_is_held_to_the_window_and_counted():
         _still_answers(url)
 
 
+def test_a_span_from_a_clock_far_ahead_is_refused_and_pushes_no_real_request_out():
+    """Aged by the sender's clock, one span stamped a year ahead made every real request look a year old."""
+    now = time.time()
+    real = [record(f"cmpl-real-{i}", now - 10 + i) for i in range(3)]
+    ahead = record("cmpl-ahead-0", now + 365 * 86_400)
+    with receiving() as (receiver, url):
+        httpx.post(url, content=export_bytes(*real), headers=PROTOBUF_HEADERS)
+        answer = httpx.post(url, content=export_bytes(ahead, record("cmpl-real-3", now - 5)), headers=PROTOBUF_HEADERS)
+        partial = ExportTraceServiceResponse.FromString(answer.content).partial_success
+        assert answer.status_code == 200
+        assert partial.rejected_spans == 1 and "stamped in the future" in partial.error_message
+        records = wait_for_records(receiver, 4)
+        assert [r.request_id for r in records] == [*(r.request_id for r in real), "cmpl-real-3"]
+        assert all(now - 1 <= r.received_unix <= time.time() for r in records)
+        tally = receiver.window.tally
+        assert tally.refused_spans == {"future": 1} and tally.evicted == 0
+        _still_answers(url)
+
+
 def test_the_real_opentelemetry_exporter_is_read(monkeypatch):
     """The SDK's own OTLP/HTTP exporter (what vLLM runs), with a span shaped as vLLM's."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter

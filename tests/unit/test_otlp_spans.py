@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -10,6 +11,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
+from tests.otlp import record
 from tui.core.telemetry.otlp_spans import (
     E2E,
     PROMPT_TOKENS,
@@ -17,9 +19,12 @@ from tui.core.telemetry.otlp_spans import (
     export_request,
     read_export,
 )
-from tui.core.telemetry.served import ServedRequest, TraceWindow, is_sent, match_sent
+from tui.core.telemetry.served import (REFUSALS, ServedRequest, Tally, TraceWindow, is_sent, match_sent, refused_json,
+                                      refused_line, screened)
 
 START_NS = 1_760_000_000_123_456_789
+NOW = 1_796_000_000.0
+"""2026-12: when the receiver took the spans in."""
 
 VLLM_ATTRIBUTES = {
     # As real vLLM 0.32 sent them for a 9-token prompt and 16 tokens out (shared/real-vllm.md §7).
@@ -178,12 +183,43 @@ def test_the_window_keeps_the_newest_records_and_counts_what_it_pushed_out():
     assert window.tally.evicted == 2
 
 
-def test_the_window_forgets_what_arrived_long_before_the_newest_even_out_of_order():
+def test_the_window_forgets_what_it_received_long_before_the_newest_receipt_whatever_the_senders_clock():
     window = TraceWindow(max_records=100, max_age_s=60)
-    window.add([_record("old", 1000.0), _record("mid", 1050.0)])
-    window.add([_record("new", 1100.0), _record("late-finisher", 1045.0)])  # arrived early, finished last
-    assert [r.request_id for r in window.records] == ["mid", "new", "late-finisher"]
-    assert window.tally.evicted == 1
-    window.add([_record("older-still", 900.0)])  # already past the window: counted, not kept
-    assert window.newest_unix == 1100.0 and window.tally.evicted == 2
-    assert [r.request_id for r in window.records] == ["mid", "new", "late-finisher"]
+    received = lambda r, at: replace(r, received_unix=at)  # noqa: E731
+    window.add([received(_record("old", 1000.0), 5000.0), received(_record("mid", 1050.0), 5050.0)])
+    # A sender whose clock is an hour behind: its request is received now, so it is kept, and pushes nothing out.
+    window.add([received(_record("behind", 1100.0 - 3600), 5055.0)])
+    assert [r.request_id for r in window.records] == ["old", "mid", "behind"] and window.tally.evicted == 0
+    window.add([received(_record("new", 1100.0), 5100.0)])  # 100 s after the first receipt: the first ages out
+    assert [r.request_id for r in window.records] == ["mid", "behind", "new"]
+    assert window.newest_received_unix == 5100.0 and window.tally.evicted == 1
+
+
+@pytest.mark.parametrize("change, reason", [
+    ({"start_unix": NOW + 3600}, "future"),
+    ({"start_unix": 946_684_800.0}, "before_2020"),  # 2000-01-01: an RTC never set
+    ({"start_unix": NOW - 3 * 86_400, "e2e_s": 2 * 86_400.0, "decode_s": 2 * 86_400.0}, "too_long"),
+])
+def test_a_span_no_request_could_have_is_refused_by_reason_and_kept_out(change, reason):
+    fine, broken = record("fine", NOW - 5), record("broken", **{"start_unix": NOW - 5, **change})
+    kept, refused = screened([fine, broken], received_unix=NOW)
+    assert [r.request_id for r in kept] == ["fine"] and kept[0].received_unix == NOW
+    assert refused == [reason]
+    tally = Tally()
+    tally.refuse(refused)
+    assert refused_json(tally) == {"spans": 1, "by_reason": {key: int(key == reason) for key in REFUSALS}}
+    assert refused_line(tally) == f"refused as implausible, kept out of the window: 1 request span {REFUSALS[reason]}"
+    assert "refused_spans" not in tally.to_json() and refused_line(Tally()) is None
+
+
+def test_a_span_from_a_replay_or_a_few_minutes_of_clock_skew_is_taken():
+    kept, refused = screened([record("replayed", NOW - 30 * 86_400), record("skewed", NOW + 60)], received_unix=NOW)
+    assert [r.request_id for r in kept] == ["replayed", "skewed"] and not refused
+
+
+def test_refusals_of_several_reasons_are_counted_each():
+    tally = Tally()
+    tally.refuse(["future", "too_long", "future"])
+    assert refused_line(tally) == ("refused as implausible, kept out of the window: 3 request spans: "
+                                   f"2 {REFUSALS['future']}; 1 {REFUSALS['too_long']}")
+    assert refused_json(tally)["spans"] == 3 and tally.copy().refused_spans is not tally.refused_spans

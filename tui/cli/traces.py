@@ -13,7 +13,7 @@ from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note, say
 from tui.cli.runs_common import add_runs_options, runs_dir_from, save_run_from_cli
 from tui.core.telemetry.otlp_spans import SpanBatch
 from tui.core.telemetry.served import (MAX_RECORDS, PHASES, ServedRequest, ServerSpan, TraceWindow, match_sent, not_counted,
-                             served_summary)
+                                      refused_json, refused_line, served_summary)
 from tui.core.view.traffic import traffic_run
 from tui.runs_store import completion_ids_since
 from tui.sim.serve import url_of
@@ -36,7 +36,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "request. vLLM's E2E also holds its API server's own time, shown as `outside`. A request phasetop itself "
         "sent (a run probe, bench or the UI saved while this listened) is marked by its completion id. "
         "--json prints one document at the end: the records, vLLM's start-up spans, and what was refused or "
-        "dropped. Bounded: the newest --max-records requests of the last 10 minutes are kept, the rest counted. "
+        "dropped; its `refused` counts, by reason, the request spans whose times no request could have (stamped in "
+        "the future, before 2020, or lasting over a day: a sender's broken clock), kept out. Bounded: the newest "
+        "--max-records requests received in the last 10 minutes (by phasetop's clock) are kept, the rest counted. "
         "What was received is saved as a run of kind traffic (unless --no-save), to compare like any other.",
     )
     parser.add_argument("--otlp", required=True, metavar="[HOST:]PORT",
@@ -80,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
             "summary": served_summary(records),
             "counts": window.tally.to_json(),
             "last_refusal": receiver.last_refusal,
+            "refused": refused_json(window.tally),
         })
     else:
         say(summary_text(records, list(window.server_spans), receiver, listened_s))
@@ -134,7 +137,8 @@ def summary_text(records: list[ServedRequest], server_spans: list[ServerSpan], r
     summary = served_summary(records)
     senders = ", ".join(summary["senders"]) or "no sender"
     mine = f" ({summary['sent_by_phasetop']} sent by phasetop)" if summary["sent_by_phasetop"] else ""
-    lines = [f"{len(records):,} requests served over {listened_s:.1f} s from {senders}{mine}"]
+    noun = "request" if len(records) == 1 else "requests"
+    lines = [f"{len(records):,} {noun} served over {listened_s:.1f} s of listening from {senders}{mine}"]
     for name in PHASES:
         figures = summary[name]
         if figures["n"]:
@@ -147,6 +151,9 @@ def summary_text(records: list[ServedRequest], server_spans: list[ServerSpan], r
     lost = not_counted(receiver.window.tally, receiver.last_refusal)
     if lost:
         lines.append("  not counted: " + "; ".join(lost))
+    refused = refused_line(receiver.window.tally)
+    if refused:
+        lines.append(f"  {refused}")
     return "\n".join(lines)
 
 

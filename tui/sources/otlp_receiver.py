@@ -7,6 +7,8 @@ a gzip one inflates to at most `max_decoded_bytes`, a body that trickles in is c
 `max_connections` are served at once (uvicorn answers 503 past that, which an exporter retries), and what is
 kept is a bounded window (`TraceWindow`). Every refusal is OTLP's: an HTTP error status with a protobuf
 `google.rpc.Status` body saying why. The receiver answers the next request whatever the last one was.
+A request span whose times no request could have (a sender's clock far ahead or never set) is refused, counted by
+reason and told to the sender as rejected: the window ages by phasetop's own clock, so such a span pushes nothing out.
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ import asyncio
 import contextlib
 import ipaddress
 import socket
+import time
 import zlib
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 
 import uvicorn
 from google.protobuf.message import DecodeError
@@ -28,8 +32,8 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tui.core.telemetry.otlp_spans import SpanBatch, read_export
-from tui.core.telemetry.served import TraceWindow
+from tui.core.telemetry.otlp_spans import REQUEST_SPAN, SpanBatch, read_export
+from tui.core.telemetry.served import REFUSALS, TraceWindow, screened
 from tui.core.untrusted import one_line
 from tui.sim.serve import bind
 
@@ -91,6 +95,7 @@ class TraceReceiver:
         max_decoded_bytes: int = MAX_DECODED_BYTES,
         body_deadline_s: float = BODY_DEADLINE_S,
         max_connections: int = MAX_CONNECTIONS,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.window = window if window is not None else TraceWindow()
         self.on_batch = on_batch
@@ -99,6 +104,8 @@ class TraceReceiver:
         self.max_decoded_bytes = max_decoded_bytes
         self.body_deadline_s = body_deadline_s
         self.max_connections = max_connections
+        self.clock = clock
+        """phasetop's wall clock: a span's receipt, which ages the window and judges the span's own times."""
         self.last_refusal: str | None = None
         """Why the latest refused export was refused (its status and reason), for a person."""
         self._server: uvicorn.Server | None = None
@@ -139,8 +146,8 @@ class TraceReceiver:
         except ClientDisconnect:
             self.window.tally.refused_posts += 1
             return Response(status_code=400)  # no one is there to read it
-        self._keep(batch)
-        return Response(batch.response().SerializeToString(), media_type=PROTOBUF)
+        kept = self._keep(batch)
+        return Response(kept.response().SerializeToString(), media_type=PROTOBUF)
 
     async def _body(self, request: Request) -> bytes:
         """The body, read only if it is a protobuf export within the limits."""
@@ -169,16 +176,26 @@ class TraceReceiver:
         body = b"".join(parts)
         return _inflated(body, request.headers.get("content-encoding", ""), self.max_decoded_bytes)
 
-    def _keep(self, batch: SpanBatch) -> None:
+    def _keep(self, batch: SpanBatch) -> SpanBatch:
+        """Take in the export's plausible requests, stamped with their receipt; the batch as kept (its refused
+        spans told to the sender as rejected, OTLP's partial success)."""
         tally = self.window.tally
         tally.posts += 1
         tally.spans += batch.spans
         tally.rejected_spans += batch.rejected
         tally.spans_with_dropped_attributes += batch.spans_with_dropped_attributes
         tally.dropped_events += batch.dropped_events
-        self.window.add(batch.records, batch.server_spans)
+        records, refused = screened(batch.records, self.clock())
+        tally.refuse(refused)
+        self.window.add(records, batch.server_spans)
+        if refused:
+            count = len(refused)
+            why = f"{count} {REQUEST_SPAN} span{'s' * (count != 1)} refused, the first {REFUSALS[refused[0]]}"
+            batch = replace(batch, records=records, rejected=batch.rejected + len(refused),
+                            reject_reason=batch.reject_reason or why)
         if batch.spans and self.on_batch is not None:
             self.on_batch(batch)
+        return batch
 
     async def _not_found(self, request: Request, error: HTTPException) -> Response:
         return _status(404, f"no {one_line(request.url.path, 80)} here: OTLP/HTTP traces go to POST {TRACES_PATH}",

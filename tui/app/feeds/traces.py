@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import Callable
-from dataclasses import replace
 
 from textual.message import Message
 from textual.worker import get_current_worker
@@ -36,7 +35,7 @@ def serve_traces(sock: socket.socket, post: Post) -> None:
     receiver = TraceReceiver(TraceWindow(max_records=RECEIVER_WINDOW))
 
     def batch_in(batch: SpanBatch) -> None:
-        post(TracesReceived(tuple(batch.records), tuple(batch.server_spans), replace(receiver.window.tally),
+        post(TracesReceived(tuple(batch.records), tuple(batch.server_spans), receiver.window.tally.copy(),
                             receiver.last_refusal))
 
     receiver.on_batch = batch_in
@@ -58,10 +57,10 @@ def serve_traces(sock: socket.socket, post: Post) -> None:
 
 async def _post_tallies(receiver: TraceReceiver, post: Post) -> None:
     """The counts, when they moved without a batch of requests to carry them."""
-    said = replace(receiver.window.tally)
+    said = receiver.window.tally.copy()
     while True:
         await asyncio.sleep(TALLY_EVERY_S)
         now = receiver.window.tally
         if now.refused_posts != said.refused_posts or now.rejected_spans != said.rejected_spans:
-            said = replace(now)
+            said = now.copy()
             post(TracesTallied(said, receiver.last_refusal))

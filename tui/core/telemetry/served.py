@@ -42,6 +42,9 @@ class ServedRequest:
     """A disaggregated server's KV move from its prefill worker to its decode worker, inside `prefill_s`."""
     sent_by_phasetop: bool = False
     """One of phasetop's own requests (`match_sent`)."""
+    received_unix: float | None = None
+    """When phasetop's receiver took its span in, on phasetop's own clock: the window ages by this, never by the
+    sender's clock. None for a record not received (built by hand)."""
 
     @property
     def unaccounted_s(self) -> float:
@@ -109,9 +112,82 @@ class Tally:
     """Span events the sender dropped (`dropped_events_count`)."""
     evicted: int = 0
     """Records pushed out of the window (the oldest, past its count or its age) before anyone read them all."""
+    refused_spans: dict[str, int] = field(default_factory=dict)
+    """Request spans refused for times no request could have (`implausible`), by reason: kept out, so one broken
+    clock cannot push real requests out of the window."""
+
+    def refuse(self, reasons: Iterable[str]) -> None:
+        for reason in reasons:
+            self.refused_spans[reason] = self.refused_spans.get(reason, 0) + 1
+
+    def copy(self) -> Tally:
+        """A copy that shares nothing (the counts by reason too): safe to hand to another thread."""
+        return replace(self, refused_spans=dict(self.refused_spans))
 
     def to_json(self) -> dict:
-        return asdict(self)
+        """The counters (the refused spans by reason are `refused_json`'s)."""
+        counts = asdict(self)
+        del counts["refused_spans"]
+        return counts
+
+
+MAX_CLOCK_AHEAD_S = 300.0
+"""How far after phasetop received it a span may end: clocks that NTP keeps disagree by far less than this."""
+MAX_REQUEST_S = 86_400.0
+"""No request lasts a day: a span or phase longer than this is a broken clock or a broken sender."""
+EARLIEST_UNIX = 1_577_836_800.0
+"""2020-01-01: a span stamped before it comes from a clock never set (1970, an unset RTC's 2000). Spans from the past
+after it are taken (a replay, a Collector's retry): aged by their receipt, they push nothing out."""
+REFUSALS = {
+    "future": "stamped in the future (its sender's clock runs ahead)",
+    "before_2020": "stamped before 2020 (its sender's clock was never set)",
+    "too_long": "lasting over a day (no request does)",
+}
+"""Why a request span was refused (`implausible`), by the key `phasetop traces --json` counts it under."""
+
+
+def implausible(record: ServedRequest, received_unix: float) -> str | None:
+    """The `REFUSALS` key a span's times break, or None when a request could have had them."""
+    if record.end_unix > received_unix + MAX_CLOCK_AHEAD_S:
+        return "future"
+    if record.start_unix < EARLIEST_UNIX:
+        return "before_2020"
+    durations = (record.end_unix - record.start_unix, record.queue_s, record.prefill_s, record.decode_s,
+                 record.ttft_s, record.e2e_s)
+    return "too_long" if max(durations) > MAX_REQUEST_S else None
+
+
+def screened(records: Iterable[ServedRequest], received_unix: float) -> tuple[list[ServedRequest], list[str]]:
+    """The records a request could have been, stamped with their receipt, and the refusal key of each of the rest."""
+    kept, refused = [], []
+    for record in records:
+        reason = implausible(record, received_unix)
+        if reason is None:
+            kept.append(replace(record, received_unix=received_unix))
+        else:
+            refused.append(reason)
+    return kept, refused
+
+
+def refused_json(tally: Tally) -> dict:
+    """`phasetop traces --json`'s `refused`: how many request spans were refused, and how many for each reason."""
+    return {"spans": sum(tally.refused_spans.values()),
+            "by_reason": {reason: tally.refused_spans.get(reason, 0) for reason in REFUSALS}}
+
+
+def refused_line(tally: Tally) -> str | None:
+    """The refused request spans in words ("refused as implausible, kept out of the window: 2 request spans stamped in
+    the future (…)"), each reason with its count where there are several; None if none."""
+    if not tally.refused_spans:
+        return None
+    total = sum(tally.refused_spans.values())
+    spans = f"{total:,} request span{'s' * (total != 1)}"
+    if len(tally.refused_spans) == 1:
+        [reason] = tally.refused_spans
+        why = f"{spans} {REFUSALS[reason]}"
+    else:
+        why = f"{spans}: " + "; ".join(f"{count:,} {REFUSALS[reason]}" for reason, count in tally.refused_spans.items())
+    return f"refused as implausible, kept out of the window: {why}"
 
 
 def not_counted(tally: Tally, last_refusal: str | None = None) -> list[str]:
@@ -132,41 +208,40 @@ def not_counted(tally: Tally, last_refusal: str | None = None) -> list[str]:
 MAX_RECORDS = 10_000
 """The window's most requests: a sender that floods cannot grow phasetop's memory past about this many records."""
 MAX_AGE_S = 600.0
-"""The window's longest memory, seconds of arrival time before the newest record."""
+"""The window's longest memory: seconds before the newest receipt (phasetop's clock, not the sender's)."""
 MAX_SERVER_SPANS = 200
 
 
 @dataclass
 class TraceWindow:
-    """The served requests of the last `max_age_s` seconds (at most `max_records`), the start-up spans, and what
-    came in: a ring, so memory stays bounded whatever a sender does; what it pushed out is counted."""
+    """The served requests received in the last `max_age_s` seconds (at most `max_records`), the start-up spans, and
+    what came in: a ring, so memory stays bounded whatever a sender does; what it pushed out is counted."""
 
     max_records: int = MAX_RECORDS
     max_age_s: float = MAX_AGE_S
     records: deque[ServedRequest] = field(default_factory=deque)
     server_spans: deque[ServerSpan] = field(default_factory=lambda: deque(maxlen=MAX_SERVER_SPANS))
     tally: Tally = field(default_factory=Tally)
-    newest_unix: float | None = None
-    """The latest arrival among every record taken in: the age limit counts back from it."""
+    newest_received_unix: float | None = None
+    """The latest receipt among every record taken in: the age limit counts back from it."""
 
     def add(self, records: Iterable[ServedRequest], server_spans: Iterable[ServerSpan] = ()) -> None:
-        """Keep these, then drop the oldest kept past the count, and those that arrived over `max_age_s` before the
-        newest (records come in as they finish, not as they arrived: the ring is in the order they came)."""
+        """Keep these, then drop the oldest kept past the count, and those received over `max_age_s` before the
+        newest. The ring is in the order they were received, so the oldest receipt is always at its left; a
+        record with no receipt (built by hand, not received) is pushed out by the count alone."""
         kept = self.records
         for record in records:
-            if self.newest_unix is None or record.start_unix > self.newest_unix:
-                self.newest_unix = record.start_unix
-            if record.start_unix < self.newest_unix - self.max_age_s:
-                self.tally.evicted += 1  # already past the window: never kept
-                continue
+            if record.received_unix is not None and (self.newest_received_unix is None
+                                                      or record.received_unix > self.newest_received_unix):
+                self.newest_received_unix = record.received_unix
             kept.append(record)
         self.server_spans.extend(server_spans)
         while len(kept) > self.max_records:
             kept.popleft()
             self.tally.evicted += 1
-        if self.newest_unix is not None:
-            horizon = self.newest_unix - self.max_age_s
-            while kept and kept[0].start_unix < horizon:
+        if self.newest_received_unix is not None:
+            horizon = self.newest_received_unix - self.max_age_s
+            while kept and kept[0].received_unix is not None and kept[0].received_unix < horizon:
                 kept.popleft()
                 self.tally.evicted += 1
 
