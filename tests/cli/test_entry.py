@@ -29,8 +29,8 @@ def test_version_names_the_python_and_where_this_copy_runs_from(tmp_path):
     import tui
 
     result = subprocess.run([sys.executable, "-m", "tui", "--version"], cwd=tmp_path, capture_output=True, text=True,
-                            timeout=60, env={**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(tui.__file__))})
+                            timeout=60, env={**os.environ, "COLUMNS": "40",  # argparse wrapped to the terminal
+                                             "PYTHONPATH": os.path.dirname(os.path.dirname(tui.__file__))})
     assert result.returncode == 0
-    line = result.stdout.strip()
-    assert line.startswith(f"phasetop {tui.__version__} (Python {sys.version.split()[0]}, ")
-    assert line.endswith(f"{os.path.dirname(tui.__file__)})")
+    assert result.stdout.splitlines() == [f"phasetop {tui.__version__} (Python {sys.version.split()[0]})",
+                                          f"from {os.path.dirname(tui.__file__)}"]

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 
 import httpx
+import pytest
 
 
 async def test_ollama_generate_streams_ndjson_with_counters_in_nanoseconds(start_sim):
@@ -75,3 +77,20 @@ def test_small_card_caps_max_model_len_and_prints_one_json_document():
         process.stdin.close()  # the child stops when its stdin closes
         process.wait(timeout=10)
     assert "capped" in process.stderr.read()
+
+
+@pytest.mark.parametrize("layout", [(), ("--disaggregated",)], ids=["one server", "disaggregated"])
+def test_ctrl_c_stops_the_simulator_with_exit_0(layout):
+    """Ctrl-C is how a server command is stopped: it exits 0 with one line, not 130 (uvicorn hands the signal back
+    once it has shut down)."""
+    process = subprocess.Popen([sys.executable, "-m", "tui", "sim", "--port", "0", *layout], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        while not process.stdout.readline().startswith("phasetop-sim listening on"):
+            assert process.poll() is None, process.stderr.read()
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=10) == 0
+    finally:
+        process.kill()
+    stderr = process.stderr.read()
+    assert "phasetop sim: stopped" in stderr and "Traceback" not in stderr and "interrupted" not in stderr

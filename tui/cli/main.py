@@ -110,12 +110,25 @@ def add_ui_options(ui: argparse._ArgumentGroup) -> None:
                     "Textual theme (default: settings, else textual-dark); one picked in the UI is remembered")
 
 
-def version_line() -> str:
-    """"phasetop 0.1.0 (Python 3.11.7, /home/me/.local/pipx/venvs/phasetop/lib/python3.11/site-packages/tui)":
-    which copy runs, where a checkout's and an installed one could both be on PATH."""
+def version_text() -> str:
+    """"phasetop 0.1.0 (Python 3.11.7)" over "from /home/me/.local/pipx/venvs/phasetop/lib/python3.11/site-packages/tui":
+    which copy runs, where a checkout's and an installed one could both be on PATH. The path has a line of its own,
+    as printed (argparse's own version action wraps to the terminal and broke the line at 80 columns mid-parenthesis)."""
     import tui
 
-    return f"phasetop {__version__} (Python {sys.version.split()[0]}, {os.path.dirname(tui.__file__)})"
+    return f"phasetop {__version__} (Python {sys.version.split()[0]})\nfrom {os.path.dirname(tui.__file__)}"
+
+
+class _Version(argparse.Action):
+    """--version: `version_text` as it is, then exit 0."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        print(version_text())
+        parser.exit()
 
 
 def build_parser() -> Parser:
@@ -123,7 +136,7 @@ def build_parser() -> Parser:
         prog="phasetop",
         description="Watch LLM inference split into prefill (time to first token) and decode (tokens per second).",
     )
-    parser.add_argument("--version", action="version", version=version_line())
+    parser.add_argument("--version", action=_Version, help="show the version, the Python and where it runs from, and exit")
     parser.add_argument("--config", metavar="FILE", help="TOML settings file (default: the user config dir)")
     add_ui_options(parser.add_argument_group("the UI (no subcommand)"))
     fleet = parser.add_argument_group("the fleet view (no subcommand)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Coroutine
 
 from tui.cli.common import add_json_option, port_number, settings_from
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note, say
@@ -166,8 +167,7 @@ def run(args: argparse.Namespace) -> int:
         note(f"phasetop sim: {config.device.name}, {config.layout.name} at {config.bits} bit as "
              f"{options.served_model_name!r}; {config.num_gpu_blocks} KV blocks; Ctrl-C stops")
 
-    loop.run(serve(options, sock, ready, stop_on_stdin_close=args.stop_on_stdin_close))
-    return EXIT_OK
+    return _serve_until_stopped(serve(options, sock, ready, stop_on_stdin_close=args.stop_on_stdin_close))
 
 
 def _run_disaggregated(args: argparse.Namespace, options: SimOptions) -> int:
@@ -201,6 +201,16 @@ def _run_disaggregated(args: argparse.Namespace, options: SimOptions) -> int:
              f"{config.layout.name}; KV over {layout.link.name} ({layout.link.gbs:g} GB/s); {config.num_gpu_blocks} KV blocks "
              f"a worker; Ctrl-C stops")
 
-    loop.run(serve_disaggregated(layout, front_sock, worker_socks, ready, lambda transfer: note(transfer.line()),
-                                 stop_on_stdin_close=args.stop_on_stdin_close))
+    return _serve_until_stopped(serve_disaggregated(layout, front_sock, worker_socks, ready,
+                                                    lambda transfer: note(transfer.line()),
+                                                    stop_on_stdin_close=args.stop_on_stdin_close))
+
+
+def _serve_until_stopped(serving: Coroutine[object, object, None]) -> int:
+    """Serve until Ctrl-C, SIGTERM or stdin closing; Ctrl-C is how a server is stopped, so it exits 0 (uvicorn hands the
+    signal it caught back once it has shut down, as a KeyboardInterrupt here)."""
+    try:
+        loop.run(serving)
+    except KeyboardInterrupt:
+        note("phasetop sim: stopped")
     return EXIT_OK

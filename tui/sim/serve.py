@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
+import signal
 import socket
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import uvicorn
 from starlette.types import ASGIApp
@@ -60,11 +62,17 @@ async def serve_apps(
     A disaggregated simulator serves its front and every worker so: one server told to stop stops them all.
     """
     servers = [
-        uvicorn.Server(uvicorn.Config(
+        _SignalsTakenAbove(uvicorn.Config(
             app, http="httptools", log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=2,
         ))  # httptools (a C parser and framing) rather than h11 (pure Python): the token path is per-chunk Python
         for app, _ in apps
     ]
+    with _stop_on_signals(servers):
+        await _serve_all(servers, apps, on_ready, stop_on_stdin_close)
+
+
+async def _serve_all(servers: Sequence[uvicorn.Server], apps: Sequence[tuple[ASGIApp, socket.socket]],
+                     on_ready: Callable[[], None], stop_on_stdin_close: bool) -> None:
     tasks = [asyncio.create_task(server.serve(sockets=[sock])) for server, (_, sock) in zip(servers, apps, strict=True)]
     while not all(server.started for server in servers) and not any(task.done() for task in tasks):
         await asyncio.sleep(0.01)
@@ -85,6 +93,41 @@ async def serve_apps(
         await asyncio.wait(tasks, timeout=0.1)
     for task in tasks:
         task.result()
+
+
+class _SignalsTakenAbove(uvicorn.Server):
+    """A uvicorn server that leaves SIGINT and SIGTERM to `_stop_on_signals`: each server of its own would take them
+    in turn, and the first to finish would raise the signal while the others were still shutting down (their
+    lifespans cancelled, with a traceback)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+@contextlib.contextmanager
+def _stop_on_signals(servers: Sequence[uvicorn.Server]) -> Iterator[None]:
+    """SIGINT and SIGTERM ask every server to stop; once all have, the signal is raised again as uvicorn does (Ctrl-C
+    a KeyboardInterrupt, SIGTERM the default end), so a caller sees how it was stopped."""
+    caught: list[int] = []
+
+    def stop(signum: int, frame: object) -> None:
+        caught.append(signum)
+        for server in servers:
+            server.force_exit = server.should_exit and signum == signal.SIGINT  # a second Ctrl-C: no waiting
+            server.should_exit = True
+
+    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+        yield
+        return
+    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    for signum in caught[-1:]:
+        signal.raise_signal(signum)
 
 
 def _watch_stdin(server: uvicorn.Server) -> None:
