@@ -34,17 +34,19 @@ demo-fleet: $(STAMP)
 demo-web: $(STAMP)
 	$(BIN)/phasetop web --open
 
-# The README's browser screenshot, taken by tests/web's headless chromium (.ci/run installs it).
+# The README's browser screenshot, taken by tests/web's headless chromium (make test installs it where missing).
 screenshot-web: $(STAMP)
 	SCREENSHOT_WEB=screenshots/web.png $(BIN)/python -m pytest -q tests/web/test_web_browser.py
 
-# The behaviour tests in TEST_JOBS processes (most wait on real-time simulators, so more than the cores). The
+# The behaviour tests in TEST_JOBS processes (most wait on real-time simulators, so more than the cores), after
+# installing the system tools they run where missing (scripts/test_tools.sh: tmux, prometheus, chromium). The
 # real-time claims (ratios of latencies, deadlines: marked `timing`) are `make test-timing`, one at a time where no
 # other test loads the cores; CI runs both.
 TEST_JOBS ?= 4
 NOT_REAL := not real_engine and not real_vllm
 .PHONY: test-timing
 test: $(STAMP)
+	scripts/test_tools.sh
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist worksteal -m "not timing and $(NOT_REAL)"
 

@@ -27,7 +27,7 @@ the figures line may wrap inside the timeline pane, its border between the words
 
 
 def test_send_on_llama_server_shows_the_figures_and_q_stops_ui_and_server(tmp_path):
-    assert shutil.which("tmux"), "tmux is not installed (CI installs it: .ci/run)"
+    assert shutil.which("tmux"), "tmux is not installed (make test installs it: scripts/test_tools.sh)"
     socket, exit_file = tmp_path / "tmux.sock", tmp_path / "exit"
     command = (f"XDG_CONFIG_HOME={shlex.quote(str(tmp_path))} {shlex.quote(sys.executable)} -m tui serve-llamacpp "
                f"--model {shlex.quote(str(model_path()))} --ui; echo EXIT=$? > {shlex.quote(str(exit_file))}")

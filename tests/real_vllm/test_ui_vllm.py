@@ -20,7 +20,7 @@ pytestmark = pytest.mark.real_vllm
 
 
 def test_send_on_real_vllm_shows_the_figures_and_q_stops_the_ui_and_every_vllm_process(tmp_path):
-    assert shutil.which("tmux"), "tmux is not installed (CI installs it: .ci/run)"
+    assert shutil.which("tmux"), "tmux is not installed (make test installs it: scripts/test_tools.sh)"
     socket, exit_file = tmp_path / "tmux.sock", tmp_path / "exit"
     engine: list[psutil.Process] = []
     command = (f"XDG_CONFIG_HOME={shlex.quote(str(tmp_path))} PHASETOP_RUNS_DIR={shlex.quote(str(tmp_path / 'runs'))} "

@@ -33,7 +33,7 @@ QUIT_BOUND_S = 5.0
 @contextmanager
 def _ui(tmp_path, url: str):
     """The UI in a detached 120x40 tmux pane; yields (socket, the file its exit status lands in)."""
-    assert shutil.which("tmux"), "tmux is not installed (CI installs it: .ci/run)"
+    assert shutil.which("tmux"), "tmux is not installed (make test installs it: scripts/test_tools.sh)"
     socket, exit_file = tmp_path / "tmux.sock", tmp_path / "exit"
     command = (f"XDG_CONFIG_HOME={shlex.quote(str(tmp_path))} {shlex.quote(sys.executable)} -m tui --url {url}; "
                f"echo EXIT=$? > {shlex.quote(str(exit_file))}")

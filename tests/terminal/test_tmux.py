@@ -13,7 +13,7 @@ from tui.sim.launcher import SimulatorProcess
 
 
 def test_send_in_a_real_terminal_shows_ttft_and_q_exits_0(tmp_path):
-    assert shutil.which("tmux"), "tmux is not installed (CI installs it: .ci/run)"
+    assert shutil.which("tmux"), "tmux is not installed (make test installs it: scripts/test_tools.sh)"
     socket, exit_file = tmp_path / "tmux.sock", tmp_path / "exit"
     runs = tmp_path / "runs"
     runs.mkdir()

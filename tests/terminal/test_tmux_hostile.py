@@ -24,7 +24,7 @@ MARKER = "MARKER-BEFORE-THE-COMMAND"
 
 def run_in_pane(tmp_path, command: str) -> dict[str, str]:
     """Run `command` in a fresh tmux pane titled TITLE after printing MARKER; what the terminal then shows."""
-    assert shutil.which("tmux"), "tmux is not installed (CI installs it: .ci/run)"
+    assert shutil.which("tmux"), "tmux is not installed (make test installs it: scripts/test_tools.sh)"
     socket, exit_file = tmp_path / "tmux.sock", tmp_path / "exit"
     script = f"echo {MARKER}; {command}; echo EXIT=$? > {shlex.quote(str(exit_file))}; sleep 30"
     tmux(socket, "new-session", "-d", "-s", "ui", "-x", str(WIDTH), "-y", str(HEIGHT), "-c", str(tmp_path), "cat")
