@@ -1,6 +1,6 @@
 """`phasetop web` in a real browser: Debian's chromium, headless, driven by playwright with the system executable.
 
-chromium is required (CI installs it: .ci/run); a missing one fails this test, it never skips. The browser may
+chromium is required (make test installs it: scripts/test_tools.sh); a missing one fails this test, it never skips. The browser may
 reach 127.0.0.1 only: its resolver maps every other name nowhere, and the page's requests are checked.
 """
 
@@ -24,6 +24,7 @@ from PIL import Image
 from playwright.sync_api import sync_playwright
 
 from tests.loopback import free_port
+from tests.processes import children, command_line
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 API_KEY = "sk-web-test-4f1c9a"
@@ -115,7 +116,7 @@ def check_not_blank(png: bytes) -> None:
 
 
 def test_the_ui_in_a_browser_tab_runs_prompts_and_stops_with_the_tab_or_the_server(tmp_path):
-    assert CHROMIUM, "chromium is not installed (CI installs it: .ci/run)"
+    assert CHROMIUM, "chromium is not installed (make test installs it: scripts/test_tools.sh)"
     server, url = start_web(tmp_path, "--theme", "phasetop-projector")
     others: list[str] = []
     try:
@@ -127,9 +128,9 @@ def test_the_ui_in_a_browser_tab_runs_prompts_and_stops_with_the_tab_or_the_serv
                 assert API_KEY not in page.content()
                 wait_for_text(page, lambda text: " · up · " in text, "header saying the simulator is up", 90)
 
-                ui = server_children(server)
-                assert any(is_simulator(p) for p in ui), f"no simulator under the tab's UI: {[p.cmdline() for p in ui]}"
-                assert not any(API_KEY in " ".join(p.cmdline()) for p in ui), "the API key is on a command line"
+                ui = children(server.pid)
+                assert any(is_simulator(p) for p in ui), f"no simulator under the tab's UI: {[command_line(p) for p in ui]}"
+                assert not any(API_KEY in " ".join(command_line(p)) for p in ui), "the API key is on a command line"
 
                 page.locator(".xterm-helper-textarea").focus()  # the keys go to the terminal, as a click would
                 page.keyboard.press("2")
@@ -141,6 +142,7 @@ def test_the_ui_in_a_browser_tab_runs_prompts_and_stops_with_the_tab_or_the_serv
                 assert long_ms > short_ms, f"long TTFT {long_ms} ms not above short {short_ms} ms:\n{text}"
 
                 wait_for_text(page, ended("short 200").search, "the short answer's end", 60)  # the shot: both ended
+                wait_for_text(page, lambda t: "palette" in t, "the footer's keys", 30)
                 png = page.screenshot(path=tmp_path / "web.png")
                 check_not_blank(png)
                 if os.environ.get("SCREENSHOT_WEB"):  # make screenshot-web: the README's copy
@@ -148,22 +150,22 @@ def test_the_ui_in_a_browser_tab_runs_prompts_and_stops_with_the_tab_or_the_serv
 
                 page.close()
                 gone, alive = psutil.wait_procs(ui, timeout=30)
-                assert not alive, f"still running after the tab closed: {[p.cmdline() for p in alive]}"
+                assert not alive, f"still running after the tab closed: {[command_line(p) for p in alive]}"
                 assert server.poll() is None, "the server stopped with the tab"
 
                 second = open_tab(browser, url, others)  # a new tab: a new UI and simulator; then SIGTERM with it open
                 wait_for_text(second, lambda text: " · up · " in text, "the second tab's header", 90)
-                again = server_children(server)
+                again = children(server.pid)
                 assert any(is_simulator(p) for p in again) and not set(again) & set(ui)
                 server.send_signal(signal.SIGTERM)
                 assert server.wait(15) == 0, "the server did not stop on SIGTERM with a tab open"
                 gone, alive = psutil.wait_procs(again, timeout=15)
-                assert not alive, f"still running after the server stopped: {[p.cmdline() for p in alive]}"
+                assert not alive, f"still running after the server stopped: {[command_line(p) for p in alive]}"
             finally:
                 browser.close()
         assert others == [], f"the page asked another host: {others}"
     finally:
-        for process in server_children(server):
+        for process in children(server.pid):
             process.kill()
         server.kill()
 
@@ -171,12 +173,12 @@ def test_the_ui_in_a_browser_tab_runs_prompts_and_stops_with_the_tab_or_the_serv
 def test_the_page_says_it_is_starting_until_the_app_paints_and_takes_keys_without_a_click(tmp_path):
     """A tab's UI takes seconds to start: meanwhile the page says so, white on its black (it was a black page), and
     once the app has painted the terminal has the keyboard (keys did nothing until the page was clicked)."""
-    assert CHROMIUM, "chromium is not installed (CI installs it: .ci/run)"
+    assert CHROMIUM, "chromium is not installed (make test installs it: scripts/test_tools.sh)"
     server, url = start_web(tmp_path, "--theme", "phasetop-projector")
     others: list[str] = []
     try:
         html = httpx.get(url, timeout=10).text  # the page as served, before any UI: no websocket yet, no process
-        assert STARTING in html and server_children(server) == []
+        assert STARTING in html and children(server.pid) == []
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=[
                 "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"])
@@ -201,7 +203,7 @@ def test_the_page_says_it_is_starting_until_the_app_paints_and_takes_keys_withou
                 browser.close()
         assert others == [], f"the page asked another host: {others}"
     finally:
-        for process in server_children(server):
+        for process in children(server.pid):
             process.kill()
         server.kill()
 
@@ -213,13 +215,5 @@ def check_has_text(png: bytes) -> None:
     assert 100 < bright < 0.05 * image.width * image.height, f"{bright} bright pixels: no starting line on the page"
 
 
-def server_children(server: subprocess.Popen) -> list[psutil.Process]:
-    try:
-        return psutil.Process(server.pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        return []
-
-
 def is_simulator(process: psutil.Process) -> bool:
-    command = process.cmdline()
-    return command[1:4] == ["-m", "tui", "sim"]
+    return command_line(process)[1:4] == ["-m", "tui", "sim"]

@@ -63,6 +63,16 @@ class PhasetopApp(App[None]):
         gc.freeze()
         gc.enable()
 
+    def watch_app_focus(self, focused: bool) -> None:
+        """A UI that started without the terminal's focus (a browser tab not yet focused) gave no pane the focus
+        and drew no keys in the footer, and a key or click brings the focus back without redrawing them: so on its
+        return the first pane takes the focus where none has it, and the footer draws the keys."""
+        if not focused:
+            return
+        if self.screen.focused is None:
+            self.screen.focus_next()
+        self.screen.refresh_bindings()
+
     def _remember_theme(self, theme: Theme) -> None:
         """A theme the user picked becomes the setting, so the next start (a browser tab's too) opens in it."""
         if self._theme_file is None or theme.name == self._theme_setting:
