@@ -58,13 +58,32 @@ async def test_a_down_reason_is_shown_whole_wrapped_not_cut():
         status = app.query_one(StatusLine)
         painted = rows(app, status)
         assert status.has_class("-down") and len(painted) >= 2
-        assert "END" in painted[-1] and "DOWN since" in painted[0]
+        assert "END" in painted[-1] and "DOWN since" in "".join(painted[:2])
 
 
 def test_an_api_that_never_answered_is_named_unknown_once_down_and_connecting_before():
     assert "connecting…" in describe(ServerState(url="http://h:1"))
     down = describe(ServerState(url="http://h:1", down_since=time.time(), down_reason="refused"))
     assert "unknown API http://h:1" in down and "?" not in down
+
+
+SIMULATED = ServerState(url="http://127.0.0.1:41557", kind="openai", model="meta-llama/Llama-3.1-8B-Instruct",
+                        simulated="simulated H100 SXM · Llama-3.1-8B", ceiling_tok_s=209.0,
+                        config="max_num_batched_tokens=2048 enable_prefix_caching=True max_model_len=131072 "
+                               "block_size=16 num_gpu_blocks=26702")
+
+
+async def test_at_80_and_120_columns_the_header_keeps_every_part_whole_and_the_config_in_view():
+    for size in ((80, 24), (120, 40)):
+        app = _HeaderHost(SIMULATED)
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause()
+            painted = rows(app, app.query_one(StatusLine))
+        text = " ".join(painted)
+        for setting in SIMULATED.config.split():
+            assert setting in text, f"{setting} not shown at {size}: {painted}"
+        assert "ceiling 209 tok/s" in "\n".join(painted), f"a part broken across rows at {size}: {painted}"
+        assert len(painted) <= 4 and all(len(row) <= size[0] for row in painted), painted
 
 
 def test_the_config_sits_beside_the_server_when_it_fits_and_below_when_not():

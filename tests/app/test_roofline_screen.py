@@ -8,7 +8,7 @@ from tests.app.harness import completed, settings, started, wait_for
 from tui.app.app import PhasetopApp
 from tui.app.screens.main import MainScreen
 from tui.app.screens.roofline import RooflineScreen
-from tui.core.hardware.roofline_live import NO_DECODE
+from tui.core.hardware.roofline_live import NO_DECODE, NO_PREFILL
 from tui.core.measure.sends import Send
 
 
@@ -39,13 +39,18 @@ async def test_w_opens_the_roofline_and_decode_moves_right_with_the_batch(slow_s
         roofline: RooflineScreen = app.screen
         assert roofline.view.roofs.peak_flops == 989e12 / 4 and roofline.view.prefill is None
         assert NO_DECODE in roofline.view.lines
-        main.action_preset("long")  # a key of the main screen's, sent while the roofline is up
+        assert NO_PREFILL in roofline.view.lines and "2 sends" in NO_PREFILL
+        await pilot.press("2")  # the key its reading names works here: the main screen's send, the roofline up
         await wait_for(pilot, lambda: roofline.view.decode is not None, what="the long request placed")
         prefill = roofline.view.prefill
         assert prefill.tokens >= 1990 and prefill.bound == "compute"  # 2,000, less any the tokenizer could not hit
         assert prefill.intensity_flop_per_byte > roofline.view.roofs.ridge_flop_per_byte
         one = roofline.view.decode
         assert one.batch == 1 and one.intensity_flop_per_byte < 1.1  # its answer decoded alone: about 1 FLOP a byte
+        await pilot.press("escape", "c", "w")  # clearing the timeline clears its lanes, not what the roofline placed
+        await wait_for(pilot, lambda: isinstance(app.screen, RooflineScreen), what="the roofline again")
+        roofline = app.screen
+        assert main.timings == [] and (roofline.view.prefill, roofline.view.decode) == (prefill, one)
         main.send_requests(streams(main, 8))
         await wait_for(pilot, lambda: len(completed(seen)) == 9 and batch_of(roofline.view) == 8, timeout_s=30)
         eight = roofline.view.decode

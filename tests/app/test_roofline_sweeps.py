@@ -68,7 +68,7 @@ class _Host(App):
     CSS_PATH = str(Path(tui.app.app.__file__).with_name("phasetop.tcss"))
 
     def on_mount(self) -> None:
-        self.push_screen(RooflineScreen(live_roofline("no device known", [], None)))
+        self.push_screen(RooflineScreen(live_roofline("no device known", [], None), lambda preset: None))
 
 
 async def test_a_state_handed_to_a_screen_the_app_took_apart_is_dropped():

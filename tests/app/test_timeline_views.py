@@ -209,7 +209,7 @@ async def test_thirty_two_streams_get_thirty_two_lanes_each_reachable_with_the_a
             return [row.lane.label for row in pane.drawn.rows if row.lane.selected]
 
         # As many lanes as the chart has rows (a busy box's client-busy line takes one, and the chart redraws).
-        await wait_for(pilot, lambda: len(pane.drawn.rows) == min(32, plot.size.height - AXIS_ROWS), what="lanes fill the rows")
+        await wait_for(pilot, lambda: len(pane.drawn.rows) == min(32, plot.size.height - AXIS_ROWS), what=lambda: f"lanes fill the rows ({len(pane.drawn.rows)} drawn, {plot.size.height} rows)")
         assert pane.drawn.rows[-1].lane.label == "32 at once 32"
         for turn, size in enumerate(SIZES):
             await at_size(pilot, app, size)

@@ -14,14 +14,17 @@ import sys
 import threading
 import time
 from dataclasses import replace
+from functools import partial
 
 import pytest
 from textual.widgets import DataTable, Input, Static
 
+import tui.app.screens.fleet as fleet_screens
+from tests.app.test_key_walk import footer_inside, keys_of, press_and_see
 from tests.terminal.tmux_pane import exit_line, run_sized, tmux, wait_for
 from tui.app.app import PhasetopApp
 from tui.app.fleet_messages import FleetRead
-from tui.app.screens.fleet import SORT_CYCLE, FleetScreen, InstanceScreen
+from tui.app.screens.fleet import SORT_CYCLE, FleetScreen, FleetTable, InstanceScreen
 from tui.config import Settings
 from tui.core.fleet.instances import SORT_COLUMNS
 from tui.core.fleet.text import row_cells
@@ -208,6 +211,28 @@ async def test_enter_opens_the_instance_and_escape_returns(loaded):
         assert len(table_rows(screen)) == 3
 
 
+@pytest.mark.parametrize("size", [*SIZES, (120, 40)], ids=lambda s: f"{s[0]}x{s[1]}")
+async def test_every_key_the_fleet_names_works_there_and_leads_back(loaded, size, monkeypatch):
+    """The key walk (tests/app/test_key_walk.py) on the fleet: each of its keys changes what is seen, the footer stays
+    in the frame, the help and an instance (Enter) lead back with Escape, and so does the filter box. Reads are slowed
+    to an hour, so a change is the key's."""
+    monkeypatch.setattr(fleet_screens, "poll_fleet", partial(fleet_screens.poll_fleet, interval_s=3600))
+    app, screen = fleet_app(loaded.prometheus_url)
+    async with app.run_test(size=size, notifications=True) as pilot:
+        await until(pilot, lambda: screen.fleet is not None and len(table_rows(screen)) == 3, "three rows")
+        footer_inside(app)
+        for binding in [*keys_of(screen), *keys_of(screen.query_one(FleetTable))]:
+            where = f"{size[0]}×{size[1]} fleet · {binding.description}"
+            await press_and_see(pilot, app, binding.key, where)
+            if app.screen is not screen:  # the help, an instance: each names its way back
+                footer_inside(app)
+                await pilot.press("escape")
+                await until(pilot, lambda: app.screen is screen, f"{where}: back to the fleet on Escape")
+            elif isinstance(app.focused, Input):  # the filter box: Escape gives the keys back to the table
+                await pilot.press("escape")
+                await until(pilot, lambda: isinstance(app.focused, DataTable), f"{where}: the table again on Escape")
+
+
 async def test_a_row_without_a_reachable_url_says_so(loaded):
     """A row Prometheus has no scrape URL for: one line, no screen; one whose URL nothing answers at: one line, and
     its screen opens (its metrics come through Prometheus; sends wait for it). Its text is the targets' own: markup
@@ -255,7 +280,7 @@ async def test_prometheus_gone_is_one_line_and_the_rows_stay_stale(loaded):
 
 def test_closed_port_in_a_real_terminal_is_a_line_not_a_crash(tmp_path):
     """`phasetop --prometheus http://127.0.0.1:1`: the fleet screen opens and says Prometheus does not answer; q exits 0."""
-    assert shutil.which("tmux"), "tmux is not installed (CI installs it: .ci/run)"
+    assert shutil.which("tmux"), "tmux is not installed (make test installs it: scripts/test_tools.sh)"
     socket, exit_file = tmp_path / "tmux.sock", tmp_path / "exit"
     command = (f"XDG_CONFIG_HOME={shlex.quote(str(tmp_path))} {shlex.quote(sys.executable)} -m tui --prometheus "
                f"http://127.0.0.1:1; echo EXIT=$? > {shlex.quote(str(exit_file))}")

@@ -12,6 +12,7 @@ Every label, model name and error here is Prometheus's (its targets') text: cell
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from datetime import datetime
 
 from rich.text import Text
@@ -63,12 +64,18 @@ class FleetTable(DataTable):
                         id="fleet.open")]
 
 
+OFF_THE_INSTANCE_FOOTER = {"clear", "timeline.view"}
+"""The main screen's footer fits 80 columns exactly: "esc Fleet" takes these two's room (the help still lists them)."""
+
+
 class InstanceScreen(MainScreen):
     """The main screen on one instance of the fleet: sends go to the server itself, its metrics are read through
     Prometheus (the target `job`, `instance`: what the fleet's row shows, on Prometheus's scrapes); Escape goes
     back to the fleet."""
 
-    BINDINGS = [Binding("escape", "app.pop_screen", "Fleet", tooltip="Back to the fleet", id="instance.back"), *MAIN_BINDINGS]
+    BINDINGS = [Binding("escape", "app.pop_screen", "Fleet", tooltip="Back to the fleet", id="instance.back"),
+                *(replace(binding, show=False) if binding.id in OFF_THE_INSTANCE_FOOTER else binding
+                  for binding in MAIN_BINDINGS)]
 
     def __init__(self, settings: Settings, server_url: str, prometheus_url: str, job: str, instance: str) -> None:
         super().__init__(settings, server_url)

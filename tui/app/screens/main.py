@@ -27,7 +27,7 @@ from tui.app.feeds.lab import LoadDriver, identify_session, runs_dir, save_quiet
 from tui.app.feeds.requests import RequestSender
 from tui.app.feeds.samples import poll_gpu
 from tui.app.feeds.server import find_server, poll_metrics
-from tui.app.feeds.simulator import follow_simulator, restart_served, restart_simulator
+from tui.app.feeds.simulator import follow_simulator, restart_served, restart_simulator, start_served_again
 from tui.app.feeds.traces import endpoint_of, serve_traces
 from tui.app.layout import NARROW_WIDTH, SHORT_HEIGHT
 from tui.app.lab_messages import LoadProgressed, LoadStopped, RunSaved, SessionIdentified
@@ -69,8 +69,9 @@ from tui.core.telemetry.served import TraceWindow
 from tui.core.telemetry.readings import GpuSample, HostSample, MetricsSnapshot
 from tui.core.view.timeline import KEEP_LANES
 from tui.core.view.traffic import take_traces
-from tui.core.state.tuning_loop import (CompareBefore, CompareRuns, Effect, NewSession, Play, RestartRequest, RunExperiment,
-                                  Server, StartRestart, TuningLoop, restart_key_disabled)
+from tui.core.state.tuning_loop import (CompareBefore, CompareRuns, Effect, NewSession, Play, Refusal, ReopenEditor,
+                                        RestartRequest, RunExperiment, Server, StartRestart, TuningLoop,
+                                        restart_key_disabled)
 from tui.core.untrusted import one_line
 from tui.meter.pool import MeterPool, default_meters
 from tui.sim.launcher import SimulatorProcess
@@ -91,6 +92,9 @@ long prompt lands among them: both phases and their interference, the same on ev
 def probe() -> list[tuple[float, Send]]:
     """The probe's sends, each with its time after the first (ids are given as each is sent)."""
     return [(after_s, next(p for p in PRESETS if p.key == key).send(0)) for key, after_s in PROBE]
+
+BROUGHT_S = 1.5
+"""How long a pane a key brought into view keeps its marked border."""
 
 
 class MainScreen(Screen):
@@ -174,6 +178,8 @@ class MainScreen(Screen):
         """What the /metrics poll reads through (made with the client)."""
         self.traffic = TraceWindow()
         """Every request the server's spans told of, for the traffic view (fed by the trace receiver)."""
+        self.kept_timings: list[RequestTiming] = []
+        """Every request kept, those `c` cleared from the timeline too (the roofline and the traffic view read them)."""
         self.roofline: RooflineScreen | None = None
         """The roofline screen while it is open: it is handed each new state."""
 
@@ -276,8 +282,8 @@ class MainScreen(Screen):
         self.query_one(PromptPane).border_title = "Prompt · below: m Server metrics, h GPU / host" if narrow else "Prompt"
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "restart_simulator" and self.simulator is None:
-            return False  # hidden: phasetop started no simulator
+        if action == "start_server_again" and self.simulator is None and self.served is None:
+            return False  # hidden: phasetop runs no server
         return None if self.why_disabled(action) else True
 
     def why_disabled(self, action: str) -> str | None:
@@ -288,9 +294,13 @@ class MainScreen(Screen):
     # ---- actions -------------------------------------------------------------------------------
 
     def action_show_pane(self, pane_id: str) -> None:
+        """Scroll the pane into view (stacked panes, a narrow terminal) and mark it a moment, so the key shows
+        where the pane is even where every pane was already in view."""
         pane = self.query_one(f"#{pane_id}")
         pane.focus()
         pane.scroll_visible()
+        pane.add_class("-brought")
+        self.set_timer(BROUGHT_S, partial(pane.remove_class, "-brought"))
 
     def action_send(self) -> None:
         self.query_one(PromptPane).request_typed()
@@ -315,14 +325,21 @@ class MainScreen(Screen):
                 for b in self.active_bindings.values() if b.binding.description]
         self.app.push_screen(HelpScreen(keys))
 
-    def action_restart_simulator(self) -> None:
+    def action_start_server_again(self) -> None:
         self.simulator_state = "starting"
-        self.run_worker(partial(restart_simulator, self.simulator, self.post_message), group="simulator",
-                        exclusive=True, thread=True, exit_on_error=False)
+        start = (partial(start_served_again, self.served) if self.served is not None
+                 else partial(restart_simulator, self.simulator))
+        self.run_worker(partial(start, self.post_message), group="served", exclusive=True, thread=True,
+                        exit_on_error=False)
 
     def action_edit_flags(self) -> None:
+        self._open_flag_editor()
+
+    def _open_flag_editor(self, refusal: Refusal | None = None, rerun: str | None = None) -> None:
+        """The flag editor on the command running now, or again on a refused one (`refusal`: its error beside it)."""
         served = self.served
-        self.app.push_screen(FlagEditorScreen(served.command, served.first, self.loop.reruns()), self._edited)
+        self.app.push_screen(FlagEditorScreen(served.command, served.first, self.loop.reruns(), refusal, rerun),
+                             self._edited)
 
     def _edited(self, restart: RestartRequest | None) -> None:
         self._run(self.loop.edited(restart, self._served_now()))
@@ -332,7 +349,7 @@ class MainScreen(Screen):
         self.app.push_screen(ServerLogScreen(served.log_tail, f"Server log · {one_line(str(served.command), 160)}"))
 
     def action_roofline(self) -> None:
-        self.roofline = RooflineScreen(self.roofline_view())
+        self.roofline = RooflineScreen(self.roofline_view(), self.action_preset)
         self.app.push_screen(self.roofline, lambda _: setattr(self, "roofline", None))
 
     def roofline_view(self) -> LiveRoofline:
@@ -341,7 +358,7 @@ class MainScreen(Screen):
         target = live_target(state.simulator_flags, state.served.model if state.served else None, state.devices,
                              local_port(self.server_url) is not None)
         session = self.lab.sessions.current
-        return live_roofline(target, self.timings, self.metrics, state.devices, session.sweeps if session else None)
+        return live_roofline(target, self.kept_timings, self.metrics, state.devices, session.sweeps if session else None)
 
     def _show_roofline(self) -> None:
         if self.roofline is not None:
@@ -353,8 +370,9 @@ class MainScreen(Screen):
     def action_traffic(self) -> None:
         receiving = endpoint_of(self.traces) if self.traces is not None else None
         save = (lambda run: self._run([SaveRun(run, "traffic window")])) if self.save_runs else None
-        self.app.push_screen(TrafficScreen(self.traffic, receiving, lambda: self.timings,
-                                           lambda: self.metrics.histograms if self.metrics else {}, save))
+        self.app.push_screen(TrafficScreen(self.traffic, receiving, lambda: self.kept_timings,
+                                           lambda: self.metrics.histograms if self.metrics else {}, save,
+                                           lambda: self.settings.poll.metrics_window_s))
 
     def action_toggle_load(self) -> None:
         self._run(self.lab.toggle_load())
@@ -387,7 +405,9 @@ class MainScreen(Screen):
             self.notify(NOT_KNOWN_YET, severity="warning")
             return None
         self.query_one(PromptPane).start_answer(f"── {send.label} ──")
-        self.loop.sent(send, monotonic(), time())
+        now_unix = time()  # one stamp for both: a rerun's compare counts from the loop's, the session's sends by it
+        self.loop.sent(send, monotonic(), now_unix)
+        self.lab.sent(send, now_unix)
         sender = RequestSender(self.settings, self.server_url, self.meters.meter_for, self.post_message)
         return self.run_worker(sender.send(send, served.api, served.model, bool(self.state.server_fresh)),
                                group="requests", exit_on_error=False)
@@ -453,6 +473,9 @@ class MainScreen(Screen):
         self.state.server_down(event.since, event.reason)
         self._show_server()
         self._set_down(True)
+        served = self.served
+        if self.simulator is None and served is not None and not served.running and self.simulator_state == "running":
+            self._server_exited(f"the server phasetop runs exited ({one_line(served.exit_line(), 300)})")
 
     @on(MetricsScraped)
     def _scraped(self, event: MetricsScraped) -> None:
@@ -513,21 +536,25 @@ class MainScreen(Screen):
 
     @on(SimulatorExited)
     def _simulator_exited(self, event: SimulatorExited) -> None:
-        reason = one_line(event.reason, 300)
+        self._server_exited(f"the simulator exited ({one_line(event.reason, 300)})")
+
+    def _server_exited(self, what: str) -> None:
+        """The server phasetop runs exited without being asked: said on the GPU/host pane and in a toast, R starts it."""
         self.simulator_state = "exited"
-        self.query_one(GpuPane).server_exit = reason
-        self.notify(f"the simulator phasetop started exited ({reason}). Press R to start it again.",
-                    title="simulator exited", severity="error", timeout=30, markup=False)
+        self.query_one(GpuPane).server_exit = what
+        self.notify(f"{what}. Press R to start it again.", title="server exited", severity="error", timeout=30,
+                    markup=False)
 
     @on(SimulatorRestarted)
     def _simulator_restarted(self, event: SimulatorRestarted) -> None:
         if event.error:
             self.simulator_state = "exited"
-            self.notify(one_line(event.error, 300), title="simulator not restarted", severity="error", markup=False)
+            self.notify(f"{one_line(event.error, 300)}. R tries again.", title="server not started", severity="error",
+                        markup=False)
             return
         self.simulator_state = "running"
         self.query_one(GpuPane).server_exit = None
-        self.notify("the simulator is running again", title="simulator restarted", markup=False)
+        self.notify("the server is running again", title="server started", markup=False)
 
     @on(ServedProgress)
     def _served_progress(self, event: ServedProgress) -> None:
@@ -536,10 +563,14 @@ class MainScreen(Screen):
 
     @on(ServedRestarted)
     def _served_restarted(self, event: ServedRestarted) -> None:
-        self.simulator_state = "running"
+        self.simulator_state = "running" if self.served.running else "exited"
+        if self.served.running:
+            self.query_one(GpuPane).server_exit = None
+        else:
+            self.query_one(GpuPane).server_exit = "no server runs: the restart and the last good flags both failed"
         self.state.restart_ended()
         self._show_server()
-        self._run(self.loop.restarted(event.error, event.log_tail, self._served_now()))
+        self._run(self.loop.restarted(event.refusal, self._served_now()))
 
     # ---- the core's effects ----------------------------------------------------------------------
 
@@ -615,7 +646,12 @@ class MainScreen(Screen):
                     self._run(self.lab.sweep(vary))
                 case CompareRuns(before, after, title):
                     self.app.push_screen(CompareScreen(compare_runs(before, after), title))
+                case ReopenEditor(refusal, rerun):
+                    self._open_flag_editor(refusal, rerun)
         self._show_lab()
+
+    def watch_dial(self, dial: DialState | None) -> None:
+        self.set_class(dial is not None, "-load-dial")  # toasts rise above the dial's lines (phasetop.tcss)
 
     def _show_lab(self) -> None:
         """The lab's state into the reactives the dial and the keys are bound to."""
@@ -661,6 +697,7 @@ class MainScreen(Screen):
         self.batch_of = published.batch_of
         self.selected_back = published.selected_back  # before the timings: the pane draws them all once, when the timings come
         self.timings = published.timings
+        self.kept_timings = published.kept
         self.diagnosis = self.state.diagnosis()
         self._show_roofline()
 

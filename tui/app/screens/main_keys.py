@@ -38,16 +38,17 @@ LAB_BINDINGS = [
 take footer room; the rest are in the help screen and the palette, and the dial shows its own keys."""
 PRESET_KEYS = Binding.Group("Presets")
 """1–4 take one footer entry ("1 2 3 4 Presets"); the help screen and palette still list each."""
-SIMULATOR_BINDINGS = [
-    Binding("R", "restart_simulator", "Restart simulator", show=False, id="simulator.restart",
-            tooltip="Start the simulator phasetop started again, on the same port (once it has exited)"),
+SERVER_BINDINGS = [
+    Binding("R", "start_server_again", "Start the server again", show=False, id="server.start_again",
+            tooltip="Start the server phasetop runs (its simulator, or the --serve command's last good flags) again, "
+            "on the same port, once it has exited"),
     Binding("f", "edit_flags", "Flags", show=False, id="server.flags",
             tooltip="Edit the served command's flags; Enter restarts it, sends the last prompts again, compares"),
     Binding("o", "server_log", "Server log", show=False, id="server.log",
             tooltip="The served command's output (stdout and stderr), filtered as you type"),
 ]
-"""Listed in the help screen while phasetop runs a simulator, usable once it exited (the toast and the GPU/host
-pane then name the key); off the footer, which has no room to spare."""
+"""Listed in the help screen while phasetop runs a server (its simulator, or --serve), R usable once it exited (the
+toast and the GPU/host pane then name the key); off the footer, which has no room to spare."""
 
 # The footer shows these in this order and cuts off what does not fit: the fixed keys (s, ?, and the
 # app's q after the lab's two) fit an 80-column terminal because the presets share one footer entry.
@@ -81,5 +82,5 @@ MAIN_BINDINGS = [
     Binding("down", "select_lane(-1)", "Newer lane", key_display="↓", show=False, id="timeline.newer",
             tooltip="The figures and diagnosis under the timeline: the lane below (a newer request)"),
     *LAB_BINDINGS,
-    *SIMULATOR_BINDINGS,
+    *SERVER_BINDINGS,
 ]

@@ -12,8 +12,8 @@ from tui.core.untrusted import one_line, without_credentials
 
 
 class StatusLine(Static):
-    """The header: the server and its state on the first line, the config beside it when it fits, else on a
-    second; a DOWN reason wraps whole rather than being cut."""
+    """The header: the server and its state, then the config, each part whole, on as many lines as the width needs
+    (at most four); a DOWN reason wraps whole rather than being cut."""
 
     state: reactive[ServerState | None] = reactive(None)
     """The server as last seen."""
@@ -34,20 +34,27 @@ class StatusLine(Static):
 
 
 def describe(state: ServerState | None, width: int | None = None) -> str:
-    """The header's text: the server line, then the config on the same line when both fit in `width`, else
-    on a line of its own. Every part a server or a user's URL sent is shown through one_line (redacted, no
-    control characters), the URL without credentials."""
+    """The header's text: the server's parts, then the config's settings, each kept whole, filling lines of `width`
+    (a part never breaks across lines: "ceiling 209 tok/s" wrapped left "tok/s" alone). Every part a server or a
+    user's URL sent is shown through one_line (redacted, no control characters), the URL without credentials."""
     if state is None:
         return "phasetop · connecting…"
-    first = " · ".join(_server_parts(state))
     config = one_line(state.config, 400) if state.config else ""
     if not config and state.max_model_len:
         config = f"max_model_len={state.max_model_len}"
-    if not config:
-        return first
-    if width is not None and len(first) + 3 + len(config) <= width:
-        return f"{first} · {config}"
-    return f"{first}\n{config}"
+    settings = [(setting, " " if n else " · ") for n, setting in enumerate(config.split())]
+    return _filled([(part, " · ") for part in _server_parts(state)] + settings, width)
+
+
+def _filled(pieces: list[tuple[str, str]], width: int | None) -> str:
+    """`pieces` (text, the separator before it) in lines no wider than `width` where each fits (None: one line)."""
+    lines: list[str] = []
+    for text, separator in pieces:
+        if lines and (width is None or len(lines[-1]) + len(separator) + len(text) <= width):
+            lines[-1] += separator + text
+        else:
+            lines.append(text)
+    return "\n".join(lines)
 
 
 def _server_parts(state: ServerState) -> list[str]:
