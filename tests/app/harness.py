@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from textual.app import App
 from textual.geometry import Region
+from textual.screen import Screen
 
 from tui.app.messages import RequestCompleted, ServerCameUp
 from tui.config import Settings
@@ -26,6 +27,12 @@ async def wait_for(pilot, condition, timeout_s: float = 20.0, what: str | Callab
         if time.monotonic() >= deadline:
             raise AssertionError(f"{what() if callable(what) else what}: not met in {timeout_s:.0f} s")
         await pilot.pause(0.05)
+
+
+def shows(app: App, kind: type[Screen]) -> bool:
+    """The app's screen is a `kind` with its widgets in place (composed, its on_mount run): a screen pushed a
+    moment ago is the app's screen before it has any, and a query then finds nothing."""
+    return isinstance(app.screen, kind) and app.screen.is_mounted
 
 
 def toasts(app: App) -> list[str]:
@@ -84,3 +91,15 @@ def show_on_pane(pane, timings: list[RequestTiming], labels: list[str] | None = 
     """Give a timeline pane on its own what the live session would publish: the timings, the kept ones as lanes."""
     pane.lanes = lanes(timings, labels, keep=keep_count(batches(timings), KEEP_LANES))
     pane.timings = timings
+
+
+class ScreenHost(App):
+    """A host app with nothing but `screen`, in Textual's dark theme (over `css_path`: the app's stylesheet, or none)."""
+
+    def __init__(self, screen: Screen, css_path: str | None = None) -> None:
+        super().__init__(css_path=css_path)
+        self._screen = screen
+
+    def on_mount(self) -> None:
+        self.theme = "textual-dark"
+        self.push_screen(self._screen)

@@ -14,7 +14,7 @@ import pytest
 from textual.app import App, ComposeResult
 
 import tui.app
-from tests.app.harness import settings, wait_for
+from tests.app.harness import ScreenHost, settings, wait_for
 from tests.app.test_metrics_charts import T0, h100, ramp
 from tui.app.lab_messages import ExperimentFinished
 from tui.app.screens.experiment import MIN_CHART_ROWS, ExperimentChart, ExperimentScreen
@@ -63,18 +63,6 @@ def assert_evenly_spaced(ticks: list[tuple[int, float]], where: str) -> None:
     assert any(math.isclose(mantissa, m) for m in (1, 2, 2.5, 5)), f"{where}: a round step, not {step}"
 
 
-class Over(App):
-    CSS_PATH = TCSS
-
-    def __init__(self, screen) -> None:
-        super().__init__()
-        self._screen = screen
-
-    def on_mount(self) -> None:
-        self.theme = "textual-dark"
-        self.push_screen(self._screen)
-
-
 ROWS = {
     # The sweep: TTFT up to 68.4 ms (plotext's axis 0–75.2), decode near 207 tok/s.
     "prompt-tokens": [{"prompt_tokens": n, "ttft_s": ttft, "decode_tok_s": 207.0 - n / 1000, "prefill_tok_s": n / ttft,
@@ -93,7 +81,7 @@ async def test_an_experiments_chart_has_round_evenly_spaced_y_ticks(vary, size):
     plan = make_plan(vary)
     info = ServerInfo("openai", "http://gpu-box:8000", "meta-llama/Llama-3.1-8B-Instruct", 131072, "0.32.0")
     screen = ExperimentScreen(plan, settings(), info.url, info, save_runs=False, meter_for=LocalMeter, live=False)
-    app = Over(screen)
+    app = ScreenHost(screen, str(TCSS))
     async with app.run_test(size=size) as pilot:
         await wait_for(pilot, lambda: app.screen is screen and bool(screen.query(ExperimentChart)), what="the screen")
         screen.post_message(ExperimentFinished(ExperimentResult(plan, tuple(ROWS[vary]), "finding", ()), None))
@@ -112,7 +100,7 @@ async def test_the_prompt_length_chart_holds_its_highest_ttft_within_a_step(size
     plan = make_plan("prompt-tokens")
     info = ServerInfo("openai", "http://gpu-box:8000", "m", 131072, "0.32.0")
     screen = ExperimentScreen(plan, settings(), info.url, info, save_runs=False, meter_for=LocalMeter, live=False)
-    app = Over(screen)
+    app = ScreenHost(screen, str(TCSS))
     async with app.run_test(size=size) as pilot:
         await wait_for(pilot, lambda: app.screen is screen, what="the screen")
         screen.post_message(ExperimentFinished(ExperimentResult(plan, tuple(ROWS["prompt-tokens"]), "finding", ()), None))

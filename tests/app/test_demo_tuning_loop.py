@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.app.harness import settings, wait_for
+from tests.app.harness import settings, shows, wait_for
 from tests.app.tuning_steps import edit_flags, long_among_streams
 from tui.app.app import PhasetopApp
 from tui.app.screens.compare import CompareScreen
@@ -31,12 +31,12 @@ async def test_f_restarts_the_simulator_phasetop_started_with_a_changed_flag_and
             assert screen.why_disabled("edit_flags") is None and screen.why_disabled("server_log") is None
             await long_among_streams(pilot, screen, seen)
             await edit_flags(pilot, app, served.command.with_setting(Setting("max-num-batched-tokens", "256")))
-            await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen), 120)
+            await wait_for(pilot, lambda: shows(app, CompareScreen), 120)
             diff = {(r["key"], r["before"], r["after"]) for r in app.screen.comparison["config_diff"]}
             assert ("max_num_batched_tokens", "2048", "256") in diff
             assert simulator.url == url and served.command.value("max-num-batched-tokens") == "256"
             await pilot.press("escape", "o")
-            await wait_for(pilot, lambda: isinstance(app.screen, ServerLogScreen))
+            await wait_for(pilot, lambda: shows(app, ServerLogScreen))
             await pilot.press("escape", "q")
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import psutil
 import pytest
 
-from tests.app.harness import completed, settings, wait_for
+from tests.app.harness import completed, settings, shows, wait_for
 from tui.app.app import PhasetopApp
 from tui.app.screens.experiment import ExperimentScreen
 from tui.app.widgets.timeline_pane import TRANSFER_MARK, TimelinePane
@@ -46,7 +46,7 @@ async def test_d_runs_the_disaggregation_experiment_on_four_setups_of_its_own_si
     async with app.run_test(size=(160, 45)) as pilot:
         before = {p.pid for p in psutil.Process().children(recursive=True)}
         await pilot.press("d")
-        await wait_for(pilot, lambda: isinstance(app.screen, ExperimentScreen) and app.screen.is_mounted)
+        await wait_for(pilot, lambda: shows(app, ExperimentScreen) and app.screen.is_mounted)
         experiment = app.screen
         handed_on = experiment.on_run  # the tuning loop's: it gets the run too
         experiment.on_run = lambda run: (runs.append(run), handed_on(run))

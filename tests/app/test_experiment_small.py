@@ -9,7 +9,7 @@ from textual.geometry import Region
 from textual.widgets import DataTable, Static
 from textual.widgets._toast import Toast
 
-from tests.app.harness import CEILING, seen_of, settings, text_of, wait_for
+from tests.app.harness import CEILING, seen_of, settings, shows, text_of, wait_for
 from tui.app.app import PhasetopApp
 from tui.app.lab_messages import ExperimentFinished, RunSaved, SessionIdentified
 from tui.app.screens.experiment import ExperimentChart, ExperimentScreen
@@ -23,7 +23,7 @@ async def test_concurrency_at_80x24_shows_every_column_and_the_whole_finding(sim
     async with app.run_test(size=SIZE, message_hook=seen.append) as pilot:
         await wait_for(pilot, lambda: seen_of(seen, SessionIdentified), what="server identified")
         await pilot.press("n")
-        await wait_for(pilot, lambda: isinstance(app.screen, ExperimentScreen), 5, "experiment screen")
+        await wait_for(pilot, lambda: shows(app, ExperimentScreen), 5, "experiment screen")
         screen = app.screen
         await wait_for(pilot, lambda: seen_of(seen, ExperimentFinished), 120, "experiment finished")
         await wait_for(pilot, lambda: seen_of(seen, RunSaved), 20, "run saved")

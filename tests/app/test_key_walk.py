@@ -19,7 +19,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable
 from textual.widgets._footer import FooterKey
 
-from tests.app.harness import settings, toasts, wait_for
+from tests.app.harness import settings, shows, toasts, wait_for
 from tests.app.test_runs_view_kinds import sweep_run
 from tests.svg_text import screen_text
 from tui.app.app import PhasetopApp
@@ -125,10 +125,10 @@ async def walk_screen(pilot, app: PhasetopApp, opened: type[Screen], where: str)
     ways_back = [b.key for b in back]
     for n, key in enumerate(ways_back):  # every way back named leads back
         await pilot.press(key)
-        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen), 8, f"{where}: {key} did not go back")
+        await wait_for(pilot, lambda: shows(app, MainScreen), 8, f"{where}: {key} did not go back")
         if n < len(ways_back) - 1:
             await pilot.press(next(k for k, s in OPENS.items() if s is opened))
-            await wait_for(pilot, lambda: isinstance(app.screen, opened), 8, f"{where}: opened again")
+            await wait_for(pilot, lambda: shows(app, opened), 8, f"{where}: opened again")
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
@@ -176,11 +176,11 @@ async def test_the_compare_screen_from_the_runs_has_its_keys_in_the_frame_and_es
         for size in SIZES:
             await pilot.resize_terminal(*size)
             await pilot.press("r")
-            await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen), 8, f"{size}: the runs")
+            await wait_for(pilot, lambda: shows(app, RunsScreen), 8, f"{size}: the runs")
             runs_screen = app.screen
             await wait_for(pilot, lambda: runs_screen.query_one(DataTable).row_count == 2, 8, f"{size}: two runs listed")
             await pilot.press("space", "down", "space", "enter")
-            await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen), 8, f"{size}: compare opened")
+            await wait_for(pilot, lambda: shows(app, CompareScreen), 8, f"{size}: compare opened")
             footer_inside(app)
             compare = app.screen
             for binding in keys_of(compare):

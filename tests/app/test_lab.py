@@ -14,7 +14,7 @@ from textual.widgets import DataTable, Static
 from textual.widgets._toast import Toast
 from textual.worker import WorkerState
 
-from tests.app.harness import CEILING, seen_of, settings, text_of, wait_for
+from tests.app.harness import CEILING, seen_of, settings, shows, text_of, wait_for
 from tui.app.app import PhasetopApp
 from tui.app.lab_messages import ExperimentFinished, LoadStopped, SessionIdentified
 from tui.app.messages import RequestCompleted
@@ -39,7 +39,7 @@ async def test_prompt_length_experiment_shows_its_finding_chart_and_table(sim_ur
     async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
         await wait_for(pilot, lambda: seen_of(seen, SessionIdentified), what="server identified")
         await pilot.press("p")
-        await wait_for(pilot, lambda: isinstance(app.screen, ExperimentScreen), 5, "experiment screen")
+        await wait_for(pilot, lambda: shows(app, ExperimentScreen), 5, "experiment screen")
         screen = app.screen
         await wait_for(pilot, lambda: seen_of(seen, ExperimentFinished), 180, "experiment finished")
         await pilot.pause(0.2)
@@ -59,7 +59,7 @@ async def test_prompt_length_experiment_shows_its_finding_chart_and_table(sim_ur
         assert str(table.get_row_at(3)[0]) == "2,000"
         assert screen.query_one(ExperimentChart).rows == list(rows)
         await pilot.press("escape")
-        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen), 5, "back on the main screen")
+        await wait_for(pilot, lambda: shows(app, MainScreen), 5, "back on the main screen")
         await wait_for(pilot, lambda: any(r["kind"] == "sweep" for r in saved_runs(tmp_path / "runs")), 10, "sweep saved")
     [sweep] = [r for r in saved_runs(tmp_path / "runs") if r["kind"] == "sweep"]
     assert sweep["result"]["finding"] == finding and sweep["params"]["vary"] == "prompt-tokens"
@@ -74,7 +74,7 @@ async def test_an_experiment_scaled_to_fit_a_small_server_says_so_on_screen(tmp_
         async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
             await wait_for(pilot, lambda: seen_of(seen, SessionIdentified), what="server identified")
             await pilot.press("i")
-            await wait_for(pilot, lambda: isinstance(app.screen, ExperimentScreen), 5, "experiment screen")
+            await wait_for(pilot, lambda: shows(app, ExperimentScreen), 5, "experiment screen")
             screen = app.screen
             note = screen.query_one("#experiment-scaled", Static)
             assert str(note.render()) == (
@@ -92,10 +92,10 @@ async def test_escape_stops_a_running_experiment_and_saves_nothing(sim_url, tmp_
     async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
         await wait_for(pilot, lambda: seen_of(seen, SessionIdentified), what="server identified")
         await pilot.press("g")  # context growth: one long generation, far from done when escape comes
-        await wait_for(pilot, lambda: isinstance(app.screen, ExperimentScreen), 5, "experiment screen")
+        await wait_for(pilot, lambda: shows(app, ExperimentScreen), 5, "experiment screen")
         [worker] = [w for w in app.workers if w.group == "experiment"]
         await pilot.press("escape")
-        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen), 5, "back on the main screen")
+        await wait_for(pilot, lambda: shows(app, MainScreen), 5, "back on the main screen")
         await wait_for(pilot, lambda: worker.is_finished, 30, "the experiment's thread ended")
         assert worker.state == WorkerState.CANCELLED
         assert not seen_of(seen, ExperimentFinished)
@@ -133,7 +133,7 @@ async def test_restart_with_another_batch_budget_opens_a_session_and_compares(tm
             assert before.ok and after.ok
             assert before.burst is None and after.burst is None, (before.burst, after.burst)
             await pilot.press("b")
-            await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen), 5, "compare view")
+            await wait_for(pilot, lambda: shows(app, CompareScreen), 5, "compare view")
             compare = app.screen
             config = text_of(compare, "#compare-config")
             assert "server config changed:" in config
@@ -174,7 +174,7 @@ async def test_runs_view_lists_saved_runs_and_compares_two(sim_url, tmp_path, mo
     app = PhasetopApp(settings(runs_dir), "http://127.0.0.1:9", None, None)  # the runs view needs no server
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("r")
-        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen), 5, "runs view")
+        await wait_for(pilot, lambda: shows(app, RunsScreen), 5, "runs view")
         runs = app.screen
         table = runs.query_one(DataTable)
         await wait_for(pilot, lambda: table.row_count == 2, 10, "two runs listed")
@@ -188,7 +188,7 @@ async def test_runs_view_lists_saved_runs_and_compares_two(sim_url, tmp_path, mo
         assert runs.picked == [listed[1], listed[0]]
         assert [str(table.get_row_at(i)[0]) for i in range(2)] == ["2", "1"]
         await pilot.press("enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen), 10, "compare view")
+        await wait_for(pilot, lambda: shows(app, CompareScreen), 10, "compare view")
         compare = app.screen
         assert "workload changed:" in text_of(compare, "#compare-config")
         assert "prompt_tokens  300 → 1500" in text_of(compare, "#compare-config")
@@ -212,7 +212,7 @@ async def test_runs_view_shows_a_run_files_text_as_plain_text(tmp_path):
     app = PhasetopApp(settings(runs_dir), "http://127.0.0.1:9", None, None)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("r")
-        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen), 5, "runs view")
+        await wait_for(pilot, lambda: shows(app, RunsScreen), 5, "runs view")
         table = app.screen.query_one(DataTable)
         await wait_for(pilot, lambda: table.row_count == 1, 10, "the run listed")
         await pilot.pause(0.1)

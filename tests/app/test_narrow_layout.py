@@ -15,7 +15,7 @@ from textual.strip import Strip
 from textual.widgets import Sparkline, TextArea
 
 import tui.app
-from tests.app.harness import settings, show_on_pane
+from tests.app.harness import settings, show_on_pane, shows, wait_for
 from tests.snapshots.recorded import T0, make_app, metrics, offsets, play
 from tui.app.screens.fleet import InstanceScreen
 from tui.app.widgets.metrics_pane import MetricsPane
@@ -59,7 +59,8 @@ async def test_a_fleet_instances_footer_has_its_way_back_and_the_fixed_keys_in_8
     async with app.run_test(size=SIZE) as pilot:
         await play(pilot)
         app.push_screen(InstanceScreen(settings(), "http://127.0.0.1:1", "http://127.0.0.1:1", "vllm", "a:1"))
-        await pilot.pause(0.5)
+        await wait_for(pilot, lambda: shows(app, InstanceScreen) and footer_keys(app.screen).get("ctrl+p", Region()).width,
+                       what="the instance screen's footer laid out")
         keys = footer_keys(app.screen)
         uncovered = Region(0, SIZE[1] - 1, keys["ctrl+p"].x, 1)
         for key in ("escape", "s", "question_mark", "q"):

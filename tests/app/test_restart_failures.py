@@ -9,9 +9,10 @@ import shlex
 import signal
 import sys
 
-from textual.widgets import Input, RadioButton
+from textual.widgets import Input
 
-from tests.app.harness import settings, toasts, wait_for, wait_for_toast
+from tests.app.harness import settings, shows, toasts, wait_for, wait_for_toast
+from tests.app.tuning_steps import restart_with
 from tests.loopback import closed_port_url
 from tests.processes import children, command_line
 from tests.sources.listener_child import listen
@@ -30,22 +31,12 @@ def main_screen(app: PhasetopApp):
     return app.screen_stack[0]
 
 
-async def restart_with(pilot, app, command: ServeCommand, rerun: str | None = None) -> None:
-    """f, `command` typed in, `rerun` picked (the editor's own pick when None), Enter."""
-    await pilot.press("f")
-    await wait_for(pilot, lambda: isinstance(app.screen, FlagEditorScreen))
-    app.screen.query_one(Input).value = str(command)
-    if rerun is not None:
-        app.screen.query_one(f"#rerun-{rerun}", RadioButton).value = True
-    await pilot.press("enter")
-
-
 async def back_on_the_last_good_flags(pilot, app, served, refused: ServeCommand, *words: str) -> None:
     """The toast says why (`words`) and that the last good flags run; the editor is open again on `refused`; the
     server answers on the last good flags."""
     screen = main_screen(app)
     await wait_for_toast(pilot, *words, "kept the last good flags", timeout_s=60)
-    await wait_for(pilot, lambda: isinstance(app.screen, FlagEditorScreen), 10)
+    await wait_for(pilot, lambda: shows(app, FlagEditorScreen), 10)
     assert app.screen.query_one(Input).value == str(refused)
     assert served.running and served.command == served.first and screen.simulator_state == "running"
     await wait_for(pilot, lambda: screen.server.down_since is None and screen.lab.server_info is not None, 60)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.app.harness import completed, settings, started, wait_for
+from tests.app.harness import completed, settings, shows, started, wait_for
 from tui.app.app import PhasetopApp
 from tui.app.screens.main import MainScreen
 from tui.app.screens.roofline import RooflineScreen
@@ -35,7 +35,7 @@ async def test_w_opens_the_roofline_and_decode_moves_right_with_the_batch(slow_s
         await started(pilot, seen)
         await wait_for(pilot, lambda: main.state.simulator_flags is not None, what="the simulator identified")
         await pilot.press("w")
-        await wait_for(pilot, lambda: isinstance(app.screen, RooflineScreen), what="the roofline screen")
+        await wait_for(pilot, lambda: shows(app, RooflineScreen), what="the roofline screen")
         roofline: RooflineScreen = app.screen
         assert roofline.view.roofs.peak_flops == 989e12 / 4 and roofline.view.prefill is None
         assert NO_DECODE in roofline.view.lines
@@ -48,7 +48,7 @@ async def test_w_opens_the_roofline_and_decode_moves_right_with_the_batch(slow_s
         one = roofline.view.decode
         assert one.batch == 1 and one.intensity_flop_per_byte < 1.1  # its answer decoded alone: about 1 FLOP a byte
         await pilot.press("escape", "c", "w")  # clearing the timeline clears its lanes, not what the roofline placed
-        await wait_for(pilot, lambda: isinstance(app.screen, RooflineScreen), what="the roofline again")
+        await wait_for(pilot, lambda: shows(app, RooflineScreen), what="the roofline again")
         roofline = app.screen
         assert main.timings == [] and (roofline.view.prefill, roofline.view.decode) == (prefill, one)
         main.send_requests(streams(main, 8))

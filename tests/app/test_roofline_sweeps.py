@@ -12,7 +12,7 @@ from pathlib import Path
 from textual.app import App
 
 import tui.app.app
-from tests.app.harness import CEILING, seen_of, settings, wait_for
+from tests.app.harness import CEILING, seen_of, settings, shows, wait_for
 from tui.app.app import PhasetopApp
 from tui.app.lab_messages import ExperimentFinished, SessionIdentified
 from tui.app.screens.experiment import ExperimentScreen
@@ -32,14 +32,14 @@ async def test_the_concurrency_sweep_is_decodes_trace_on_the_roofline(tmp_path):
             await wait_for(pilot, lambda: seen_of(seen, SessionIdentified), what="server identified")
             await wait_for(pilot, lambda: main.state.simulator_flags is not None, what="the simulator's flags read")
             await pilot.press("n")
-            await wait_for(pilot, lambda: isinstance(app.screen, ExperimentScreen), 5, "experiment screen")
+            await wait_for(pilot, lambda: shows(app, ExperimentScreen), 5, "experiment screen")
             await wait_for(pilot, lambda: seen_of(seen, ExperimentFinished), 120, "experiment finished")
             [finished] = seen_of(seen, ExperimentFinished)
             assert finished.error is None and [r["streams"] for r in finished.result.rows] == [1, 2, 4, 8, 16, 32]
             await pilot.press("escape")
             await wait_for(pilot, lambda: app.screen is main, 5, "back on the main screen")
             await pilot.press("w")
-            await wait_for(pilot, lambda: isinstance(app.screen, RooflineScreen), 5, "the roofline screen")
+            await wait_for(pilot, lambda: shows(app, RooflineScreen), 5, "the roofline screen")
             view = app.screen.view
             [trace] = view.traces
             assert trace.vary == "concurrency" and [row.value for row in trace.rows] == [1, 2, 4, 8, 16, 32]

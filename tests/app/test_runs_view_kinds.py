@@ -4,13 +4,11 @@ a summary wider than the room the other columns leave it is clipped there with "
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 
-from textual.app import App
 from textual.widgets import DataTable
 
-import tui.app
-from tests.app.harness import wait_for
+from tests.app.harness import shows, wait_for
+from tests.app.runs_host import REQUEST, RunsHost
 from tui.app.screens.compare import CompareScreen
 from tui.app.screens.runs import RunsScreen
 from tui.core.measure.records import RequestTiming
@@ -19,25 +17,11 @@ from tui.core.runs.run_record import new_run, run_header
 from tui.core.runs.sessions import Session, session_run
 from tui.runs_store import save_run
 
-TCSS = Path(tui.app.__file__).parent / "phasetop.tcss"
 T0 = datetime(2026, 4, 1, 9, 0, tzinfo=UTC)
 IDENTITY = {"url": "http://h:8000", "kind": "openai", "model": "m", "version": "0.33.0"}
-REQUEST = {"ok": True, "ttft_s": 0.05, "itl_s": [0.005, 0.006], "e2e_s": 0.061, "decode_tok_s": 180.0}
 FINDING = ("decode falls from 180 tok/s at one stream to 95 tok/s a stream at 32 while the aggregate climbs to 3,040 "
            "tok/s: the batch shares each step's weight read, until the KV cache fills and requests queue")
 
-
-class _Host(App):
-    """The runs view alone, over the real stylesheet."""
-
-    CSS_PATH = TCSS
-
-    def __init__(self, directory: Path) -> None:
-        super().__init__()
-        self.directory = directory
-
-    def on_mount(self) -> None:
-        self.push_screen(RunsScreen(self.directory))
 
 
 def sweep_run() -> dict:
@@ -61,9 +45,9 @@ async def test_a_sweep_is_named_by_its_experiment_a_ui_session_as_such_and_a_lon
     sweep, session = sweep_run(), ui_run()
     for run in (sweep, session):
         save_run(run, tmp_path / "runs")
-    app = _Host(tmp_path / "runs")
+    app = RunsHost(tmp_path / "runs")
     async with app.run_test(size=(120, 30)) as pilot:
-        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen) and app.screen.query_one(DataTable).row_count == 2,
+        await wait_for(pilot, lambda: shows(app, RunsScreen) and app.screen.query_one(DataTable).row_count == 2,
                        what="the runs listed")
         table = app.screen.query_one(DataTable)
         rows = cells(table)
@@ -82,12 +66,12 @@ async def test_the_compare_view_names_both_runs_kinds(tmp_path):
     session, other = ui_run(), ui_run()
     for run in (session, {**other, "id": f"{other['id']}-b"}):
         save_run(run, tmp_path / "runs")
-    app = _Host(tmp_path / "runs")
+    app = RunsHost(tmp_path / "runs")
     async with app.run_test(size=(120, 30)) as pilot:
-        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen) and app.screen.query_one(DataTable).row_count == 2,
+        await wait_for(pilot, lambda: shows(app, RunsScreen) and app.screen.query_one(DataTable).row_count == 2,
                        what="the runs listed")
         await pilot.press("space", "down", "space", "enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen), what="compare view")
+        await wait_for(pilot, lambda: shows(app, CompareScreen), what="compare view")
         runs = str(app.screen.query_one("#compare-runs").render())
         assert runs.count("  UI session  ") == 2
         assert "workloads differ" not in runs, "the same sends on both: compared as they are"
@@ -97,9 +81,9 @@ async def test_more_runs_than_rows_leave_the_summary_room_for_the_scrollbar(tmp_
     sweep = sweep_run()
     for n in range(40):
         save_run({**sweep, "id": f"{sweep['id']}-{n:02}"}, tmp_path / "runs")
-    app = _Host(tmp_path / "runs")
+    app = RunsHost(tmp_path / "runs")
     async with app.run_test(size=(120, 20)) as pilot:
-        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen) and app.screen.query_one(DataTable).row_count == 40,
+        await wait_for(pilot, lambda: shows(app, RunsScreen) and app.screen.query_one(DataTable).row_count == 40,
                        what="the runs listed")
         await pilot.pause()
         table = app.screen.query_one(DataTable)

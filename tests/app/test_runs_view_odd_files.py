@@ -5,33 +5,17 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from pathlib import Path
 
-from textual.app import App
 from textual.widgets import DataTable
 
-import tui.app
-from tests.app.harness import text_of, wait_for
+from tests.app.harness import shows, text_of, wait_for
+from tests.app.runs_host import REQUEST, RunsHost
 from tui.app.screens.compare import CompareScreen
 from tui.app.screens.runs import RunsScreen
 from tui.core.runs.run_record import new_run
 from tui.runs_store import save_run
 
-TCSS = Path(tui.app.__file__).parent / "phasetop.tcss"
-REQUEST = {"ok": True, "ttft_s": 0.05, "itl_s": [0.005, 0.006], "e2e_s": 0.061, "decode_tok_s": 180.0}
 
-
-class _Host(App):
-    """The runs view alone, over the real stylesheet."""
-
-    CSS_PATH = TCSS
-
-    def __init__(self, directory: Path) -> None:
-        super().__init__()
-        self.directory = directory
-
-    def on_mount(self) -> None:
-        self.push_screen(RunsScreen(self.directory))
 
 
 def run_at(minute: int, ttft_s: float = 0.05, model: str = "m") -> dict:
@@ -44,9 +28,9 @@ async def test_every_column_fits_its_content_on_first_paint(tmp_path):
     runs = [run_at(0, model="meta-llama/Llama-3.1-8B-Instruct"), run_at(5, model="meta-llama/Llama-3.1-8B-Instruct")]
     for run in runs:
         save_run(run, tmp_path / "runs")
-    app = _Host(tmp_path / "runs")
+    app = RunsHost(tmp_path / "runs")
     async with app.run_test(size=(160, 30)) as pilot:
-        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen) and app.screen.query_one(DataTable).row_count == 2,
+        await wait_for(pilot, lambda: shows(app, RunsScreen) and app.screen.query_one(DataTable).row_count == 2,
                        what="the runs listed")
         await pilot.pause()
         table = app.screen.query_one(DataTable)
@@ -66,9 +50,9 @@ async def test_odd_files_are_named_and_duplicate_ids_both_listed(tmp_path):
     save_run(second, runs_dir)
     (runs_dir / "copy.json").write_text((runs_dir / f"{first['id']}.json").read_text())
     (runs_dir / "odd.json").write_text(json.dumps({"schema": 1, "id": "a", "requests": [1]}))
-    app = _Host(runs_dir)
+    app = RunsHost(runs_dir)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen), what="runs view")
+        await wait_for(pilot, lambda: shows(app, RunsScreen), what="runs view")
         table = app.screen.query_one(DataTable)
         await wait_for(pilot, lambda: table.row_count == 3, what="three runs listed")
         assert sorted(str(table.get_row_at(i)[1]) for i in range(3)) == sorted([first["id"], first["id"], second["id"]])
@@ -83,16 +67,16 @@ async def test_odd_files_are_named_and_duplicate_ids_both_listed(tmp_path):
         assert app.screen.picked == [f"path:{runs_dir / 'copy.json'}", second["id"]]
         assert sorted(str(table.get_row_at(i)[0]) for i in range(3)) == ["", "1", "2"]
         await pilot.press("enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen), what="compare view")
+        await wait_for(pilot, lambda: shows(app, CompareScreen), what="compare view")
 
 
 async def test_a_runs_dir_of_only_unreadable_files_says_so(tmp_path):
     runs_dir = tmp_path / "runs"
     runs_dir.mkdir()
     (runs_dir / "x.json").write_text(json.dumps({"schema": 1, "id": "x", "result": [1]}))
-    app = _Host(runs_dir)
+    app = RunsHost(runs_dir)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen), what="runs view")
+        await wait_for(pilot, lambda: shows(app, RunsScreen), what="runs view")
         await wait_for(pilot, lambda: "No readable runs" in text_of(app, "#runs-title"), what="the title says none")
         assert text_of(app, "#runs-skipped") == "skipped x.json: result is a list where an object was expected"
         assert app.screen.query_one(DataTable).row_count == 0
@@ -104,7 +88,7 @@ async def test_an_empty_runs_dir_and_one_that_is_a_file_are_said(tmp_path):
             directory.write_text("")
         else:
             directory.mkdir()
-        app = _Host(directory)
+        app = RunsHost(directory)
         async with app.run_test(size=(120, 40)) as pilot:
-            await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen), what="runs view")
+            await wait_for(pilot, lambda: shows(app, RunsScreen), what="runs view")
             await wait_for(pilot, lambda: said in text_of(app, "#runs-title"), what=f"the title says {said!r}")

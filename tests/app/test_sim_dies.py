@@ -7,7 +7,7 @@ import time
 import psutil
 from textual.widgets import Static
 
-from tests.app.harness import settings, wait_for, wait_for_toast
+from tests.app.harness import settings, shows, wait_for, wait_for_toast
 from tests.sources.listener_child import listen
 from tui.app.app import PhasetopApp
 from tui.app.messages import ServerCameUp
@@ -55,7 +55,7 @@ async def test_a_killed_simulator_is_reaped_reported_and_restarted_with_r():
             await wait_for_toast(pilot, "killed by SIGKILL", "Press R")
 
             await pilot.press("question_mark")
-            await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), 10)
+            await wait_for(pilot, lambda: shows(app, HelpScreen), 10)
             help_text = str(app.screen.query_one(Static).render())
             assert "Start the server again" in help_text
             await pilot.press("escape")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.app.harness import completed, settings, wait_for
+from tests.app.harness import completed, settings, shows, wait_for
 from tui.app.app import PhasetopApp
 from tui.app.feeds.requests import TokenBatches
 from tui.app.messages import (
@@ -53,7 +53,7 @@ def test_token_batches_sum_up_lanes_the_timeline_cannot_show():
 
 async def _started(app: PhasetopApp, pilot, count: int) -> tuple[MainScreen, range]:
     """The main screen with requests 1…count started and published."""
-    await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
+    await wait_for(pilot, lambda: shows(app, MainScreen))
     screen = app.screen
     ids = range(1, count + 1)
     for i in ids:
@@ -135,7 +135,7 @@ async def test_a_busy_meter_is_shown_and_the_figures_it_marked_are_kept_out():
 
     app = PhasetopApp(settings(), "http://127.0.0.1:9", None, None, live=False)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
+        await wait_for(pilot, lambda: shows(app, MainScreen))
         screen = app.screen
         busy = screen.query_one("#client-busy")
         assert not busy.display

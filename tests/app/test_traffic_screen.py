@@ -9,7 +9,7 @@ import json
 import httpx
 import pytest
 
-from tests.app.harness import CEILING, send, settings, started, wait_for
+from tests.app.harness import CEILING, send, settings, shows, started, wait_for
 from tests.otlp import PROTOBUF_HEADERS, export_bytes, record
 from tui.app.app import PhasetopApp
 from tui.app.feeds.traces import endpoint_of
@@ -50,7 +50,7 @@ async def test_served_requests_show_as_lanes_beside_phasetops_own_and_save_as_a_
             assert refused.status_code == 400
         await wait_for(pilot, lambda: len(main.traffic.records) == 3, 10, "three served requests taken in")
         await pilot.press("T")
-        await wait_for(pilot, lambda: isinstance(app.screen, TrafficScreen), what="the traffic view")
+        await wait_for(pilot, lambda: shows(app, TrafficScreen), what="the traffic view")
         traffic = app.screen
         await wait_for(pilot, lambda: "1 exports refused" in str(traffic.query_one("#traffic-counts").render()), 10,
                        "the refused export counted")
@@ -99,7 +99,7 @@ async def test_phasetops_own_simulator_exports_to_the_uis_receiver_and_every_sen
             await wait_for(pilot, lambda: len(main.traffic.records) == 8, 30, "the simulator's 8 spans")
             await wait_for(pilot, lambda: sum(1 for t in main.timings if t.completion_id) == 8, 10, "8 completion ids")
             await pilot.press("T")
-            await wait_for(pilot, lambda: isinstance(app.screen, TrafficScreen), what="the traffic view")
+            await wait_for(pilot, lambda: shows(app, TrafficScreen), what="the traffic view")
             traffic = app.screen
             lanes = traffic.query_one(TrafficLanes)
             await wait_for(pilot, lambda: lanes.drawn is not None and len(lanes.drawn.lanes) == 8, 10, "8 lanes")

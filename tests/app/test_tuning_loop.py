@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 import pytest
 from textual.widgets import Input, RadioButton
 
-from tests.app.harness import completed, settings, wait_for
+from tests.app.harness import completed, settings, shows, wait_for
 from tests.app.tuning_steps import edit_flags, long_among_streams
 from tests.loopback import closed_port_url
 from tui.app.app import PhasetopApp
@@ -70,7 +70,7 @@ async def test_a_flag_change_restarts_the_server_reruns_the_sends_and_compares(s
         screen = app.screen
         await long_among_streams(pilot, screen, seen)
         await edit_flags(pilot, app, served.command.with_setting(Setting("max-num-batched-tokens", "256")))
-        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen), 120)
+        await wait_for(pilot, lambda: shows(app, CompareScreen), 120)
         comparison = app.screen.comparison
         assert {(r["key"], r["before"], r["after"]) for r in comparison["config_diff"]} >= {("max_num_batched_tokens", "2048", "256")}
         assert len(completed(seen)) == 18, "the same 9 requests, sent again"
@@ -96,7 +96,7 @@ async def test_the_probe_runs_on_both_sides_of_the_restart_and_only_it_is_compar
         screen.send_requests(Send(screen.state.send(1), "typed", "hello", None, 1, 16))  # before the probe: not in it
         await wait_for(pilot, lambda: len(completed(seen)) == 1, 60)
         await edit_flags(pilot, app, served.command.with_setting(Setting("max-num-batched-tokens", "256")), "probe")
-        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen), 180)
+        await wait_for(pilot, lambda: shows(app, CompareScreen), 180)
         comparison = app.screen.comparison
         assert len(completed(seen)) == 1 + 9 + 9, "the probe (8 at once, then the long prompt) before and after"
         assert requests_of(comparison["before"]["summary"]) == 9, comparison["before"]["summary"]
@@ -114,12 +114,12 @@ async def test_the_last_experiment_runs_again_after_the_restart_and_is_compared(
         screen = app.screen
         await wait_for(pilot, lambda: screen.lab.server_info is not None)
         await pilot.press("x")  # the prefix-cache experiment
-        await wait_for(pilot, lambda: isinstance(app.screen, ExperimentScreen))
+        await wait_for(pilot, lambda: shows(app, ExperimentScreen))
         await wait_for(pilot, lambda: app.screen.finding, 180)
         before_finding, before_rows = app.screen.finding, len(app.screen.rows)
         await pilot.press("escape")
         await edit_flags(pilot, app, served.command.with_setting(Setting("enable-prefix-caching", "off")), "experiment")
-        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen), 240)
+        await wait_for(pilot, lambda: shows(app, CompareScreen), 240)
         comparison = app.screen.comparison
         assert app.screen.title == "prefix cache before the restart against after it"
         assert ("enable_prefix_caching", "True", "False") in {(r["key"], r["before"], r["after"])
@@ -145,7 +145,7 @@ async def test_a_restart_its_metrics_do_not_show_is_still_a_new_session_and_only
         screen.send_requests(Send(screen.state.send(1), "typed", "hello", None, 1, 8))
         await wait_for(pilot, lambda: len(completed(seen)) == 1, 60)
         await edit_flags(pilot, app, served.command.with_setting(Setting("max-num-batched-tokens", "256")))
-        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen), 60)
+        await wait_for(pilot, lambda: shows(app, CompareScreen), 60)
         assert [session.number for session in screen.lab.sessions.sessions] == [1, 2]
         assert screen.lab.sessions.current.restart_reasons == ("phasetop restarted it: --max-num-batched-tokens 2048 → 256",)
         assert len(completed(seen)) == 2
@@ -171,7 +171,7 @@ async def test_a_refused_flag_keeps_the_last_good_flags_running_and_reopens_the_
         assert served.running and served.pid != first_pid and served.command == served.first
         assert screen.simulator_state == "running"
         # The editor is open again on the refused command, the server's error beside it: the typo is one edit away.
-        await wait_for(pilot, lambda: isinstance(app.screen, FlagEditorScreen))
+        await wait_for(pilot, lambda: shows(app, FlagEditorScreen))
         editor = app.screen
         assert editor.query_one(Input).value == str(typo)
         assert "invalid int value: 'bogus'" in str(editor.query_one("#flags-refused").render())
@@ -189,7 +189,7 @@ async def test_after_a_restart_left_nothing_running_the_probe_restarts_it_then_p
         app.notify = lambda message, **kwargs: notes.append(message)
         served.stop()  # as if the last good flags had not started again either
         screen.post_message(ServedRestarted(Refusal(served.first, "exited", fallback_error="exited too")))
-        await wait_for(pilot, lambda: isinstance(app.screen, FlagEditorScreen))
+        await wait_for(pilot, lambda: shows(app, FlagEditorScreen))
         assert screen.simulator_state == "exited" and screen.why_disabled("start_server_again") is None
         assert any("R starts them again" in n for n in notes)
         # The command as it first ran, and the probe: with nothing running there is no "before" to probe, so the
@@ -215,7 +215,7 @@ async def test_o_shows_the_served_commands_log_filtered_as_you_type(served):
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: app.screen.lab.server_info is not None)
         await pilot.press("o")
-        await wait_for(pilot, lambda: isinstance(app.screen, ServerLogScreen))
+        await wait_for(pilot, lambda: shows(app, ServerLogScreen))
         logged = served.log_tail(2000).splitlines()
         text = app.screen.query_one(TextArea)
         await wait_for(pilot, lambda: text.text.splitlines()[:len(logged)] == logged)
@@ -241,7 +241,7 @@ async def test_the_flag_editor_completes_flags_from_the_servers_own_help(served_
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: app.screen.lab.server_info is not None)
         await pilot.press("f")
-        await wait_for(pilot, lambda: isinstance(app.screen, FlagEditorScreen))
+        await wait_for(pilot, lambda: shows(app, FlagEditorScreen))
         editor = app.screen
         await wait_for(pilot, lambda: "from the server's --help" in str(editor.query_one("#flags-hint").render()), 60)
         defaults = editor.query_one("#flags-defaults")

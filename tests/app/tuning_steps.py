@@ -4,21 +4,32 @@ from __future__ import annotations
 
 from textual.widgets import Input, RadioButton
 
-from tests.app.harness import completed, wait_for
+from tests.app.harness import completed, shows, wait_for
 from tui.app.screens.flags import FlagEditorScreen
 from tui.core.measure.sends import Send
 from tui.core.serving.serve_command import ServeCommand
 
 
-async def edit_flags(pilot, app, command: ServeCommand, rerun: str | None = None) -> None:
-    """f, the command typed in, `rerun` picked (else what the editor picks first), Enter."""
+async def type_flags(pilot, app, command: ServeCommand, rerun: str | None = None) -> None:
+    """f, the command typed in, `rerun` picked (else what the editor picks first): the editor open, Enter not yet."""
     await pilot.press("f")
-    await wait_for(pilot, lambda: isinstance(app.screen, FlagEditorScreen))
+    await wait_for(pilot, lambda: shows(app, FlagEditorScreen))
     app.screen.query_one(Input).value = str(command)
     if rerun is not None:
         app.screen.query_one(f"#rerun-{rerun}", RadioButton).value = True
+
+
+async def edit_flags(pilot, app, command: ServeCommand, rerun: str | None = None) -> None:
+    """`type_flags`, the editor saying the flags changed, Enter."""
+    await type_flags(pilot, app, command, rerun)
     await pilot.pause(0.1)
     assert "changed since the first start" in str(app.screen.query_one("#flags-changed").render())
+    await pilot.press("enter")
+
+
+async def restart_with(pilot, app, command: ServeCommand, rerun: str | None = None) -> None:
+    """`type_flags`, Enter: whatever the command (a refused one, the same one again)."""
+    await type_flags(pilot, app, command, rerun)
     await pilot.press("enter")
 
 

@@ -20,6 +20,7 @@ import pytest
 from textual.widgets import DataTable, Input, Static
 
 import tui.app.screens.fleet as fleet_screens
+from tests.app.harness import shows
 from tests.app.test_key_walk import footer_inside, keys_of, press_and_see
 from tests.terminal.tmux_pane import exit_line, run_sized, tmux, wait_for
 from tui.app.app import PhasetopApp
@@ -189,7 +190,7 @@ async def test_enter_opens_the_instance_and_escape_returns(loaded):
         table = screen.query_one(DataTable)
         table.move_cursor(row=list(table_rows(screen)).index(key))
         await pilot.press("enter")
-        await until(pilot, lambda: isinstance(app.screen, InstanceScreen), "the main screen")
+        await until(pilot, lambda: shows(app, InstanceScreen), "the main screen")
         instance = app.screen
         assert instance.server_url == sim.url
         # Its model from the server itself; its metrics through Prometheus: stamped with Prometheus's scrape of it.
@@ -253,7 +254,7 @@ async def test_a_row_without_a_reachable_url_says_so(loaded):
             await pilot.press("enter")
             await until(pilot, lambda: len(app._notifications) > len(said), "a line")
             said.append(list(app._notifications)[-1].message)
-        await until(pilot, lambda: isinstance(app.screen, InstanceScreen), "the unreachable one, opened")
+        await until(pilot, lambda: shows(app, InstanceScreen), "the unreachable one, opened")
         assert said[0] == f"{first.key}: Prometheus lists no scrape URL for it, so there is nothing to open"
         assert said[1] == (f"{second.key}: nothing answers at http://127.0.0.1:1 from here: its metrics come through "
                            "Prometheus, sends wait until it answers")

@@ -10,8 +10,8 @@ import signal
 import pytest
 from textual.widgets import Input, RadioButton
 
-from tests.app.harness import settings, wait_for, wait_for_toast
-from tests.app.test_restart_failures import main_screen, restart_with
+from tests.app.harness import settings, shows, wait_for, wait_for_toast
+from tests.app.tuning_steps import restart_with
 from tests.real.conftest import CLIENT_TIMEOUT_S, model_path
 from tests.sources.listener_child import listen
 from tui.app.app import PhasetopApp
@@ -49,7 +49,7 @@ async def test_a_flag_llama_server_refuses_keeps_the_last_good_flags_names_its_e
             # llama-server's error, not the usage hint it prints after it.
             await wait_for_toast(pilot, 'error while handling argument "--parallel"', "kept the last good flags",
                                  timeout_s=60)
-            await wait_for(pilot, lambda: isinstance(app.screen, FlagEditorScreen), 10)
+            await wait_for(pilot, lambda: shows(app, FlagEditorScreen), 10)
             assert app.screen.query_one(Input).value == str(refused), "the editor reopens on the refused command"
             assert served.running and served.command == served.first and served.pid != first_pid
             await wait_for(pilot, lambda: screen.server.down_since is None and screen.lab.server_info is not None, 60)

@@ -9,7 +9,7 @@ import shlex
 import pytest
 from textual.widgets import Input
 
-from tests.app.harness import completed, settings, wait_for
+from tests.app.harness import completed, settings, shows, wait_for
 from tests.loopback import closed_port_url
 from tests.real.conftest import model_path
 from tui.app.app import PhasetopApp
@@ -63,10 +63,10 @@ async def test_f_restarts_llama_server_with_a_changed_flag_and_compares():
             screen.send_requests(Send(screen.state.send(1), "short", None, 64, 1, 8))
             await wait_for(pilot, lambda: len(completed(seen)) == 1, 120)
             await pilot.press("f")
-            await wait_for(pilot, lambda: isinstance(app.screen, FlagEditorScreen))
+            await wait_for(pilot, lambda: shows(app, FlagEditorScreen))
             app.screen.query_one(Input).value = str(command.with_setting(Setting("parallel", "2")))
             await pilot.press("enter")
-            await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen), 180)
+            await wait_for(pilot, lambda: shows(app, CompareScreen), 180)
             diff = {(r["key"], r["before"], r["after"]) for r in app.screen.comparison["config_diff"]}
             assert ("parallel", "4", "2") in diff
             assert len(completed(seen)) == 2 and all(m.timing.ok for m in completed(seen))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from textual.widgets import Input
 
-from tests.app.harness import completed, settings, wait_for
+from tests.app.harness import completed, settings, shows, wait_for
 from tests.real_vllm.conftest import CLIENT_TIMEOUT_S, MEASURING_FLAGS
 from tests.sources.engine_threads import engine_threads
 from tui.app.app import PhasetopApp
@@ -47,12 +47,12 @@ async def test_f_restarts_real_vllm_with_a_changed_flag_and_compares(monkeypatch
             screen.send_requests(Send(screen.state.send(1), "short", None, 200, 1, 16))
             await wait_for(pilot, lambda: len(completed(seen)) == 1, 120)
             await pilot.press("f")
-            await wait_for(pilot, lambda: isinstance(app.screen, FlagEditorScreen))
+            await wait_for(pilot, lambda: shows(app, FlagEditorScreen))
             app.screen.query_one(Input).value = str(command.with_setting(Setting("max-num-batched-tokens", "512")))
             await pilot.press("enter")
             old_pid = served.pid
             await wait_for(pilot, lambda: served.running and served.pid != old_pid, START_TIMEOUT_S)
-            await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen), START_TIMEOUT_S)
+            await wait_for(pilot, lambda: shows(app, CompareScreen), START_TIMEOUT_S)
             niceness = engine_threads(served.pid)
             assert niceness and set(niceness) == {19}, "the restarted engine is reniced as the first was"
             diff = {(r["key"], r["before"], r["after"]) for r in app.screen.comparison["config_diff"]}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.app.harness import completed, settings, wait_for
+from tests.app.harness import completed, settings, shows, wait_for
 from tests.real_vllm.conftest import CLIENT_TIMEOUT_S, MEASURING_FLAGS, OTEL_ENV, start_vllm
 from tui.app.app import PhasetopApp
 from tui.app.feeds.traces import endpoint_of
@@ -37,7 +37,7 @@ async def test_the_traffic_view_draws_vllms_served_requests_phasetops_and_a_plai
             await wait_for(pilot, lambda: len(main.traffic.records) == 2, 30, "both spans received")
             await wait_for(pilot, lambda: any(t.completion_id for t in main.timings), 10, "the send's completion id")
             await pilot.press("T")
-            await wait_for(pilot, lambda: isinstance(app.screen, TrafficScreen), what="the traffic view")
+            await wait_for(pilot, lambda: shows(app, TrafficScreen), what="the traffic view")
             traffic = app.screen
             lanes = traffic.query_one(TrafficLanes)
             await wait_for(pilot, lambda: lanes.drawn is not None and len(lanes.drawn.lanes) == 2, 10, "two lanes")

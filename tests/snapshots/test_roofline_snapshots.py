@@ -57,7 +57,7 @@ class Over(App):
 
     def on_mount(self) -> None:
         self.theme = "textual-dark"
-        self.push_screen(RooflineScreen(view(self.swept)))
+        self.push_screen(RooflineScreen(view(self.swept), lambda preset: None))
 
 
 @pytest.mark.parametrize("size", [(120, 40), (160, 45)])

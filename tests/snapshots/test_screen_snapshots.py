@@ -10,9 +10,7 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 
-from textual.app import App
-
-from tests.app.harness import settings, wait_for
+from tests.app.harness import ScreenHost, settings, wait_for
 from tui.app.fleet_messages import FleetRead
 from tui.app.lab_messages import ExperimentFinished, RunSaved
 from tui.app.screens.compare import CompareScreen
@@ -53,27 +51,15 @@ def session(batched_tokens: str, ttft_s: float, itl_s: float) -> dict:
     return {**run, "id": f"20260301-120000-probe-{batched_tokens}"}  # a run's id ends in random hex
 
 
-class Over(App):
-    """A host app with nothing but the screen under test."""
-
-    def __init__(self, screen) -> None:
-        super().__init__()
-        self._screen = screen
-
-    def on_mount(self) -> None:
-        self.theme = "textual-dark"
-        self.push_screen(self._screen)
-
-
 def test_before_and_after_a_flag_change(snap_compare):
     """Each figure with its change, interval and verdict; the flag that changed above them."""
     comparison = compare_runs(session("2048", 0.210, 0.0120), session("512", 0.160, 0.0070))
     screen = CompareScreen(comparison, "Session 1 (before the restart) against session 2 (now)")
-    assert snap_compare(Over(screen), terminal_size=(120, 40))
+    assert snap_compare(ScreenHost(screen), terminal_size=(120, 40))
 
 
 async def help_read(pilot) -> None:
-    await wait_for(pilot, lambda: "flags differ from the server's defaults" in str(
+    await wait_for(pilot, lambda: "from the server's defaults" in str(
         pilot.app.screen.query_one("#flags-defaults").render()), what="the server's defaults read")
 
 
@@ -81,7 +67,7 @@ def test_the_flag_editor_beside_the_servers_defaults(snap_compare):
     """A flag changed since the first start listed, each flag against vLLM's stated default, and what runs again."""
     now = FIRST.with_setting(Setting("max-num-batched-tokens", "512"))
     screen = FlagEditorScreen(now, FIRST, [(SENDS, "the last sends: 8 at once, long 2000"), (PROBE, "the probe")])
-    assert snap_compare(Over(screen), terminal_size=(120, 30), run_before=help_read)
+    assert snap_compare(ScreenHost(screen), terminal_size=(120, 30), run_before=help_read)
 
 
 def prompt_length_rows() -> list[dict]:
@@ -104,7 +90,7 @@ def test_an_experiment_done_with_its_chart_table_and_finding(snap_compare):
         await wait_for(pilot, lambda: "saved run" in str(screen.query_one("#experiment-message").render()),
                        what="the run saved")
 
-    assert snap_compare(Over(screen), terminal_size=(120, 40), run_before=finished)
+    assert snap_compare(ScreenHost(screen), terminal_size=(120, 40), run_before=finished)
 
 
 def fleet_row(n: int, role: str, running: float, waiting: float, kv: float, itl_p99_s: float) -> FleetRow:
@@ -137,7 +123,7 @@ def test_the_fleet_with_a_saturated_decode_pool(snap_compare, monkeypatch):
         await wait_for(pilot, lambda: screen.fleet is not None, what="the fleet shown")
 
     try:
-        assert snap_compare(Over(screen), terminal_size=(160, 30), run_before=read)
+        assert snap_compare(ScreenHost(screen), terminal_size=(160, 30), run_before=read)
     finally:
         monkeypatch.delenv("TZ")
         time.tzset()
