@@ -167,7 +167,7 @@ async def roofline_sweeps() -> None:
             await until(pilot, lambda: screen.lab.server_info is not None and screen.state.simulator_flags is not None)
             for key, vary in (("n", "concurrency"), ("p", "prompt-tokens")):
                 await pilot.press(key)
-                await until(pilot, lambda: vary in screen.swept, 180)
+                await until(pilot, lambda: vary in screen.lab.sessions.current.sweeps, 180)
                 await pilot.press("escape")
                 await until(pilot, lambda: app.screen is screen)
             done = len(screen.timings)
