@@ -312,6 +312,9 @@ class MainScreen(Screen):
         self.query_one(TimelinePane).toggle_view()
 
     def action_select_lane(self, step: int) -> None:
+        if not self.timings:
+            self.notify("no lane to select: the timeline is empty (1–5 send a prompt)", title="timeline")
+            return
         self.state.select(step)
         self.selected_back = self.state.selected_back
         self.diagnosis = self.state.diagnosis()

@@ -110,6 +110,7 @@ class RunsScreen(Screen[None]):
     def action_pick(self) -> None:
         table = self.query_one(DataTable)
         if not self.headers or table.cursor_row < 0:
+            self.notify("no run to pick: none is saved yet", severity="warning")
             return
         key = self.headers[table.cursor_row]["key"]
         picked = [r for r in self.picked if r != key]
