@@ -97,6 +97,8 @@ async def test_the_port_taken_while_the_simulator_was_down_is_said_and_r_starts_
 NEVER_HEALTHY = ("import sys, http.server as h; "
                  "h.HTTPServer(('127.0.0.1', int(sys.argv[2])), h.BaseHTTPRequestHandler).serve_forever()")
 """A server on `--port P` that answers every GET 501."""
+SLOW_START = "import runpy, sys, time; time.sleep(4); sys.argv[0] = 'phasetop'; runpy.run_module('tui', run_name='__main__')"
+"""`phasetop` after four seconds asleep: a server that is surely still starting when the test kills it."""
 
 
 def served_simulator(start_timeout_s: float) -> ServedCommand:
@@ -127,7 +129,8 @@ async def test_the_new_server_killed_while_it_starts_leaves_the_last_good_flags_
         app = PhasetopApp(settings(poll={"metrics_interval_s": 0.2}), served.url, save_runs=False, served=served)
         async with app.run_test(size=(120, 40)) as pilot:
             await wait_for(pilot, lambda: main_screen(app).lab.server_info is not None, 60)
-            changed = served.command.with_setting(Setting("max-num-seqs", "64"))
+            port = str(served.command.port)
+            changed = ServeCommand((sys.executable, "-c", SLOW_START, "sim", "--port", port, *ARGS, "--max-num-seqs", "64"))
             await restart_with(pilot, app, changed)
             starting = []
 
