@@ -114,6 +114,10 @@ async def test_rows_with_figures_and_the_saturated_named(loaded, size):
         # Pools and the fleet's merged p99s under it; a quantile on a bucket edge is a bound, as the CLI shows it.
         pools = text_of(screen, "#fleet-pools")
         assert "prefill pool (1): running" in pools and "decode pool (1): running" in pools
+        # Each pool's lines fit the pane, so none wraps on its own inside a figure ("6.5" over "tok/s").
+        width = screen.query_one("#fleet-pools").content_size.width
+        pool_lines = pools.split("fleet: TTFT")[0].rstrip("\n").split("\n")
+        assert all(len(line) <= width for line in pool_lines), f"wider than {width}: {pool_lines}"
         assert "fleet: TTFT p99 " in pools and "ITL p99 " in pools
         itl = fleet.merged["itl"]
         if itl.edges.get("p99") == "first":

@@ -319,13 +319,22 @@ class FleetScreen(Screen[None]):
         set_text(self.query_one("#fleet-callouts", Static), " · ".join(callouts) if callouts else
                  "no instance saturated (none waiting, KV under 90 %)" if rows else
                  "no serving instances: no target exports vLLM, SGLang, llama.cpp or TGI metrics, or none matches the filter")
-        lines = [pool_line(p) for p in fleet.pools]
+        self._show_pools(fleet)
+
+    def on_resize(self) -> None:
+        if self.fleet is not None:
+            self._show_pools(self.fleet)
+
+    def _show_pools(self, fleet: Fleet) -> None:
+        """The pools' lines (broken between figures at the pane's width), the merged p99s, the down and the GPUs."""
+        pools = self.query_one("#fleet-pools", Static)
+        lines = [pool_line(p, pools.content_size.width or None) for p in fleet.pools]
         lines += [line for line in (kv_transfer_line(fleet),) if line]
         lines.append(f"{merged_text(fleet)} (quantiles of the summed bucket rates, every instance together)")
-        lines += down_lines(rows)
+        lines += down_lines(sort_rows(fleet.instances, self.sort_column))
         if fleet.gpus:
             lines += ["", "GPUs (DCGM):", *(f"  {gpu_line(g)}" for g in sorted(fleet.gpus, key=lambda g: (g.host or "", g.gpu)))]
-        set_text(self.query_one("#fleet-pools", Static), "\n".join(lines))
+        set_text(pools, "\n".join(lines))
 
     def _cells(self, fleet: Fleet, row: FleetRow) -> dict[str, Text]:
         """The row's cells as Text (a str cell would be read as markup), its mark styled with the theme's colours."""

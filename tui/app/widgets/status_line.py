@@ -9,6 +9,7 @@ from textual.widgets import Static
 
 from tui.core.state.server_state import ServerState
 from tui.core.untrusted import one_line, without_credentials
+from tui.core.filled import filled
 
 
 class StatusLine(Static):
@@ -43,18 +44,7 @@ def describe(state: ServerState | None, width: int | None = None) -> str:
     if not config and state.max_model_len:
         config = f"max_model_len={state.max_model_len}"
     settings = [(setting, " " if n else " · ") for n, setting in enumerate(config.split())]
-    return _filled([(part, " · ") for part in _server_parts(state)] + settings, width)
-
-
-def _filled(pieces: list[tuple[str, str]], width: int | None) -> str:
-    """`pieces` (text, the separator before it) in lines no wider than `width` where each fits (None: one line)."""
-    lines: list[str] = []
-    for text, separator in pieces:
-        if lines and (width is None or len(lines[-1]) + len(separator) + len(text) <= width):
-            lines[-1] += separator + text
-        else:
-            lines.append(text)
-    return "\n".join(lines)
+    return filled([(part, " · ") for part in _server_parts(state)] + settings, width)
 
 
 def _server_parts(state: ServerState) -> list[str]:

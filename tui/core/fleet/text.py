@@ -14,6 +14,7 @@ from tui.core.fleet.instances import SATURATED_KV_USAGE, Fleet, FleetRow, Latenc
 from tui.core.fleet.gpus import FleetGpu
 from tui.core.fleet.promql import Matcher, parse_matcher
 from tui.core.untrusted import one_line
+from tui.core.filled import filled
 
 CELLS = ("instance", "role", "status", "run/wait", "KV", "TTFT p99", "ITL p99", "gen tok/s", "DRAM GB/s", "decode", "engine",
          "model", "host")
@@ -59,10 +60,13 @@ def row_cells(r: FleetRow) -> dict[str, str]:
             "decode": num(r.decode_pct_of_ceiling, ".0f", "%")}
 
 
-def pool_line(pool: Pool) -> str:
-    return (f"{one_line(pool.role, 20)} pool ({len(pool.instances)}): running {num(pool.running)}, waiting {num(pool.waiting)}, "
-            f"prompt {num(pool.prompt_tok_s, ',.0f')} tok/s, generation {num(pool.generation_tok_s, ',.1f')} tok/s, "
-            f"TTFT p99 {quantile_text(pool.ttft, 'p99')}, ITL p99 {quantile_text(pool.itl, 'p99')}")
+def pool_line(pool: Pool, width: int | None = None) -> str:
+    """The pool's figures, on lines of `width` broken only between figures (None: one line)."""
+    clauses = [f"{one_line(pool.role, 20)} pool ({len(pool.instances)}): running {num(pool.running)}",
+               f"waiting {num(pool.waiting)}", f"prompt {num(pool.prompt_tok_s, ',.0f')} tok/s",
+               f"generation {num(pool.generation_tok_s, ',.1f')} tok/s", f"TTFT p99 {quantile_text(pool.ttft, 'p99')}",
+               f"ITL p99 {quantile_text(pool.itl, 'p99')}"]
+    return filled([(clause + ("," if n < len(clauses) - 1 else ""), " ") for n, clause in enumerate(clauses)], width)
 
 
 def kv_transfer_line(fleet: Fleet) -> str | None:
