@@ -12,6 +12,7 @@ from textual.widgets import Label, Sparkline, Static
 
 from tui.app.widgets.history_plot import HistoryPlot, Line
 from tui.app.widgets.text import set_text
+from tui.core.filled import filled
 from tui.core.telemetry.metric_history import MetricHistory
 from tui.core.telemetry.readings import HistogramQuantiles, MetricsSnapshot, saturation_text
 
@@ -92,6 +93,13 @@ class MetricsPane(Vertical):
     def on_resize(self) -> None:
         size = self.content_size
         self.set_class(size.height >= CHART_MIN_ROWS and size.width >= CHART_MIN_COLUMNS, "-charts")
+        if self.snapshot is not None and not self.reason:  # (a reason is said on that line in its place)
+            self._show_extra(self.snapshot)
+
+    def _show_extra(self, snapshot: MetricsSnapshot) -> None:
+        """The line under the charts, broken between its figures at the pane's width."""
+        extra = self.query_one("#metrics-extra", Static)
+        set_text(extra, filled([(part, " · ") for part in _extra(snapshot)], extra.content_size.width or None))
 
     def watch_reason(self, reason: str | None) -> None:
         if reason:
@@ -113,7 +121,7 @@ class MetricsPane(Vertical):
             self.query_one(f"#spark-{key}", Sparkline).data = self._sparkline(key)
         for cell, _ in CELLS:  # a hidden chart only keeps its lines: it draws them when shown
             self.query_one(f"#chart-{cell}", HistoryPlot).show(self._lines[cell], self.history.newest_t)
-        set_text(self.query_one("#metrics-extra", Static), _extra(snapshot))
+        self._show_extra(snapshot)
         subtitle = window_text(snapshot.window_s)
         if subtitle != self.border_subtitle:  # Textual repaints the pane on every assignment, equal or not
             self.border_subtitle = subtitle
@@ -185,7 +193,8 @@ def _count(value: float | None) -> str:
     return "–" if value is None else f"{value:.0f}"
 
 
-def _extra(snapshot: MetricsSnapshot) -> str:
+def _extra(snapshot: MetricsSnapshot) -> list[str]:
+    """The scrape's other figures, each whole: prefix-cache hits, preemptions, decode and prompt tok/s."""
     parts = []
     if snapshot.prefix_cache_hit_rate is not None:
         parts.append(f"prefix-cache hits {snapshot.prefix_cache_hit_rate:.0%}")
@@ -197,4 +206,4 @@ def _extra(snapshot: MetricsSnapshot) -> str:
         parts.append(f"decode {snapshot.generation_tok_s:,.0f} tok/s")
     if snapshot.prompt_tok_s is not None:
         parts.append(f"prompt {snapshot.prompt_tok_s:,.0f} tok/s")
-    return " · ".join(parts)
+    return parts
