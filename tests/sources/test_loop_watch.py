@@ -42,8 +42,8 @@ async def test_a_busy_meter_records_a_busy_interval():
     assert watch.busy and all(pct >= 25.0 and stop > start for start, stop, pct in watch.busy)
 
 
-async def test_judge_marks_the_gaps_read_in_a_stall_and_a_late_first_chunk():
-    watch = LoopWatch(asyncio.get_running_loop())
+async def stalled_reads(watch: LoopWatch) -> RequestTiming:
+    """Six reads: 20 ms after the send, three 5 ms apart, one after a block of the loop, one 20 ms later."""
     with watch.watching():
         sent = now_unix()
         await asyncio.sleep(0.02)
@@ -55,10 +55,21 @@ async def test_judge_marks_the_gaps_read_in_a_stall_and_a_late_first_chunk():
         offsets.append(now_unix() - sent)  # read right after the stall: the gap before it is the meter's
         await asyncio.sleep(0.02)
         offsets.append(now_unix() - sent)
-        timing = watch.judge(RequestTiming(ok=True, t_sent_unix=sent, token_offsets_s=tuple(offsets)))
+        return watch.judge(RequestTiming(ok=True, t_sent_unix=sent, token_offsets_s=tuple(offsets)))
+
+
+@pytest.mark.timing  # "read in time": on a loaded box the 20 ms sleep before the first read can itself run late
+async def test_a_first_chunk_read_in_time_leaves_the_request_unmarked():
+    timing = await stalled_reads(LoopWatch(asyncio.get_running_loop()))
+    assert 3 in timing.client_gaps
+    assert timing.burst is None
+
+
+async def test_judge_marks_the_gaps_read_in_a_stall_and_a_late_first_chunk():
+    watch = LoopWatch(asyncio.get_running_loop())
+    timing = await stalled_reads(watch)
     assert 3 in timing.client_gaps  # chunk 3 → 4 spans the block
-    assert len(timing.itl_s) == len(offsets) - 1 - len(timing.client_gaps)
-    assert timing.burst is None  # its first chunk was read in time
+    assert len(timing.itl_s) == len(timing.token_offsets_s) - 1 - len(timing.client_gaps)
 
     with watch.watching():
         sent = now_unix()
