@@ -82,6 +82,13 @@ def busy(fleet) -> bool:
             and any(r.host == "127.0.0.3" and r.saturated for r in fleet.instances))
 
 
+def pools_fit(screen) -> bool:
+    """Each pool's lines fit the pane, so none wraps on its own inside a figure ("6.5" over "tok/s")."""
+    width = screen.query_one("#fleet-pools").content_size.width
+    pool_lines = text_of(screen, "#fleet-pools").split("fleet: TTFT")[0].rstrip("\n").split("\n")
+    return all(len(line) <= width for line in pool_lines)
+
+
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 async def test_rows_with_figures_and_the_saturated_named(loaded, size):
     app, screen = fleet_app(loaded.prometheus_url)
@@ -115,9 +122,7 @@ async def test_rows_with_figures_and_the_saturated_named(loaded, size):
         pools = text_of(screen, "#fleet-pools")
         assert "prefill pool (1): running" in pools and "decode pool (1): running" in pools
         # Each pool's lines fit the pane, so none wraps on its own inside a figure ("6.5" over "tok/s").
-        width = screen.query_one("#fleet-pools").content_size.width
-        pool_lines = pools.split("fleet: TTFT")[0].rstrip("\n").split("\n")
-        assert all(len(line) <= width for line in pool_lines), f"wider than {width}: {pool_lines}"
+        assert pools_fit(screen), text_of(screen, "#fleet-pools")
         assert "fleet: TTFT p99 " in pools and "ITL p99 " in pools
         itl = fleet.merged["itl"]
         if itl.edges.get("p99") == "first":
@@ -127,6 +132,8 @@ async def test_rows_with_figures_and_the_saturated_named(loaded, size):
         title = text_of(screen, "#fleet-title")
         assert "3 instances" in title and "sort: instance A→Z" in title
         assert not screen.query_one("#fleet-error").has_class("-shown")
+        await pilot.resize_terminal(80, 24)  # narrowed: the pools break again at the new width
+        await until(pilot, lambda: pools_fit(screen), "the pools' lines fitting 80 columns")
         print(f"{size}: read and shown in {screen.read_to_shown_s:.2f} s (the read itself {fleet.read_s:.2f} s)")
 
 

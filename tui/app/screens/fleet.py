@@ -322,8 +322,8 @@ class FleetScreen(Screen[None]):
         self._show_pools(fleet)
 
     def on_resize(self) -> None:
-        if self.fleet is not None:
-            self._show_pools(self.fleet)
+        if self.fleet is not None:  # once the pools' pane has its new width
+            self.call_after_refresh(self._show_pools, self.fleet)
 
     def _show_pools(self, fleet: Fleet) -> None:
         """The pools' lines (broken between figures at the pane's width), the merged p99s, the down and the GPUs."""

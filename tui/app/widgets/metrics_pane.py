@@ -94,7 +94,7 @@ class MetricsPane(Vertical):
         size = self.content_size
         self.set_class(size.height >= CHART_MIN_ROWS and size.width >= CHART_MIN_COLUMNS, "-charts")
         if self.snapshot is not None and not self.reason:  # (a reason is said on that line in its place)
-            self._show_extra(self.snapshot)
+            self.call_after_refresh(self._show_extra, self.snapshot)
 
     def _show_extra(self, snapshot: MetricsSnapshot) -> None:
         """The line under the charts, broken between its figures at the pane's width."""
