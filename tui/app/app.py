@@ -67,7 +67,7 @@ class PhasetopApp(App[None]):
         """A UI that started without the terminal's focus (a browser tab not yet focused) gave no pane the focus
         and drew no keys in the footer, and a key or click brings the focus back without redrawing them: so on its
         return the first pane takes the focus where none has it, and the footer draws the keys."""
-        if not focused:
+        if not focused or not self.screen_stack:  # (none while the app starts or quits)
             return
         if self.screen.focused is None:
             self.screen.focus_next()
