@@ -24,12 +24,7 @@ def follow_simulator(simulator: SimulatorProcess, post: Callable[[Message], obje
 
 def restart_simulator(simulator: SimulatorProcess, post: Callable[[Message], object]) -> None:
     """Start it again on its old port (blocking: run in a thread): the URL, the client and the host sampler all stay right."""
-    try:
-        simulator.restart()
-    except SimulatorError as error:
-        post(SimulatorRestarted(str(error)))
-    else:
-        post(SimulatorRestarted())
+    _started_again(simulator.restart, post)
 
 
 def restart_served(served: ServedProcess, command: ServeCommand, post: Callable[[Message], object]) -> None:
@@ -50,9 +45,14 @@ def restart_served(served: ServedProcess, command: ServeCommand, post: Callable[
 
 def start_served_again(served: ServedProcess, post: Callable[[Message], object]) -> None:
     """Start the served command's last good flags again (blocking: run in a thread), once it exited."""
+    _started_again(lambda: served.start_again(on_wait=lambda s, line: post(ServedProgress(s, line))), post)
+
+
+def _started_again(start: Callable[[], None], post: Callable[[Message], object]) -> None:
+    """Run `start` and post whether the server came back (`SimulatorRestarted`, with why not)."""
     try:
-        served.start_again(on_wait=lambda s, line: post(ServedProgress(s, line)))
-    except ServerStartError as error:
+        start()
+    except (SimulatorError, ServerStartError) as error:
         post(SimulatorRestarted(str(error)))
     else:
         post(SimulatorRestarted())

@@ -176,9 +176,7 @@ class FlagEditorScreen(ModalScreen[RestartRequest | None]):
         else:
             pieces.append(f"none of the {len(flags)} flags given differs from the server's defaults")
         if differ and same:
-            pieces.append(" · as its defaults: ")
-        if differ:
-            pieces += _listed(same, "$text-muted")
+            pieces += [" · as its defaults: ", *_listed(same, "$text-muted")]
         return Content.assemble(*pieces)
 
 
