@@ -154,9 +154,12 @@ class SimulatorProcess:
 
     def _pump(self, process: subprocess.Popen, lines: queue.Queue) -> None:
         """Hand stdout lines to the starter and keep draining (the child never blocks on a full pipe); at EOF
-        the child is gone or going: reap it, and report it if nobody stopped it."""
+        the child is gone or going: reap it, and report it if it had started and nobody stopped it (one that never
+        said it was ready is the starter's failure to raise, not an exit)."""
+        ready = False
         try:
             for line in iter(process.stdout.readline, b""):
+                ready = ready or line.startswith(READY_PREFIX.encode())
                 lines.put(line)
                 if line.strip():
                     self._last_stdout = line.decode(errors="replace").strip()
@@ -164,7 +167,7 @@ class SimulatorProcess:
             pass
         lines.put(b"")
         process.wait()
-        if process is self.process and not self._stopping and self.on_exit is not None:
+        if ready and process is self.process and not self._stopping and self.on_exit is not None:
             self.on_exit(self.exit_line())
 
     def __enter__(self) -> "SimulatorProcess":
