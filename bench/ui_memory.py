@@ -62,7 +62,7 @@ def timing(t_sent: float, rng: random.Random, tokens: int) -> RequestTiming:
         offsets.append(t)
         t += 0.005 * (0.8 + 0.4 * rng.random())
     return RequestTiming(ok=True, t_sent_unix=t_sent, token_offsets_s=tuple(offsets), prompt_tokens=200,
-                         output_tokens=tokens, token_positions=tuple(range(tokens)),
+                         output_tokens=tokens,
                          server_split=ServerSplit(prefill_s=0.015, decode_s=t - 0.02, prompt_tokens=200, output_tokens=tokens),
                          text=WORD * tokens)
 

@@ -15,9 +15,9 @@ from tui.cli.main import main
 
 REQUEST_KEYS = {
     "ok", "error", "prompt_tokens", "output_tokens", "connect_s", "ttft_s", "e2e_s", "tpot_s", "decode_tok_s",
-    "prefill_tok_s", "itl_s", "t_sent_unix", "token_offsets_s", "server_split",
+    "prefill_tok_s", "itl_s", "t_sent_unix", "token_offsets_s", "server_split", "chunk_gaps_s", "tokens_per_chunk",
 }
-SUMMARY_KEYS = {"bursts_excluded", "ttft_s", "itl_s", "tpot_s", "e2e_s", "decode_tok_s", "prefill_tok_s"}
+SUMMARY_KEYS = {"bursts_excluded", "ttft_s", "itl_s", "chunk_gaps_s", "tpot_s", "e2e_s", "decode_tok_s", "prefill_tok_s"}
 SECRET = "sk-never-show-this-7f3a9c"
 
 
@@ -78,7 +78,7 @@ def test_prompt_text_is_sent_as_given(server, capsys):
     code, _, err = probe(capsys, "--url", server.url, "--prompt", "tell me a story", "--json")
     assert code == 0, err
     assert server.log[-1].body["prompt"] == "tell me a story"
-    assert server.log[-1].body["stream_options"] == {"include_usage": True}
+    assert server.log[-1].body["stream_options"] == {"include_usage": True, "continuous_usage_stats": True}
 
 
 def _free_port() -> int:

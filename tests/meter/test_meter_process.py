@@ -80,7 +80,7 @@ async def test_two_meters_share_the_streams_and_every_record_is_whole(sim_url):
         meters.close()
     assert in_flight == [4, 4], "the least busy meter takes each stream"
     # (a chunk per token; a few tokens end inside a UTF-8 sequence and carry no text, as vLLM sends them)
-    assert all(t.ok and t.output_tokens == 16 and t.token_positions[-1] == 15 for t in timings)
+    assert all(t.ok and t.output_tokens == 16 and t.token_ends[-1] == 15 for t in timings)
     assert len({t.t_sent_unix for t in timings}) == 8
 
 

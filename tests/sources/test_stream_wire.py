@@ -119,4 +119,7 @@ def test_routes_follow_the_spec_table(api, chat, path):
     route = route_for(StreamRequest(api, "m", "hi", 5, chat))
     assert route.path == path
     if path.startswith("/v1/"):
-        assert route.body["stream_options"] == {"include_usage": True}
+        # usage on every chunk counts the tokens each carried; a server refusing unknown fields: --allow-eos
+        assert route.body["stream_options"] == {"include_usage": True, "continuous_usage_stats": True}
+        loose = route_for(StreamRequest(api, "m", "hi", 5, chat, exact_length=False))
+        assert loose.body["stream_options"] == {"include_usage": True}

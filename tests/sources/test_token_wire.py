@@ -40,7 +40,7 @@ async def test_256_concurrent_streams_against_the_simulator_all_complete_with_th
     assert [t.error for t in timings if not t.ok] == []
     assert {t.output_tokens for t in timings} == {16}, "usage says every stream got all its tokens"
     # Every token came as its own event (a few carry empty text, as vLLM's do mid-UTF-8): all were read.
-    assert all(t.token_positions is not None and t.token_positions[-1] == 15 for t in timings)
+    assert all(t.token_ends is not None and t.token_ends[-1] == 15 for t in timings)
     assert all(t.ttft_s > 0 and list(t.token_offsets_s) == sorted(t.token_offsets_s) for t in timings)
     assert opened == STREAMS, "the warm-up opened one connection per stream and the streams reused them"
     assert all(t.connect_s == connect_s for t in timings), "no stream opened a connection of its own"

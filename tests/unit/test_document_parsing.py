@@ -109,12 +109,23 @@ def test_ollama_and_llamacpp_odd_shapes_name_the_field(reader, chunk, message):
 
 def test_well_formed_chunks_still_read_as_before():
     tally = Tally()
-    assert read_openai({"choices": [{"delta": {"role": "assistant"}}]}, tally) == "" and tally.token_events == 0
-    assert read_openai({"choices": [{"delta": {"content": "Hi"}}]}, tally) == "Hi" and tally.token_events == 1
-    assert read_openai({"choices": [{"text": None}]}, tally) == "" and tally.token_events == 1
+    assert read_openai({"choices": [{"delta": {"role": "assistant"}}]}, tally) == "" and tally.tokens_carried == 0
+    assert read_openai({"choices": [{"delta": {"content": "Hi"}}]}, tally) == "Hi" and tally.tokens_carried == 1
+    assert read_openai({"choices": [{"text": None}]}, tally) == "" and tally.tokens_carried == 1
     read_openai({"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 2,
                                           "prompt_tokens_details": {"cached_tokens": 4}}}, tally)
     assert (tally.prompt_tokens, tally.output_tokens, tally.cached_tokens) == (9, 2, 4)
+    assert not tally.counted_by_usage, "usage with no choices counts no chunk's tokens"
+
+
+def test_per_chunk_usage_counts_the_tokens_each_chunk_carried():
+    tally = Tally()
+    role = {"choices": [{"delta": {"role": "assistant", "content": ""}}], "usage": {"prompt_tokens": 9, "completion_tokens": 0}}
+    assert read_openai(role, tally) == "" and tally.tokens_carried == 0
+    assert read_openai({"choices": [{"text": "abc"}], "usage": {"prompt_tokens": 9, "completion_tokens": 3}}, tally) == "abc"
+    assert tally.tokens_carried == 3 and tally.counted_by_usage
+    assert read_openai({"choices": [{"text": ""}], "usage": {"prompt_tokens": 9, "completion_tokens": 4}}, tally) == ""
+    assert tally.tokens_carried == 4, "an empty text is a token when the server counts it"
 
 
 @pytest.mark.parametrize(("parse", "body", "message"), [

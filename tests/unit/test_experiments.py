@@ -154,12 +154,13 @@ def test_context_rows_read_the_window_of_gaps_ending_at_each_position():
     assert line.startswith("ITL +17 % from token 300 to 1,000 (4.17 → 4.87 ms, sure: [+0.")
 
 
-def test_context_rows_count_token_positions_where_a_token_came_with_no_text():
-    # 5 ms steps; every 10th token is sent with empty text, so its step shows as a 10 ms gap before the next chunk
+def test_context_rows_count_token_positions_where_a_chunk_carried_two_tokens():
+    # 5 ms steps; every 10th token comes in one chunk with the next, so that chunk comes 10 ms after the last
     prompt = 32
     positions = [i for i in range(1100) if i % 10 != 9]
+    sizes = (1, *(b - a for a, b in zip(positions, positions[1:])))
     timing = RequestTiming(ok=True, t_sent_unix=0.0, token_offsets_s=tuple(0.005 * i for i in positions),
-                           output_tokens=1100, token_positions=tuple(positions))
+                           output_tokens=sum(sizes), tokens_per_chunk=sizes)
     rows = context_rows([544, 1056], [timing], prompt)
     assert [r["n"] for r in rows] == [CONTEXT_WINDOW, CONTEXT_WINDOW]  # chunk counts would leave 1,056 short
     assert rows[1]["itl_mean_s"] == pytest.approx(0.005) and rows[1]["itl_p50_s"] == pytest.approx(0.005)

@@ -65,7 +65,7 @@ def test_a_lane_with_no_token_shows_its_send_and_the_typical_count_is_at_least_o
     cells = lane_cells((), None, None, 0.5, (), None, ok=True, burst=False, x_min=0.0, x_max=1.0, cells=10, per_cell=1.0)
     assert [cell.kind for cell in cells].count(SENT) == 1 and cells[5].kind == SENT
     assert tokens_per_cell([], 0.0, 0.1, 10) == 1.0
-    assert tokens_per_cell([[0.01, 0.11, 0.12, 0.13, 0.21, 0.22, 0.23, 0.31]], 0.0, 0.1, 10) == 3
+    assert tokens_per_cell([([0.01, 0.11, 0.12, 0.13, 0.21, 0.22, 0.23, 0.31], None)], 0.0, 0.1, 10) == 3
 
 
 def test_axis_ticks_step_by_one_two_five():

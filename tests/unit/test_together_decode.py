@@ -28,7 +28,7 @@ def test_the_stretch_leaves_out_the_step_the_second_stream_prefilled_in():
 
 
 def test_a_batch_steps_together_so_streams_whose_tokens_cannot_be_placed_count_at_the_others_rate():
-    two_a_chunk = stream(TICKS[::2], output_tokens=21, token_positions=tuple(range(0, 21, 2)))  # every 10 ms
+    two_a_chunk = stream(TICKS[::2], output_tokens=21, tokens_per_chunk=(1, *[2] * 10))  # every 10 ms
     assert together_decode_tok_s([two_a_chunk, SECOND]) == pytest.approx(400)
     unmatched = stream([0.010, *TICKS[:17:2]], output_tokens=18)  # 10 chunks, 18 tokens, no positions: which when?
     late = stream(TICKS, burst="its first chunk was read late")

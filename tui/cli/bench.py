@@ -26,6 +26,7 @@ from tui.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, emit_json
 from tui.cli.runs_common import add_runs_options, save_run_from_cli
 from tui.config import Settings
 from tui.core.measure.delivery import burst_line
+from tui.core.measure.records import chunking_line
 from tui.core.measure.load_steps import LoadProgress
 from tui.core.untrusted import redact_all
 from tui.runs_store import write_atomic
@@ -96,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
         "peak_in_flight": result.peak_in_flight,
         "bursts": sum(1 for r in requests if r.burst),
         "bursts_note": delivery,
+        "chunking_note": chunking_line(requests),
         "error": error,
         "requests": [r.to_json() for r in requests],
     })
@@ -105,6 +107,8 @@ def run(args: argparse.Namespace) -> int:
         say(_table(server, args, figures))
     if delivery:
         note(f"bench: {delivery}")
+    if chunking := chunking_line(requests):
+        note(f"bench: {chunking}")
     if measured.run is not None:
         save_run_from_cli(args, settings, measured.run)
     if args.save:

@@ -21,7 +21,7 @@ from tui.config import Settings
 from tui.core.measure.delivery import DELIVERY_NOT_GENERATION, burst_line, flag_bursts
 from tui.core.measure.reconcile import reconcile
 from tui.core.telemetry.promstats import cached_prompt_tokens
-from tui.core.measure.records import RequestTiming, mark_cold, summarize_requests, with_cached_from_metrics
+from tui.core.measure.records import RequestTiming, chunking_line, mark_cold, summarize_requests, with_cached_from_metrics
 from tui.core.runs.run_record import new_run
 from tui.core.measure.stats import summarize
 from tui.sources import loop
@@ -224,6 +224,8 @@ def _table(server: ServerInfo, requests: list[RequestTiming]) -> str:
         lines += ["", f"over {len(done)} requests: TTFT p50 {_num(_ms(ttft['p50']), 1)} ms, p99 {_num(_ms(ttft['p99']), 1)} ms; "
                   f"decode p50 {_num(decode['p50'], 1)} tok/s"]
     if line := burst_line(requests):
+        lines += ["", line]
+    if line := chunking_line(requests):
         lines += ["", line]
     lines += _reconciled_lines(requests)
     if any(r.server_split and r.server_split.cached_from_metrics for r in requests):

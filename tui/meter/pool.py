@@ -20,6 +20,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 
+from tui.core.measure.chunk_tokens import compact, joined
 from tui.core.measure.records import RequestTiming
 from tui.meter.link import LoopSink, MeterEnded, MeterLink
 from tui.meter.protocol import FRAME_S, Finished, LaneFrame, Stream, WarmedUp, WarmUp, raised
@@ -129,6 +130,7 @@ class RemoteMeter:
         offsets: list[float] = []
         texts: list[str] = []
         gaps: list[int] = []
+        sizes: list[int] | None = None
         ended = False
         try:
             while True:
@@ -137,11 +139,12 @@ class RemoteMeter:
                     if sent is None and event.t_sent_unix is not None:
                         sent = event.t_sent_unix
                         yield RequestSent(sent)
-                    if event.offsets_s:
+                    if event.offsets_s or event.text:
+                        sizes = joined(sizes, len(offsets), event.tokens_per_chunk, len(event.offsets_s))
                         offsets.extend(event.offsets_s)
                         texts.append(event.text)
                         gaps.extend(event.client_gaps)
-                        yield ChunksArrived(event.offsets_s, event.text, event.client_gaps)
+                        yield ChunksArrived(event.offsets_s, event.text, event.client_gaps, event.tokens_per_chunk)
                 elif isinstance(event, Finished):
                     ended = True
                     yield RequestFinished(event.timing)
@@ -149,7 +152,8 @@ class RemoteMeter:
                 elif isinstance(event, MeterEnded):
                     ended = True
                     yield RequestFinished(RequestTiming(ok=False, t_sent_unix=sent if sent is not None else now_unix(),
-                                                        token_offsets_s=tuple(offsets), error=event.reason,
+                                                        token_offsets_s=tuple(offsets), tokens_per_chunk=compact(sizes),
+                                                        error=event.reason,
                                                         text="".join(texts), client_gaps=tuple(gaps)))
                     return
         finally:

@@ -110,6 +110,8 @@ class LaneFrame:
     text: str
     client_gaps: tuple[int, ...]
     """Gaps found to be the meter's own since the last frame (the final record has them all)."""
+    tokens_per_chunk: tuple[int, ...] | None = None
+    """The tokens each new chunk carried; None: one each."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ import signal
 import sys
 from collections.abc import Callable
 
+from tui.core.measure.chunk_tokens import joined
 from tui.core.measure.gaps import read_lateness, theirs
 from tui.core.untrusted import one_line
 from tui.meter.protocol import (FRAME_S, Cancel, Failed, Finished, Frame, Frames, Hello, LaneFrame, OpenServer, Stream,
@@ -31,11 +32,13 @@ READ_BYTES = 1 << 16
 class _News:
     """One stream's chunks since its last frame, and where its reads stood (for the meter's own gaps)."""
 
-    __slots__ = ("sent", "offsets", "texts", "told", "sent_told", "last_read", "last_late")
+    __slots__ = ("sent", "offsets", "sizes", "texts", "told", "sent_told", "last_read", "last_late")
 
     def __init__(self) -> None:
         self.sent: float | None = None
         self.offsets: list[float] = []
+        self.sizes: list[int] | None = None
+        """The tokens of each new chunk, once one carried other than one (`chunk_tokens.joined`)."""
         self.texts: list[str] = []
         self.told = 0
         """Chunks already reported."""
@@ -58,9 +61,10 @@ class _News:
             first_gap = self.told - len(before)  # the gap from the last read reported to the first new one
             gaps = tuple(first_gap + k for k in range(len(late) - 1) if theirs(times[k + 1] - times[k], late[k], late[k + 1]))
             self.last_read, self.last_late = reads[-1], late[-1]
-        frame = LaneFrame(job, self.sent, tuple(self.offsets), "".join(self.texts), gaps)
+        frame = LaneFrame(job, self.sent, tuple(self.offsets), "".join(self.texts), gaps,
+                          tuple(self.sizes) if self.sizes is not None else None)
         self.told += len(self.offsets)
-        self.offsets, self.texts, self.sent_told = [], [], True
+        self.offsets, self.sizes, self.texts, self.sent_told = [], None, [], True
         return frame
 
 
@@ -122,6 +126,7 @@ class MeterService:
         try:
             async for event in self._meters[command.server].stream(command.request, command.connect_s, command.text):
                 if isinstance(event, ChunksArrived):
+                    news.sizes = joined(news.sizes, len(news.offsets), event.tokens_per_chunk, len(event.offsets_s))
                     news.offsets.extend(event.offsets_s)
                     if event.text:
                         news.texts.append(event.text)

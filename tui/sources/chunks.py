@@ -25,9 +25,12 @@ class Tally:
     output_tokens: int | None = None
     cached_tokens: int | None = None
     split: ServerSplit | None = None
-    token_events: int = 0
-    """Chunks that each carried one generated token, text or not (vLLM sends an empty text for a token that
-    ends inside a UTF-8 sequence); equal to the usage count when the server streams one event per token."""
+    tokens_carried: int = 0
+    """Tokens the chunks read so far carried, text or not (vLLM sends an empty text for a token that ends inside a
+    UTF-8 sequence): the server's per-chunk usage where it sends one (`counted_by_usage`), else one a token event."""
+    counted_by_usage: bool = False
+    """True once a chunk carrying choices came with usage: the server counts each chunk's tokens itself (vLLM's
+    `continuous_usage_stats`), so a chunk of several tokens (`--stream-interval`, speculation) is counted right."""
     completion_id: str | None = None
     """The answer's `id` (OpenAI's completion id), as the server's trace span names the request."""
     error: str | None = None
@@ -49,8 +52,7 @@ def read_openai(chunk: dict, tally: Tally) -> str:
     if tally.completion_id is None and isinstance(completion_id := chunk.get("id"), str):
         tally.completion_id = one_line(completion_id)
     usage = chunk.get("usage")
-    if usage:
-        _read_usage(usage, tally)
+    counted = bool(usage) and _read_usage(usage, tally)
     if timings := chunk.get("timings"):
         tally.split = _llamacpp_split(timings, tally)
     if (metrics := chunk.get("metrics")) and isinstance(metrics, dict):
@@ -58,6 +60,9 @@ def read_openai(chunk: dict, tally: Tally) -> str:
     choices = chunk.get("choices")
     if not choices:
         return ""
+    if counted:  # the server's own count of the tokens so far, this chunk's included
+        tally.counted_by_usage = True
+        tally.tokens_carried = tally.output_tokens or 0
     try:
         choice = choices[0]
         if "text" in choice:
@@ -66,7 +71,8 @@ def read_openai(chunk: dict, tally: Tally) -> str:
                 return ""
             if not isinstance(text, str):
                 raise malformed("choices[0].text", text, "a string")
-            tally.token_events += 1
+            if not counted:
+                tally.tokens_carried += 1
             return text
         delta = choice.get("delta")
         if not delta:
@@ -77,8 +83,8 @@ def read_openai(chunk: dict, tally: Tally) -> str:
         raise _misshapen(choices) from None
     if not isinstance(text, str):
         raise malformed(f"choices[0].delta.{_first_set(delta, TEXT_KEYS)}", text, "a string")
-    if text or ("role" not in delta and any(k in delta for k in TEXT_KEYS)):
-        tally.token_events += 1  # the role-only first delta of a chat stream carries no token
+    if not counted and (text or ("role" not in delta and any(k in delta for k in TEXT_KEYS))):
+        tally.tokens_carried += 1  # the role-only first delta of a chat stream carries no token
     return text
 
 
@@ -99,20 +105,22 @@ def read_ollama(chunk: dict, tally: Tally) -> str:
         text = chunk.get("response") or chunk.get("thinking") or ""
         if not isinstance(text, str):
             raise malformed(_first_set(chunk, ("response", "thinking")), text, "a string")
-    if chunk.get("done"):
-        tally.done = True
-        # Ollama omits zero counters (omitempty): zero means absent.
-        prompt_n = _count(chunk.get("prompt_eval_count"), "prompt_eval_count") or None
-        output_n = _count(chunk.get("eval_count"), "eval_count") or None
-        tally.prompt_tokens, tally.output_tokens = prompt_n, output_n
-        tally.split = ServerSplit(
-            prefill_s=_ns(chunk.get("prompt_eval_duration")),
-            decode_s=_ns(chunk.get("eval_duration")),
-            prompt_tokens=prompt_n,
-            output_tokens=output_n,
-            load_s=_ns(chunk.get("load_duration")),
-            decode_spans_first_token=True,
-        )
+    if not chunk.get("done"):
+        tally.tokens_carried += 1  # an object a token, text or not; the last (`done`) carries the counters
+        return text
+    tally.done = True
+    # Ollama omits zero counters (omitempty): zero means absent.
+    prompt_n = _count(chunk.get("prompt_eval_count"), "prompt_eval_count") or None
+    output_n = _count(chunk.get("eval_count"), "eval_count") or None
+    tally.prompt_tokens, tally.output_tokens = prompt_n, output_n
+    tally.split = ServerSplit(
+        prefill_s=_ns(chunk.get("prompt_eval_duration")),
+        decode_s=_ns(chunk.get("eval_duration")),
+        prompt_tokens=prompt_n,
+        output_tokens=output_n,
+        load_s=_ns(chunk.get("load_duration")),
+        decode_spans_first_token=True,
+    )
     return text
 
 
@@ -126,7 +134,7 @@ def read_llamacpp(chunk: dict, tally: Tally) -> str:
         raise malformed("content", text, "a string")
     if not chunk.get("stop"):
         if "content" in chunk:
-            tally.token_events += 1
+            tally.tokens_carried += 1
         return text
     tally.done = True
     if prompt_n := _count(chunk.get("tokens_evaluated"), "tokens_evaluated"):
@@ -169,23 +177,25 @@ def _count(value: object, field: str) -> int | None:
     raise malformed(field, value, "a count (a whole number, 0 or more)")
 
 
-def _read_usage(usage: object, tally: Tally) -> None:
+def _read_usage(usage: object, tally: Tally) -> bool:
+    """Into the tally; False for a usage that counts nothing (and is left out)."""
     if not isinstance(usage, dict):
         raise malformed("usage", usage, "an object")
     prompt_n = _count(usage.get("prompt_tokens"), "usage.prompt_tokens")
     output_n = _count(usage.get("completion_tokens"), "usage.completion_tokens")
     # Ollama's /v1/completions puts zero usage on every chunk; only the last, real one counts.
     if not prompt_n and not output_n:
-        return
+        return False
     tally.prompt_tokens, tally.output_tokens = prompt_n, output_n
     details = usage.get("prompt_tokens_details")
     if not details:
-        return
+        return True
     if not isinstance(details, dict):
         raise malformed("usage.prompt_tokens_details", details, "an object")
     cached_n = _count(details.get("cached_tokens"), "usage.prompt_tokens_details.cached_tokens")
     if cached_n is not None:
         tally.cached_tokens = cached_n
+    return True
 
 
 def _llamacpp_split(timings: object, tally: Tally) -> ServerSplit:

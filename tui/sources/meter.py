@@ -31,6 +31,12 @@ class ChunksArrived:
     """Their text, when it was asked for."""
     client_gaps: tuple[int, ...] = ()
     """Gaps found to be the client's so far (a meter process says as it goes; the final record has them all)."""
+    tokens_per_chunk: tuple[int, ...] | None = None
+    """The tokens each carried; None: one each (`chunk_tokens`)."""
+
+    @property
+    def tokens(self) -> int:
+        return sum(self.tokens_per_chunk) if self.tokens_per_chunk is not None else len(self.offsets_s)
 
 
 MeterEvent = RequestSent | ChunksArrived | RequestFinished
@@ -66,7 +72,12 @@ class LocalMeter:
             async with aclosing(stream(self.client, request, connect_s)) as events:
                 async for event in events:
                     if isinstance(event, ChunkArrived):
-                        yield ChunksArrived((event.offset_s,), event.text if text else "")
+                        if event.tokens == 1:
+                            yield ChunksArrived((event.offset_s,), event.text if text else "")
+                        elif event.tokens:
+                            yield ChunksArrived((event.offset_s,), event.text if text else "", (), (event.tokens,))
+                        elif text:  # text that carried no token of its own
+                            yield ChunksArrived((), event.text)
                     elif isinstance(event, RequestFinished):
                         yield RequestFinished(watch.judge(event.timing))
                     else:

@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 import orjson
 
+from tui.core.measure.chunk_tokens import settled
 from tui.core.measure.records import RequestTiming, ServerSplit
 from tui.core.measure.sse import SSE_DONE, LineSplitter, sse_field
 from tui.core.untrusted import one_line
@@ -47,13 +48,16 @@ class StreamRequest:
 
 
 class ChunkArrived(NamedTuple):
-    """A chunk of generated text arrived `offset_s` seconds after the request was sent. Untrusted text.
+    """A chunk arrived `offset_s` seconds after the request was sent, carrying `tokens` generated tokens (0 for text
+    alone, several for a speculative step's or a stream interval's) and their text (untrusted; empty for a token whose
+    bytes the server holds back).
 
     A named tuple, not a frozen dataclass: one is made per token, and it is a quarter cheaper to make
     (0.40 against 0.55 µs here)."""
 
     offset_s: float
     text: str
+    tokens: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,8 +108,10 @@ def route_for(request: StreamRequest) -> _Route:
     }
     if request.exact_length:
         # vLLM and SGLang read both, llama.cpp reads ignore_eos; most servers ignore fields they do not know
-        # (one that refuses them: --allow-eos leaves them out).
-        body |= {"ignore_eos": True, "min_tokens": request.max_tokens}
+        # (one that refuses them: --allow-eos leaves them out). Usage on every chunk counts the tokens each carried
+        # (several with --stream-interval or speculation: chunk_tokens.py).
+        body |= {"ignore_eos": True, "min_tokens": request.max_tokens,
+                 "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
     if request.chat:
         return _Route("/v1/chat/completions", body | {"messages": [{"role": "user", "content": request.prompt}]}, True, read_openai)
     return _Route("/v1/completions", body | {"prompt": request.prompt}, True, read_openai)
@@ -139,7 +145,7 @@ async def stream(client: ServerClient, request: StreamRequest, connect_s: float 
     tally = Tally()
     offsets: list[float] = []
     texts: list[str] = []
-    positions: list[int] = []
+    sizes: list[int] = []
     start_ns = perf_counter_ns()
     error: str | None = None
     url = tokens.base_url + route.path
@@ -162,17 +168,17 @@ async def stream(client: ServerClient, request: StreamRequest, connect_s: float 
                     lines = splitter.feed(data)
                     if len(splitter.pending) > max_line:  # a line that never ends must not grow without bound
                         raise ProtocolError(f"{url}: a stream line longer than {size_text(max_line)}: stopped reading")
-                    for text, events in _texts(payloads_of(lines, tally), route, tally, url):
+                    for text, carried in _chunks(payloads_of(lines, tally), route, tally, url):
                         offsets.append(offset_s)
                         texts.append(text)
-                        positions.append(events - 1)
-                        yield ChunkArrived(offset_s, text)
+                        sizes.append(carried)
+                        yield ChunkArrived(offset_s, text, carried)
             if splitter.pending.strip():  # a last line without its line end
-                for text, events in _texts(payloads_of([splitter.pending], tally), route, tally, url):
+                for text, carried in _chunks(payloads_of([splitter.pending], tally), route, tally, url):
                     offsets.append(offset_s)
                     texts.append(text)
-                    positions.append(events - 1)
-                    yield ChunkArrived(offset_s, text)
+                    sizes.append(carried)
+                    yield ChunkArrived(offset_s, text, carried)
             if not tally.done:
                 raise ProtocolError(f"{url}: the stream ended before the answer was complete")
     except SourceError as failure:
@@ -180,25 +186,27 @@ async def stream(client: ServerClient, request: StreamRequest, connect_s: float 
     except tokens.errors as failure:
         error = str(tokens.failure(failure, url, answered))
     sent_unix = clock.sent_unix or unix_at_ns(start_ns)
-    yield RequestFinished(_timing(request, tally, offsets, texts, positions, sent_unix, clock.connect_s or connect_s, error))
+    yield RequestFinished(_timing(request, tally, offsets, texts, sizes, sent_unix, clock.connect_s or connect_s, error))
 
 
-def _texts(payloads: list[bytes], route: _Route, tally: Tally, url: str) -> Iterator[tuple[str, int]]:
-    """The non-empty generated texts in these payloads, each with the token events counted up to it, one at a time:
-    a server-reported error or a malformed chunk raises where it stands, after the texts the same read held before it
-    (what arrived is kept); an SSE `error:` field of this read, whose place among its data lines is not kept, after
-    all of them."""
+def _chunks(payloads: list[bytes], route: _Route, tally: Tally, url: str) -> Iterator[tuple[str, int]]:
+    """The payloads that carried generated tokens or text, each as its text and its count of tokens, one at a time:
+    a server-reported error or a malformed chunk raises where it stands, after the chunks the same read held before
+    it (what arrived is kept); an SSE `error:` field of this read, whose place among its data lines is not kept,
+    after all of them."""
     field_error = tally.error
     for payload in payloads:
         chunk = _parse(payload, url)
+        carried = tally.tokens_carried
         try:
             text = route.read(chunk, tally)
         except ProtocolError as malformed:  # the reader knows the field, not the URL
             raise ProtocolError(f"{url}: {malformed}") from None
         if tally.error != field_error:
             raise ProtocolError(f"{url}: the server reported an error: {tally.error}")
-        if text:
-            yield text, tally.token_events
+        tokens = tally.tokens_carried - carried
+        if tokens > 0 or text:
+            yield text, max(tokens, 0)
     if tally.error:
         raise ProtocolError(f"{url}: the server reported an error: {tally.error}")
 
@@ -286,30 +294,28 @@ def _timing(
     tally: Tally,
     offsets: list[float],
     texts: list[str],
-    positions: list[int],
+    sizes: list[int],
     sent_unix: float,
     connect_s: float | None,
     error: str | None,
 ) -> RequestTiming:
-    """Server counts where given, else the client's: prompt from /tokenize or a guess, output = content chunks.
-
-    Token positions are kept only when the server sent one event per token (the events counted match its
-    usage): then a chunk's position is its token's index even where empty-text tokens came between.
-    """
+    """Server counts where given, else the client's: prompt from /tokenize or a guess, output = the tokens the chunks
+    carried. The chunks are checked against the server's count (`chunk_tokens.settled`)."""
     prompt_tokens = tally.prompt_tokens if tally.prompt_tokens is not None else request.prompt_tokens
-    output_tokens = tally.output_tokens if tally.output_tokens is not None else (len(offsets) or None)
+    chunks = settled(offsets, sizes, texts, tally.output_tokens, tally.counted_by_usage)
+    output_tokens = tally.output_tokens if tally.output_tokens is not None else (sum(sizes) or None)
     estimated = (tally.output_tokens is None and bool(offsets)) or (
         tally.prompt_tokens is None and request.prompt_tokens_estimated
     )
     return RequestTiming(
         ok=error is None,
         t_sent_unix=sent_unix,
-        token_offsets_s=tuple(offsets),
+        token_offsets_s=chunks.offsets_s,
         connect_s=connect_s,
         prompt_tokens=prompt_tokens,
         output_tokens=output_tokens,
         tokens_estimated=estimated,
-        token_positions=tuple(positions) if tally.output_tokens and tally.token_events == tally.output_tokens else None,
+        tokens_per_chunk=chunks.sizes,
         server_split=tally.split or (ServerSplit(cached_tokens=tally.cached_tokens) if tally.cached_tokens is not None else None),
         error=error,
         text="".join(texts),

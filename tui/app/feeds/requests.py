@@ -9,13 +9,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Collection
 from contextlib import aclosing
+from dataclasses import dataclass, field
 
 from textual.message import Message
 
 from tui.app.messages import NotSent, RequestCompleted, RequestStarted, TokenBatch
 from tui.config import Settings
-from tui.core.state.live import LaneTokens
+from tui.core.measure.chunk_tokens import compact, joined
 from tui.core.measure.records import RequestTiming, mark_cold
+from tui.core.state.live import LaneTokens
 from tui.core.measure.sends import Send
 from tui.core.view.timeline import KEEP_LANES
 from tui.sources.detect import WARM_UP_PATHS
@@ -35,6 +37,17 @@ SHOWN_LANES = KEEP_LANES
 """Lanes the timeline can show: of each send, this many newest get every offset posted."""
 
 
+@dataclass(slots=True)
+class _Pending:
+    """One request's chunks since the last post."""
+
+    offsets: list[float] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    gaps: list[int] = field(default_factory=list)
+    sizes: list[int] | None = None
+    """The tokens of each, once one carried other than one (`chunk_tokens.joined`)."""
+
+
 class TokenBatches:
     """Chunks the meter read since the last post, per request, posted as one `TokenBatch` of per-lane aggregates.
 
@@ -51,27 +64,32 @@ class TokenBatches:
         """Requests whose every offset is posted; None: all."""
         self._texted = texted
         """The request whose text is posted; None: all."""
-        self._pending: dict[int, tuple[list[float], list[str], list[int]]] = {}
+        self._pending: dict[int, _Pending] = {}
 
-    def add(self, request_id: int, offsets_s: tuple[float, ...], text: str, client_gaps: tuple[int, ...] = ()) -> None:
+    def add(self, request_id: int, offsets_s: tuple[float, ...], text: str, client_gaps: tuple[int, ...] = (),
+            tokens_per_chunk: tuple[int, ...] | None = None) -> None:
         pending = self._pending.get(request_id)
         if pending is None:
-            pending = self._pending[request_id] = ([], [], [])
-        pending[0].extend(offsets_s)
-        pending[2].extend(client_gaps)
+            pending = self._pending[request_id] = _Pending()
+        pending.sizes = joined(pending.sizes, len(pending.offsets), tokens_per_chunk, len(offsets_s))
+        pending.offsets.extend(offsets_s)
+        pending.gaps.extend(client_gaps)
         if text and (self._texted is None or request_id == self._texted):
-            pending[1].append(text)
+            pending.texts.append(text)
 
     def post(self, request_id: int | None = None) -> None:
         """Post what is pending for one request, or for all, in one message."""
         lanes = []
         for key in [request_id] if request_id is not None else list(self._pending):
-            offsets, texts, gaps = self._pending.pop(key, ([], [], []))
-            if offsets:
-                if self._detailed is None or key in self._detailed:
-                    lanes.append(LaneTokens.detailed(key, tuple(offsets), "".join(texts), tuple(gaps)))
-                else:
-                    lanes.append(LaneTokens(key, len(offsets), offsets[0], offsets[-1], None, "".join(texts)))
+            pending = self._pending.pop(key, None)
+            if pending is None or not pending.offsets:
+                continue
+            offsets, text, sizes = pending.offsets, "".join(pending.texts), compact(pending.sizes)
+            if self._detailed is None or key in self._detailed:
+                lanes.append(LaneTokens.detailed(key, tuple(offsets), text, tuple(pending.gaps), sizes))
+            else:
+                tokens = sum(sizes) if sizes is not None else len(offsets)
+                lanes.append(LaneTokens(key, tokens, offsets[0], offsets[-1], None, text))
         if lanes:
             self._post(TokenBatch(tuple(lanes)))
 
@@ -145,7 +163,7 @@ async def stream_lane(meter: Meter, batches: TokenBatches, post: Post, request_i
     async with aclosing(meter.stream(request, connect_s, text=texted)) as events:
         async for event in events:
             if isinstance(event, ChunksArrived):
-                batches.add(request_id, event.offsets_s, event.text, event.client_gaps)
+                batches.add(request_id, event.offsets_s, event.text, event.client_gaps, event.tokens_per_chunk)
             elif isinstance(event, RequestSent):
                 post(RequestStarted(request_id, label, event.t_sent_unix, request.prompt_tokens, load))
             elif isinstance(event, RequestFinished):

@@ -433,11 +433,10 @@ def context_rows(positions: Sequence[int], generations: Sequence[RequestTiming],
 def _step_gaps(timing: RequestTiming) -> list[tuple[int, float]]:
     """(output-token index, gap before it) for each decode step of one generation.
 
-    Where the server sent a token with no text (vLLM, for one that ends inside a UTF-8 sequence), the
-    next chunk comes k tokens after the last: its gap is shared evenly over those k steps, so positions
-    stay token positions, not chunk counts. Without token positions, chunk i is token i.
+    A chunk that carried k tokens comes k tokens after the last: its gap is shared evenly over those k steps, so
+    positions stay token positions, not chunk counts. Where the chunks' tokens are not known, chunk i is token i.
     """
-    positions = timing.token_positions or range(len(timing.token_offsets_s))
+    positions = timing.token_ends or range(len(timing.token_offsets_s))
     steps = []
     for (start, a), (end, b) in pairwise(zip(positions, timing.token_offsets_s, strict=True)):
         steps += [(i, (b - a) / (end - start)) for i in range(start + 1, end + 1)]

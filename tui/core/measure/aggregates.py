@@ -202,6 +202,7 @@ class LoadFigures:
     ttft_s: Distribution = field(default_factory=Distribution)
     tpot_s: Distribution = field(default_factory=Distribution)
     itl_s: Distribution = field(default_factory=Distribution)
+    chunk_gaps_s: Distribution = field(default_factory=Distribution)
     e2el_s: Distribution = field(default_factory=Distribution)
     peak: PeakTracker = field(default_factory=PeakTracker)
 
@@ -216,13 +217,14 @@ class LoadFigures:
         self.ttft_s.add(timing.ttft_s)
         self.tpot_s.add(timing.tpot_s)
         self.itl_s.extend(timing.itl_s)
+        self.chunk_gaps_s.extend(timing.chunk_gaps_s)
         self.e2el_s.add(timing.e2e_s)
         self.peak.add(timing.t_sent_unix, timing.t_sent_unix + timing.e2e_s)
 
     @property
     def exact(self) -> bool:
         """Every percentile is the exact one (no distribution has folded into buckets yet)."""
-        return all(d.exact for d in (self.ttft_s, self.tpot_s, self.itl_s, self.e2el_s))
+        return all(d.exact for d in (self.ttft_s, self.tpot_s, self.itl_s, self.chunk_gaps_s, self.e2el_s))
 
     def figures(self, duration_s: float) -> dict:
         """The dict `bench_figures` returns for the same requests (goodput is not kept: no SLOs in an endless load)."""
@@ -241,6 +243,7 @@ class LoadFigures:
             "ttft_s": self.ttft_s.summary().to_json(),
             "tpot_s": self.tpot_s.summary().to_json(),
             "itl_s": {**self.itl_s.summary().to_json(), "max": self.itl_s.max},  # as bench_figures: the worst gap too
+            "chunk_gaps_s": {**self.chunk_gaps_s.summary().to_json(), "max": self.chunk_gaps_s.max},
             "e2el_s": self.e2el_s.summary().to_json(),
             "peak_concurrent_requests": self.peak.final(),
         }
@@ -250,7 +253,8 @@ class EndlessRecord:
     """What an endless load keeps of its requests: figures over all of them, and a uniform sample of the raw ones."""
 
     def __init__(self, sample_size: int, rng: random.Random | None = None, exact_values: int = EXACT_VALUES) -> None:
-        self.figures = LoadFigures(**{name: Distribution(exact_values) for name in ("ttft_s", "tpot_s", "itl_s", "e2el_s")})
+        self.figures = LoadFigures(**{name: Distribution(exact_values)
+                                      for name in ("ttft_s", "tpot_s", "itl_s", "chunk_gaps_s", "e2el_s")})
         self.sample: Reservoir[RequestTiming] = Reservoir(sample_size, rng)
 
     def add(self, index: int, timing: RequestTiming) -> None:
@@ -276,7 +280,8 @@ class RequestFigures:
 
     bursts_excluded: int = 0
     figures: dict[str, Distribution] = field(default_factory=lambda: {
-        name: Distribution() for name in ("ttft_s", "itl_s", "tpot_s", "e2e_s", "decode_tok_s", "prefill_tok_s")})
+        name: Distribution() for name in ("ttft_s", "itl_s", "chunk_gaps_s", "tpot_s", "e2e_s", "decode_tok_s",
+                                          "prefill_tok_s")})
 
     def add(self, timing: RequestTiming) -> None:
         if not timing.ok:
@@ -285,8 +290,8 @@ class RequestFigures:
             self.bursts_excluded += 1
             return
         for name, distribution in self.figures.items():
-            if name == "itl_s":
-                distribution.extend(timing.itl_s)
+            if name in ("itl_s", "chunk_gaps_s"):
+                distribution.extend(getattr(timing, name))
             else:
                 distribution.add(getattr(timing, name))
 

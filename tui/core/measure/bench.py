@@ -2,9 +2,10 @@
 
 - A request counts as completed when it ended well and carried at least one token; failed ones are
   counted, never measured.
-- TTFT: first content chunk after the send. E2EL: last content chunk. ITL: every gap between content
-  chunks of every completed request, pooled. TPOT: (E2EL − TTFT) / (output tokens − 1), only over
-  requests with more than one output token.
+- TTFT: first chunk carrying a token after the send. E2EL: the last. ITL: every token's gap of every completed
+  request, pooled; where vLLM pools every chunk's gap, which differs where a chunk carries several tokens (a stream
+  interval, a speculative step): that figure is `chunk_gaps_s` here. TPOT: (E2EL − TTFT) / (output tokens − 1),
+  only over requests with more than one output token.
 - Two points where SPEC is stricter than vLLM's client (`benchmarks/lib/endpoint_request_func.py`):
   the clock starts when the request body is on the wire, not before the POST is built (vLLM's TTFT
   holds its own client's send path too), and a chunk without text (a role-only chat chunk) is not a
@@ -61,6 +62,7 @@ def bench_figures(
         "ttft_s": summarize(r.ttft_s for r in done).to_json(),
         "tpot_s": summarize(r.tpot_s for r in done).to_json(),
         "itl_s": summarize_with_max(gap for r in done for gap in r.itl_s),
+        "chunk_gaps_s": summarize_with_max(gap for r in done for gap in r.chunk_gaps_s),
         "e2el_s": summarize(r.e2e_s for r in done).to_json(),
         "peak_concurrent_requests": peak_concurrency(done),
     }

@@ -52,14 +52,16 @@ def burst_reason(timing: RequestTiming, ceiling_tok_s: float | None = None) -> s
     """Why this request's figures time the delivery rather than the generation; None when they can be trusted."""
     if not timing.ok or len(timing.token_offsets_s) <= MIN_GAPS:
         return None
-    gaps = timing.itl_s
+    gaps = timing.chunk_gaps_s  # as delivered: a clump is chunks read at once, whatever tokens they carried
     chunks = len(timing.token_offsets_s)
     if len(gaps) < MIN_GAPS and len(timing.client_gaps) >= CLUMPED_GAP_SHARE * (chunks - 1):
         return (f"{len(timing.client_gaps)} of {chunks - 1} gaps were the client's own pauses: too few left to time "
                 "the server")
     split = timing.server_split
     server_rate = split.decode_tok_s if split else None
-    tight = max(BACK_TO_BACK_S, BACK_TO_BACK_OF_SERVER_GAP / server_rate) if server_rate else BACK_TO_BACK_S
+    # A chunk of several tokens (a stream interval, a speculative step) comes that many tokens' time after the last.
+    per_chunk = timing.mean_tokens_per_chunk or 1.0
+    tight = max(BACK_TO_BACK_S, BACK_TO_BACK_OF_SERVER_GAP * per_chunk / server_rate) if server_rate else BACK_TO_BACK_S
     back_to_back = [gap <= tight for gap in gaps]
     if sum(back_to_back) >= CLUMPED_GAP_SHARE * len(gaps):
         return f"{sum(back_to_back)} of {len(gaps)} gaps under {tight * 1e3:.1f} ms: the client read in clumps"
@@ -69,7 +71,7 @@ def burst_reason(timing: RequestTiming, ceiling_tok_s: float | None = None) -> s
     client_rate = timing.decode_tok_s
     if client_rate and server_rate and client_rate > SERVER_RATE_FACTOR * server_rate:
         return f"decode {client_rate:,.0f} tok/s seen against {server_rate:,.0f} by the server's own clock"
-    client_p50 = summarize(gaps).p50
+    client_p50 = summarize(timing.itl_s).p50
     if client_p50 is not None and server_rate and client_p50 < SERVER_GAP_FACTOR / server_rate:
         return f"ITL p50 {client_p50 * 1e3:.2f} ms against the server's mean {1e3 / server_rate:.2f} ms"
     if client_rate and ceiling_tok_s and client_rate > CEILING_FACTOR * ceiling_tok_s:

@@ -126,8 +126,8 @@ class Gap:
 
 
 def typical_gap_s(timing: RequestTiming) -> float | None:
-    """The stream's median gap, the client's own left out; None with too few gaps to tell."""
-    gaps = timing.itl_s
+    """The stream's median gap between chunks, the client's own left out; None with too few gaps to tell."""
+    gaps = timing.chunk_gaps_s
     return median(gaps) if len(gaps) >= MIN_GAPS else None
 
 

@@ -1,7 +1,9 @@
 """What one request measured, and the phase figures SPEC defines on it.
 
-Definitions match `vllm bench serve` 0.33: TTFT is the first content chunk after the request was
-written; E2E is the last content chunk; ITL is per chunk; TPOT = (E2E − TTFT) / (output tokens − 1).
+Definitions match `vllm bench serve` 0.33: TTFT is the first chunk carrying a token after the request was
+written; E2E is the last; TPOT = (E2E − TTFT) / (output tokens − 1). ITL is per token, where `vllm bench serve`'s
+is per chunk: a chunk is not a token (it may carry several, `chunk_tokens`), so a chunk carrying k tokens gives k
+gaps of its gap / k, and the per-chunk gaps are kept apart as `chunk_gaps_s`.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from itertools import pairwise
 
+from tui.core.measure.chunk_tokens import per_token_gaps, token_ends
 from tui.core.measure.stats import summarize
 
 
@@ -78,7 +81,7 @@ class RequestTiming:
     """False when the request failed; the offsets then hold whatever arrived before the failure."""
     t_sent_unix: float
     token_offsets_s: tuple[float, ...] = ()
-    """Arrival of each content chunk (one carrying generated text), seconds after the send."""
+    """Arrival of each chunk that carried generated tokens (text or not), seconds after the send."""
     connect_s: float | None = None
     """DNS + TCP (+ TLS) before the request was written; never inside TTFT."""
     prompt_tokens: int | None = None
@@ -86,9 +89,9 @@ class RequestTiming:
     """Server's usage count when it gave one, else the client's estimate (see `tokens_estimated`)."""
     tokens_estimated: bool = False
     """True when token counts are the client's estimate, not the server's usage."""
-    token_positions: tuple[int, ...] | None = None
-    """The output-token index (0-based) of each content chunk, when the server streamed one event per
-    token; None when chunks and tokens cannot be matched (then chunk order is all there is)."""
+    tokens_per_chunk: tuple[int, ...] | None = None
+    """How many tokens each chunk carried, where one carried other than one (the server's per-chunk usage, or a
+    token event each); None when each carried one, or when the server did not say (`chunk_tokens` tells)."""
     server_split: ServerSplit | None = None
     error: str | None = None
     cold: bool = False
@@ -99,7 +102,7 @@ class RequestTiming:
     """The generated text, untrusted: show as plain text only."""
     client_gaps: tuple[int, ...] = ()
     """The gaps (i: chunk i to i + 1) the client caused, its meter reading late (`tui.core.measure.gaps`): they time the
-    meter, not the server, so `itl_s` leaves them out."""
+    meter, not the server, so `itl_s` and `chunk_gaps_s` leave them out."""
     completion_id: str | None = None
     """The server's id of the answer (OpenAI's `id`), untrusted text: its trace span carries it (`tui.core.telemetry.served`)."""
 
@@ -112,13 +115,52 @@ class RequestTiming:
         return self.token_offsets_s[-1] if self.token_offsets_s else None
 
     @property
-    def itl_s(self) -> tuple[float, ...]:
-        """The gaps between content chunks, those the client caused left out."""
+    def chunk_tokens(self) -> tuple[int, ...] | None:
+        """Tokens each chunk carried; None when the server sent fewer chunks than tokens without saying how many each
+        held (then `itl_s` is an estimate: `itl_estimated`)."""
+        if self.tokens_per_chunk is not None:
+            return self.tokens_per_chunk
+        if self.output_tokens is None or self.output_tokens == len(self.token_offsets_s):
+            return (1,) * len(self.token_offsets_s)
+        return None
+
+    @property
+    def itl_estimated(self) -> bool:
+        """True when the chunks' tokens are not known one by one: each chunk's gap is then spread over the mean
+        tokens a chunk carried."""
+        return self.tokens_per_chunk is None and self.output_tokens is not None and len(self.token_offsets_s) > 1 and (
+            self.output_tokens != len(self.token_offsets_s))
+
+    @property
+    def chunk_gaps_s(self) -> tuple[float, ...]:
+        """The gaps between chunks as they were delivered, those the client caused left out."""
         gaps = tuple(b - a for a, b in pairwise(self.token_offsets_s))
         if not self.client_gaps:
             return gaps
         theirs = set(self.client_gaps)
         return tuple(gap for i, gap in enumerate(gaps) if i not in theirs)
+
+    @property
+    def itl_s(self) -> tuple[float, ...]:
+        """The gap before each token after the first, as the server produced them: a chunk's gap spread over the
+        tokens it carried (`per_token_gaps`), those the client caused left out."""
+        if self.tokens_per_chunk is None and not self.itl_estimated:
+            return self.chunk_gaps_s  # one token a chunk: the common case, without the walk
+        return per_token_gaps(self.token_offsets_s, self.chunk_tokens, self.output_tokens, self.client_gaps)
+
+    @property
+    def token_ends(self) -> tuple[int, ...] | None:
+        """The output-token index (0-based) of each chunk's last token; None when the chunks' tokens are not known."""
+        sizes = self.chunk_tokens
+        return token_ends(sizes) if sizes is not None else None
+
+    @property
+    def mean_tokens_per_chunk(self) -> float | None:
+        """Tokens over chunks: 1 for a server that sends a chunk a token, more for one that speculates or streams at
+        an interval."""
+        if not self.token_offsets_s or not self.output_tokens:
+            return None
+        return self.output_tokens / len(self.token_offsets_s)
 
     @property
     def decode_span_s(self) -> float | None:
@@ -178,10 +220,12 @@ class RequestTiming:
             "prefill_tok_s": self.prefill_tok_s,
             "prefill_source": self.prefill_source,
             "itl_s": list(self.itl_s),
+            "itl_estimated": self.itl_estimated,
+            "chunk_gaps_s": list(self.chunk_gaps_s),
+            "tokens_per_chunk": list(sizes) if (sizes := self.chunk_tokens) is not None else None,
             "client_gaps": list(self.client_gaps),
             "t_sent_unix": self.t_sent_unix,
             "token_offsets_s": list(self.token_offsets_s),
-            "token_positions": list(self.token_positions) if self.token_positions is not None else None,
             "server_split": self.server_split.to_json() if self.server_split else None,
             "completion_id": self.completion_id,
         }
@@ -196,18 +240,37 @@ def summarize_requests(requests: list[RequestTiming]) -> dict[str, dict]:
     """SPEC's probe summary: mean/p50/p90/p99/n of each figure over the requests that finished and whose
     timing is generation, not delivery (`burst` unset); `bursts_excluded` counts the others.
 
-    ITL pools every gap of every request, as `vllm bench serve` does.
+    ITL pools every token's gap of every request (`vllm bench serve` pools every chunk's: `chunk_gaps_s` here).
     """
     done = [r for r in requests if r.ok and not r.burst]
     return {
         "bursts_excluded": sum(1 for r in requests if r.ok and r.burst),
         "ttft_s": summarize(r.ttft_s for r in done).to_json(),
         "itl_s": summarize(gap for r in done for gap in r.itl_s).to_json(),
+        "chunk_gaps_s": summarize(gap for r in done for gap in r.chunk_gaps_s).to_json(),
         "tpot_s": summarize(r.tpot_s for r in done).to_json(),
         "e2e_s": summarize(r.e2e_s for r in done).to_json(),
         "decode_tok_s": summarize(r.decode_tok_s for r in done).to_json(),
         "prefill_tok_s": summarize(r.prefill_tok_s for r in done).to_json(),
     }
+
+
+def chunking_line(requests: Sequence[RequestTiming]) -> str | None:
+    """One line for a person where chunks carried other than one token each: ITL is per token, and the per-chunk
+    gaps (`vllm bench serve`'s ITL) beside it; None where every chunk carried one."""
+    done = [r for r in requests if r.ok and not r.burst and r.token_offsets_s]
+    if any(r.itl_estimated for r in done):
+        return ("ITL is per token, estimated: the server sent fewer chunks than tokens without saying how many each "
+                "carried, so each chunk's gap is spread over the mean (ask for usage on every chunk to count them)")
+    grouped = [r for r in done if r.tokens_per_chunk is not None]
+    if not grouped:
+        return None
+    sizes = [size for r in grouped for size in r.tokens_per_chunk]
+    gaps = summarize(gap for r in done for gap in r.chunk_gaps_s)
+    per_chunk = f"; per chunk (as vllm bench serve counts ITL) p50 {gaps.p50 * 1e3:.2f} ms, p99 {gaps.p99 * 1e3:.2f} ms" if (
+        gaps.p50 is not None and gaps.p99 is not None) else ""
+    return (f"ITL is per token: chunks carried {sum(sizes) / len(sizes):.2f} tokens on average ({min(sizes)}–{max(sizes)}), "
+            f"each chunk's gap spread over its tokens{per_chunk}")
 
 
 COLD_TTFT_FACTOR = 3.0

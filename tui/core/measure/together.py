@@ -9,7 +9,6 @@ whole answer counts the steps it shared with others' prefills.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from statistics import median
 
 from tui.core.measure.records import RequestTiming
@@ -19,7 +18,7 @@ def together_decode_tok_s(streams: Sequence[RequestTiming]) -> float | None:
     """All the streams' tokens per second over the stretch in which every one of them decoded.
 
     Each running sequence gets a token a step, so the batch's rate is the streams' count × a stream's rate in the
-    stretch: the median over those whose tokens can be placed in it (one chunk a token, or the server's positions)
+    stretch: the median over those whose tokens can be placed in it (the tokens each chunk carried are known)
     and whose timing is generation (not flagged as bursts), each its tokens in the stretch over the time between
     its first and last of them. None when there is no such stretch (a server that runs fewer at a time, so the
     last began after the first ended), when a stream failed, or when fewer than half can be placed.
@@ -39,7 +38,7 @@ def together_decode_tok_s(streams: Sequence[RequestTiming]) -> float | None:
 def _rate_within(timing: RequestTiming, start: float, end: float) -> float | None:
     """The stream's tokens per second between `start` and `end` (wall clock), or None where they cannot be counted:
     a stream whose chunks cannot be matched to tokens only when the stretch is its whole decode (a lone stream's)."""
-    positions = _positions(timing)
+    positions = timing.token_ends
     if positions is None:
         whole = (timing.t_sent_unix + timing.token_offsets_s[0], timing.t_sent_unix + timing.token_offsets_s[-1])
         return timing.decode_tok_s if whole == (start, end) else None
@@ -49,12 +48,3 @@ def _rate_within(timing: RequestTiming, start: float, end: float) -> float | Non
         return None
     return (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
 
-
-def _positions(timing: RequestTiming) -> Sequence[int] | None:
-    """Each chunk's output-token index: the server's where it streamed one event a token, else the chunk's own
-    index when there are as many chunks as tokens; None when neither holds."""
-    if timing.token_positions is not None and len(timing.token_positions) == len(timing.token_offsets_s):
-        return timing.token_positions
-    if timing.output_tokens == len(timing.token_offsets_s):
-        return range(len(timing.token_offsets_s))
-    return None

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from tui.core.measure.chunk_tokens import compact, joined
 from tui.core.measure.delivery import flag_bursts
 from tui.core.view.diagnosis import LiveFigures, diagnose
 from tui.core.measure.gaps import SERVER, worst_gap
@@ -34,7 +35,7 @@ class LaneTokens:
 
     request_id: int
     count: int
-    """Content chunks in this batch."""
+    """Tokens the chunks of this batch carried."""
     first_offset_s: float
     last_offset_s: float
     offsets_s: tuple[float, ...] | None = None
@@ -44,12 +45,15 @@ class LaneTokens:
     """The batch's text (untrusted), only for the request whose answer the prompt pane shows."""
     client_gaps: tuple[int, ...] = ()
     """Gaps the meter found to be its own so far (a lane the timeline shows; the final record has them all)."""
+    tokens_per_chunk: tuple[int, ...] | None = None
+    """The tokens each of `offsets_s` carried; None: one each."""
 
     @classmethod
     def detailed(cls, request_id: int, offsets_s: tuple[float, ...], text: str = "",
-                 client_gaps: tuple[int, ...] = ()) -> LaneTokens:
+                 client_gaps: tuple[int, ...] = (), tokens_per_chunk: tuple[int, ...] | None = None) -> LaneTokens:
         """A lane with every offset."""
-        return cls(request_id, len(offsets_s), offsets_s[0], offsets_s[-1], offsets_s, text, client_gaps)
+        tokens = sum(tokens_per_chunk) if tokens_per_chunk is not None else len(offsets_s)
+        return cls(request_id, tokens, offsets_s[0], offsets_s[-1], offsets_s, text, client_gaps, tokens_per_chunk)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +122,8 @@ class LiveSession:
         would copy every offset again each time); folded into the records when published."""
         self._client_gaps: dict[int, list[int]] = {}
         """The meter's own gaps among those offsets, as its frames said."""
+        self._sizes: dict[int, list[int]] = {}
+        """The tokens each of those chunks carried, for a request one of whose chunks carried other than one."""
         self._done: set[int] = set()
         """Requests that ended (completed or failed): the others are in flight."""
         self._shown: list[int] = []
@@ -263,7 +269,11 @@ class LiveSession:
             if lane.request_id not in self._records:
                 continue
             if lane.offsets_s is not None:
-                self._arrived.setdefault(lane.request_id, []).extend(lane.offsets_s)
+                arrived = self._arrived.setdefault(lane.request_id, [])
+                sizes = joined(self._sizes.get(lane.request_id), len(arrived), lane.tokens_per_chunk, len(lane.offsets_s))
+                if sizes is not None:
+                    self._sizes[lane.request_id] = sizes
+                arrived.extend(lane.offsets_s)
                 if lane.client_gaps:
                     self._client_gaps.setdefault(lane.request_id, []).extend(lane.client_gaps)
                 if lane.text and lane.request_id == self._answer_id:
@@ -275,6 +285,7 @@ class LiveSession:
     def completed(self, request_id: int, timing: RequestTiming) -> None:
         self._arrived.pop(request_id, None)
         self._client_gaps.pop(request_id, None)
+        self._sizes.pop(request_id, None)
         self._done.add(request_id)
         if request_id == self._answer_id:
             self._answer_ended = True
@@ -300,12 +311,14 @@ class LiveSession:
             del self._records[stale], self._labels[stale]
             self._arrived.pop(stale, None)
             self._client_gaps.pop(stale, None)
+            self._sizes.pop(stale, None)
             self._done.discard(stale)
             self._alone.discard(stale)
         for i, offsets in self._arrived.items():
             if len(offsets) != len(self._records[i].token_offsets_s):
                 self._records[i] = replace(self._records[i], token_offsets_s=tuple(offsets),
-                                           client_gaps=tuple(self._client_gaps.get(i, ())))
+                                           client_gaps=tuple(self._client_gaps.get(i, ())),
+                                           tokens_per_chunk=compact(self._sizes.get(i)))
         kept = [self._records[i] for i in ids]
         ids = [i for i in ids if i >= self._cleared_below]
         self._timings = kept[len(kept) - len(ids):]

@@ -62,11 +62,26 @@ def columns(ticks: Sequence[float], x_min: float, cell_s: float, cells: int) -> 
     return [min(last, max(0, int((t - x_min) / cell_s))) for t in ticks]
 
 
-def tokens_per_cell(token_lists: Sequence[Sequence[float]], x_min: float, cell_s: float, cells: int) -> float:
-    """The view's typical count of tokens in a cell a lane decodes through (the median over such cells, at least 1)."""
+def token_counts(ticks: Sequence[float], tokens: Sequence[int] | None, x_min: float, cell_s: float,
+                 cells: int) -> Counter[int]:
+    """Tokens in each cell: a chunk's arrival counts the tokens it carried (`tokens`, None: one each), so a chunk of
+    several draws as that much decode, not one tick."""
+    cols = columns(ticks, x_min, cell_s, cells)
+    if tokens is None:
+        return Counter(cols)
+    counts: Counter[int] = Counter()
+    for col, carried in zip(cols, tokens, strict=True):
+        counts[col] += carried
+    return counts
+
+
+def tokens_per_cell(lanes: Sequence[tuple[Sequence[float], Sequence[int] | None]], x_min: float, cell_s: float,
+                    cells: int) -> float:
+    """The view's typical count of tokens in a cell a lane decodes through (the median over such cells, at least 1);
+    `lanes` are each lane's arrivals on the axis and the tokens each carried (None: one each)."""
     counts = []
-    for ticks in token_lists:
-        per = Counter(columns(ticks, x_min, cell_s, cells))
+    for ticks, tokens in lanes:
+        per = token_counts(ticks, tokens, x_min, cell_s, cells)
         if per:  # a lane's first and last cells are partial
             edges = (min(per), max(per))
             counts.extend(n for col, n in per.items() if col not in edges)
@@ -87,11 +102,13 @@ def lane_cells(
     x_max: float,
     cells: int,
     per_cell: float,
+    tokens_per_chunk: Sequence[int] | None = None,
 ) -> tuple[Cell, ...]:
     """The lane's cells: decode, what lies between its tokens, then the prefill and transfer spans over them.
 
-    `token_s` are its arrivals on the view's axis (all of them, on the axis or not: gap indices count them all),
-    `gaps` its named gaps, `per_cell` the view's typical tokens per cell (`tokens_per_cell`)."""
+    `token_s` are its chunks' arrivals on the view's axis (all of them, on the axis or not: gap indices count them
+    all), `tokens_per_chunk` the tokens each carried (None: one each), `gaps` its named gaps, `per_cell` the view's
+    typical tokens per cell (`tokens_per_cell`)."""
     marks = [Cell(EMPTY)] * cells
     cell_s = (x_max - x_min) / cells
     on_axis = [(i, t) for i, t in enumerate(token_s) if x_min <= t <= x_max]
@@ -101,7 +118,8 @@ def lane_cells(
     else:
         named = {gap.index: gap for gap in gaps}
         cols = columns([t for _, t in on_axis], x_min, cell_s, cells)
-        counts = Counter(cols)
+        carried = [tokens_per_chunk[i] for i, _ in on_axis] if tokens_per_chunk is not None else None
+        counts = token_counts([t for _, t in on_axis], carried, x_min, cell_s, cells)
         for k, ((i, a), (_, b)) in enumerate(zip(on_axis, on_axis[1:])):
             first, last = cols[k] + 1, cols[k + 1]
             if first >= last:

@@ -100,7 +100,7 @@ def figures_line(timings: Sequence[RequestTiming], ceiling_tok_s: float | None, 
     p50 = f"{itl.p50 * 1e3:.1f} ms" if itl.p50 is not None else "–"
     p99 = f"{itl.p99 * 1e3:.1f} ms" if itl.p99 is not None else "–"
     line = (f"{name}TTFT {_ms(timing.ttft_s)} ms   prefill {prefill}   decode {decode}{share}   "
-            f"ITL p50 {p50} p99 {p99}   {_tokens(timing)}")
+            f"ITL p50 {p50} p99 {p99}{_per_chunk(timing)}   {_tokens(timing)}")
     if timing.client_gaps:
         line += f" ({len(timing.client_gaps)} of the meter's own gaps left out)"
     worst = worst_gap(gaps)
@@ -117,9 +117,20 @@ def figures_line(timings: Sequence[RequestTiming], ceiling_tok_s: float | None, 
     return line
 
 
+def _per_chunk(timing: RequestTiming) -> str:
+    """How the server grouped the tokens, where a chunk carried other than one (a speculative step's accepted
+    tokens, a stream interval's): the ITL beside it is per token, each chunk's gap spread over its tokens."""
+    if timing.itl_estimated:
+        return " per token (chunks of several tokens, the server not saying how many: spread evenly)"
+    if timing.tokens_per_chunk is None or not timing.mean_tokens_per_chunk:
+        return ""
+    return f" per token ({timing.mean_tokens_per_chunk:.2f} tokens a chunk, its gap spread over them)"
+
+
 def _tokens(timing: RequestTiming) -> str:
     prompt = f"{timing.prompt_tokens:,}" if timing.prompt_tokens is not None else "?"
-    out = timing.output_tokens if timing.output_tokens is not None else len(timing.token_offsets_s)
+    sizes = timing.chunk_tokens
+    out = timing.output_tokens if timing.output_tokens is not None else (sum(sizes) if sizes else len(timing.token_offsets_s))
     about = "~" if timing.tokens_estimated else ""
     return f"tokens {about}{prompt} in → {about}{out:,} out"
 

@@ -35,6 +35,8 @@ class Lane:
     """Its gaps long enough to name, each with its cause (`tui.core.measure.gaps`), judged against the other lanes."""
     typical_gap_s: float | None = None
     """Its median gap (the client's own left out): a cell inside a gap no longer than about this is decoding through."""
+    tokens_per_chunk: tuple[int, ...] | None = None
+    """The tokens each arrival carried (None: one each): a chunk of several draws as that much decode."""
 
 
 def lanes(timings: Sequence[RequestTiming], labels: Sequence[str] | None = None, keep: int = 8) -> list[Lane]:
@@ -54,7 +56,8 @@ def lanes(timings: Sequence[RequestTiming], labels: Sequence[str] | None = None,
         ticks = tuple(sent + offset for offset in timing.token_offsets_s)
         transfer = timing.server_split.kv_transfer_s if timing.server_split is not None else None
         result.append(Lane(label, sent, ticks[0] if ticks else None, ticks, timing.ok, bool(timing.burst),
-                           transfer_s=transfer, gaps=named[index], typical_gap_s=typical_gap_s(timing)))
+                           transfer_s=transfer, gaps=named[index], typical_gap_s=typical_gap_s(timing),
+                           tokens_per_chunk=timing.tokens_per_chunk))
     return result
 
 
@@ -264,8 +267,7 @@ def layout(lanes_kept: Sequence[Lane], view: str, rows: int, width: int,
     x_min, x_max = axis_range(placed, view, shown_batches)
     cells = axis_cells(width, placed)
     cell_s = (x_max - x_min) / cells
-    per_cell = tokens_per_cell([[t for t in lane.token_s if x_min <= t <= x_max] for lane in placed if not lane.burst],
-                               x_min, cell_s, cells)
+    per_cell = tokens_per_cell([_on_axis(lane, x_min, x_max) for lane in placed if not lane.burst], x_min, cell_s, cells)
     drawn = []
     for lane in placed:
         prefill = transfer = None
@@ -277,9 +279,17 @@ def layout(lanes_kept: Sequence[Lane], view: str, rows: int, width: int,
             prefill = _span(lane.sent_s, handed_over, x_min, x_max, cell_s)
         ticks = tuple(t for t in lane.token_s if x_min <= t <= x_max)
         marks = lane_cells(lane.token_s, prefill, transfer, lane.sent_s, lane.gaps, lane.typical_gap_s, ok=lane.ok,
-                           burst=lane.burst, x_min=x_min, x_max=x_max, cells=cells, per_cell=per_cell)
+                           burst=lane.burst, x_min=x_min, x_max=x_max, cells=cells, per_cell=per_cell,
+                           tokens_per_chunk=lane.tokens_per_chunk)
         drawn.append(LaneLayout(lane, lane_label(lane), lane.sent_s, prefill, ticks, transfer, marks))
     return TimelineLayout(view, tuple(drawn), first, x_min, x_max, cells, newer=len(kept) - first - len(shown))
+
+
+def _on_axis(lane: Lane, x_min: float, x_max: float) -> tuple[list[float], list[int] | None]:
+    """The lane's arrivals on the axis, and the tokens each carried (None: one each)."""
+    inside = [i for i, t in enumerate(lane.token_s) if x_min <= t <= x_max]
+    carried = [lane.tokens_per_chunk[i] for i in inside] if lane.tokens_per_chunk is not None else None
+    return [lane.token_s[i] for i in inside], carried
 
 
 def _span(start: float, end: float, x_min: float, x_max: float, cell_s: float) -> tuple[float, float] | None:

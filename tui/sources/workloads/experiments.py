@@ -257,7 +257,7 @@ async def _follow(run: _Run, request: StreamRequest, counts: list[int], index: i
         async with aclosing(run.meter.stream(request)) as events:
             async for event in events:
                 if isinstance(event, ChunksArrived):
-                    counts[index] += len(event.offsets_s)
+                    counts[index] += event.tokens
                     if counts[index] >= INTERFERENCE_LEAD_TOKENS and min(counts) >= INTERFERENCE_LEAD_TOKENS:
                         lead.set()
                 elif isinstance(event, RequestFinished):
@@ -315,7 +315,7 @@ async def _context(run: _Run) -> list[dict]:
         async with aclosing(run.meter.stream(run.request(prompt, plan.max_tokens))) as events:
             async for event in events:
                 if isinstance(event, ChunksArrived):
-                    generated += len(event.offsets_s)
+                    generated += event.tokens
                     while generated - reported >= CONTEXT_PROGRESS_TOKENS:
                         reported += CONTEXT_PROGRESS_TOKENS
                         run.step(f"{what}: token {prompt.tokens + reported:,} of {plan.values[-1]:,}", CONTEXT_PROGRESS_TOKENS)
