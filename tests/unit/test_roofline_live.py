@@ -4,6 +4,7 @@ import pytest
 
 from tui.core.hardware.devices import find_device
 from tui.core.hardware.models import MODELS
+from tui.core.telemetry.metric_names import read_scrape
 from tui.core.telemetry.promstats import build_snapshot
 from tui.core.measure.records import RequestTiming, ServerSplit
 from tui.core.hardware.roofline_live import NO_DECODE, NO_PREFILL, figures_lines, live_roofline, live_target
@@ -146,3 +147,17 @@ def test_the_last_sweeps_are_traced_and_decode_has_its_8_bit_ghost_beside_it():
     assert view.lines[3:5] == (view.traces[0].reading, view.traces[1].reading)
     assert view.points == (view.prefill, view.decode)  # the ghost and the traces are drawn apart from the live points
     assert live_roofline(TARGET, [], None).ghost is None  # no decode measured: nothing to project
+
+
+def test_a_speculating_servers_decode_sits_right_by_the_tokens_it_verifies():
+    """3 drafts a step, 2.5 tokens a step accepted: each step computes 4 tokens a sequence and gives 2.5 of them."""
+    labels = 'engine="0",model_name="m"'
+    page = (f"vllm:spec_decode_num_drafts_total{{{labels}}} 100\nvllm:spec_decode_num_draft_tokens_total{{{labels}}} 300\n"
+            f"vllm:spec_decode_num_accepted_tokens_total{{{labels}}} 150\n")
+    speculating = build_snapshot(None, read_scrape(page, 0.0, 0.0))
+    plain, spec = live_roofline(TARGET, EIGHT, None).decode, live_roofline(TARGET, EIGHT, speculating).decode
+    assert spec.verified == 4 and plain.verified == 1
+    assert spec.intensity_flop_per_byte == pytest.approx(4 * plain.intensity_flop_per_byte, rel=0.01)
+    # the same 200 tok/s a stream came 2.5 a step: a step took 2.5× as long, for 4× the FLOPs
+    assert spec.achieved_flops == pytest.approx(plain.achieved_flops * 4 / 2.5, rel=0.01)
+    assert spec.reading.startswith("decode at batch 8, verifying 4 tokens a sequence (speculation): ")

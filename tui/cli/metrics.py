@@ -263,6 +263,8 @@ def format_snapshot(s: MetricsSnapshot) -> str:
     )
     if s.est_read_gbs is not None:
         lines.append(f"  memory reads {s.est_read_gbs:,.1f} GB/s per GPU (vLLM estimate, from the model's shape)")
+    if s.speculation is not None:
+        lines.append(f"  {s.speculation.line()}")
     for key, label in HISTOGRAM_LABELS:
         q = s.histograms.get(key)
         if q is None:

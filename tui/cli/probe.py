@@ -29,7 +29,7 @@ from tui.sources.detect import WARM_UP_PATHS, ServerInfo, describe_configured
 from tui.sources.errors import SourceError
 from tui.sources.http import client_for
 from tui.sources.identity import server_identity
-from tui.sources.workloads.measure import Guard, guard_for
+from tui.sources.workloads.measure import Guard, guard_for, with_speculation
 from tui.sources.workloads.prompts import estimate_tokens, prompt_of
 from tui.sources.scrape import MetricsScraper
 from tui.sources.stream import StreamRequest
@@ -127,6 +127,7 @@ async def _probe(settings: Settings, args: argparse.Namespace) -> tuple[ServerIn
                 timings.append(timing)
                 if not timing.ok:
                     return server, guard, timings, f"request {index + 1} of {args.repeat} failed: {timing.error}"
+        guard = await with_speculation(guard, metrics_client)
     return server, guard, timings, None
 
 

@@ -21,9 +21,11 @@ from tui.core.hardware.roofline_phases import (
     decode_from_window,
     prefill_estimate,
     prefill_model_point,
+    verification,
     window_context,
 )
 from tui.core.hardware.roofline_target import RooflineTarget
+from tui.core.telemetry.speculation import speculation_of
 from tui.sources import loop
 from tui.sources.detect import ServerInfo, describe_configured
 from tui.sources.errors import SourceError
@@ -190,17 +192,19 @@ def _prefill(m: Measured) -> dict:
 def _decode(m: Measured) -> dict:
     run = m.decode
     window = run.window
-    ceiling_tok_s = m.target.roofs.peak_bytes_per_s / m.target.weight_bytes
+    speculation = speculation_of(run.readings[0].counters, run.readings[-1].counters) if run.readings else None
+    tokens_a_step = verification(speculation)[1]
+    ceiling_tok_s = m.target.roofs.peak_bytes_per_s / m.target.weight_bytes * tokens_a_step
     if window is not None:
         context = window_context(window, _mean_prompt(run), run.readings[0].counters["generation_tokens_total"])
-        point, why = decode_from_window(m.target, window, context), None
+        point, why = decode_from_window(m.target, window, context, speculation), None
         estimate, estimate_why = decode_estimate(m.target, window)
         measured_bps, measured_why = gpm_bytes_per_s(run.gpu_samples, window)
         source = f"timed by the server's counters over a {window.seconds:.2f} s stretch of pure decode"
         extra = {"context_tokens": context, "decode_tok_s": window.decode_tok_s, "window_s": window.seconds,
                  "batch_source": window.batch_source}
     else:
-        point, why = decode_from_streams(m.target, flag_bursts(list(run.timings), ceiling_tok_s))
+        point, why = decode_from_streams(m.target, flag_bursts(list(run.timings), ceiling_tok_s), speculation)
         estimate_why = measured_why = ("the server has no /metrics" if not run.readings else "the decode ended before "
                                        "two /metrics readings saw it alone (raise --decode-tokens)")
         estimate, measured_bps = None, None

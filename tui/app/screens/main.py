@@ -117,6 +117,7 @@ class MainScreen(Screen):
     server: reactive[ServerState | None] = reactive(None, always_update=True, repaint=False)
     """The server as last seen: up, or down since when."""
     decode_ceiling_tok_s: reactive[float | None] = reactive(None, repaint=False)
+    ceiling_factor: reactive[float | None] = reactive(None, repaint=False)
     """The single-stream ceiling for the server's model and device, when both are known."""
     diagnosis: reactive[str] = reactive("", repaint=False)
     """The "what to change" findings of the selected request, one per line ("in flight" until it ends)."""
@@ -200,7 +201,7 @@ class MainScreen(Screen):
             # The timeline first: the whole top row (stacked: the top pane), the split is what this screen shows.
             yield TimelinePane(id="timeline-pane", classes="pane").data_bind(
                 timings=MainScreen.timings, lanes=MainScreen.lanes, batch_of=MainScreen.batch_of,
-                decode_ceiling_tok_s=MainScreen.decode_ceiling_tok_s,
+                decode_ceiling_tok_s=MainScreen.decode_ceiling_tok_s, ceiling_factor=MainScreen.ceiling_factor,
                 diagnosis=MainScreen.diagnosis, client_busy=MainScreen.client_busy, selected_back=MainScreen.selected_back)
             prompt = PromptPane(id="prompt-pane", classes="pane")
             prompt.border_title = "Prompt"
@@ -486,8 +487,11 @@ class MainScreen(Screen):
             return  # read before phasetop restarted the server, handled after: its restart is the one already counted
         self._run(self.lab.scraped(event.snapshot, datetime.now().astimezone()))
         back = self.state.scraped(event.snapshot)
-        self._show_server()
         self.metrics = event.snapshot
+        if self.state.decode_ceiling_tok_s != self.decode_ceiling_tok_s:  # a speculating server's tokens a step moved it
+            self._show_ceiling()
+        else:
+            self._show_server()
         if back:
             self._set_down(False)
         if event.snapshot.restart and self.live:  # also when it fell between two scrapes and never looked down
@@ -706,6 +710,7 @@ class MainScreen(Screen):
 
     def _show_ceiling(self) -> None:
         """The ceiling the live session has (given, or derived once the server and devices are known)."""
+        self.ceiling_factor = self.state.speculation_factor
         self.decode_ceiling_tok_s = self.state.decode_ceiling_tok_s
         self.lab.ceiling_known(self.state.decode_ceiling_tok_s)
         if self.state.derived is not None:

@@ -194,7 +194,8 @@ def _count(value: float | None) -> str:
 
 
 def _extra(snapshot: MetricsSnapshot) -> list[str]:
-    """The scrape's other figures, each whole: prefix-cache hits, preemptions, decode and prompt tok/s."""
+    """The scrape's other figures, each whole: prefix-cache hits, preemptions, decode and prompt tok/s, and how the
+    server speculates where it does."""
     parts = []
     if snapshot.prefix_cache_hit_rate is not None:
         parts.append(f"prefix-cache hits {snapshot.prefix_cache_hit_rate:.0%}")
@@ -206,4 +207,6 @@ def _extra(snapshot: MetricsSnapshot) -> list[str]:
         parts.append(f"decode {snapshot.generation_tok_s:,.0f} tok/s")
     if snapshot.prompt_tok_s is not None:
         parts.append(f"prompt {snapshot.prompt_tok_s:,.0f} tok/s")
+    if snapshot.speculation is not None:
+        parts += snapshot.speculation.parts()
     return parts

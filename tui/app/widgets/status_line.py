@@ -8,6 +8,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from tui.core.state.server_state import ServerState
+from tui.core.telemetry.speculation import ceiling_text
 from tui.core.untrusted import one_line, without_credentials
 from tui.core.filled import filled
 
@@ -71,5 +72,5 @@ def _server_parts(state: ServerState) -> list[str]:
     if state.device and not state.simulated:  # a simulator phasetop started names its device first
         parts.append(f"on {one_line(state.device)}")
     if state.ceiling_tok_s:
-        parts.append(f"ceiling {state.ceiling_tok_s:,.0f} tok/s")
+        parts.append(ceiling_text(state.ceiling_tok_s, state.ceiling_factor))
     return parts

@@ -196,6 +196,8 @@ class TimelinePane(Vertical):
     batch_of: reactive[list[int]] = reactive(list, always_update=True, repaint=False)
     """One batch number per timing, where the live session gave them (else each send's, from the send times)."""
     decode_ceiling_tok_s: reactive[float | None] = reactive(None, repaint=False)
+    ceiling_factor: reactive[float | None] = reactive(None, repaint=False)
+    """A speculating server's tokens a step, named beside the ceiling it multiplies."""
     """Single-stream decode ceiling for this model and device, when known."""
 
     diagnosis: reactive[str] = reactive("", repaint=False)
@@ -304,4 +306,5 @@ class TimelinePane(Vertical):
         set_text(gaps_line, counted)
         gaps = shown[selected].gaps if selected is not None else ()
         set_text(self.query_one("#timeline-figures", Static),
-                 figures_line(kept, self.decode_ceiling_tok_s, self.selected_back, [lane.label for lane in shown], gaps))
+                 figures_line(kept, self.decode_ceiling_tok_s, self.selected_back, [lane.label for lane in shown], gaps,
+                              self.ceiling_factor))

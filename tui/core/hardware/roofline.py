@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tui.core.hardware.devices import Device
 from tui.core.hardware.models import ModelLayout
@@ -173,6 +173,8 @@ class PhasePoint:
     """Prefill: the prompt tokens computed; None for decode."""
     context: float | None = None
     """Decode from the model's layout: the mean context each sequence attended to; None otherwise."""
+    verified: int = 1
+    """Decode: tokens each sequence computes a step (K + 1 where the server speculates: the drafts verified too)."""
 
     @property
     def roof_share(self) -> float:
@@ -186,7 +188,8 @@ class PhasePoint:
         if self.phase not in (PREFILL, DECODE):
             return f"{self.phase}: {share}"
         if self.phase == DECODE:
-            where = f"decode at batch {self.batch:.3g}: {share}"
+            verifying = f", verifying {self.verified} tokens a sequence (speculation)" if self.verified > 1 else ""
+            where = f"decode at batch {self.batch:.3g}{verifying}: {share}"
             if self.bound == "bandwidth":
                 return f"{where}; raise the batch to move right"
             return f"{where}; past the ridge a bigger batch adds little throughput"
@@ -198,7 +201,8 @@ class PhasePoint:
     def to_json(self) -> dict:
         return {"source": self.source, "intensity_flop_per_byte": self.intensity_flop_per_byte,
                 "achieved_flops": self.achieved_flops, "roof_flops": self.roof_flops, "roof_share": self.roof_share,
-                "bound": self.bound, "batch": self.batch, "tokens": self.tokens, "reading": self.reading}
+                "bound": self.bound, "batch": self.batch, "tokens": self.tokens, "verified": self.verified,
+                "reading": self.reading}
 
 
 def _point(roofs: Roofs, phase: str, source: str, flops: float, read_bytes: float, seconds: float,
@@ -234,21 +238,24 @@ def prefill_point(roofs: Roofs, layout: ModelLayout, params: float, weights: flo
 
 
 def decode_step_traffic(layout: ModelLayout, params: float, weights: float, batch: float, context: float,
-                        kv_bytes_per_element: float = 2) -> tuple[float, float]:
-    """(FLOPs, bytes read) of one decode step: `batch` sequences each add a token after `context` tokens.
+                        kv_bytes_per_element: float = 2, verified: int = 1) -> tuple[float, float]:
+    """(FLOPs, bytes read) of one decode step: `batch` sequences each compute `verified` tokens after `context`
+    tokens (1; K + 1 where a server speculates: the token and the K drafts it verifies in the same pass).
 
-    One read of the weights serves the whole batch; each sequence reads its own KV cache.
+    One read of the weights serves the whole batch; each sequence reads its own KV cache once for all it verifies.
     """
     kv_read = batch * kv_bytes_per_token(layout, kv_bytes_per_element) * context
-    return batch * forward_flops(params, layout, 1, context), weights + kv_read
+    return batch * forward_flops(params, layout, verified, context), weights + kv_read
 
 
 def decode_point(roofs: Roofs, layout: ModelLayout, params: float, weights: float, batch: float, context: float,
-                 decode_tok_s: float) -> PhasePoint:
-    """Decode from the model's layout: intensity ≈ batch × 2 × params / (weights + batch's KV); achieved from
-    the tokens per second of all sequences together."""
-    flops, read = decode_step_traffic(layout, params, weights, batch, context)
-    return _point(roofs, DECODE, MODEL, flops, read, batch / decode_tok_s, batch=batch, context=context)
+                 decode_tok_s: float, verified: int = 1, tokens_a_step: float = 1.0) -> PhasePoint:
+    """Decode from the model's layout: intensity ≈ batch × verified × 2 × params / (weights + batch's KV); achieved
+    from the tokens per second of all sequences together, a step giving each `tokens_a_step` of them (a speculating
+    server's mean accepted length: its step computes `verified` tokens a sequence, rejected drafts included)."""
+    flops, read = decode_step_traffic(layout, params, weights, batch, context, verified=verified)
+    point = _point(roofs, DECODE, MODEL, flops, read, batch * tokens_a_step / decode_tok_s, batch=batch, context=context)
+    return replace(point, verified=verified) if verified != 1 else point
 
 
 def estimated_point(roofs: Roofs, phase: str, flops: float, read_bytes: float, seconds: float,

@@ -19,6 +19,7 @@ from tui.core.hardware.roofline_phases import decode_from_streams, prefill_model
 from tui.core.hardware.roofline_target import RooflineTarget, served_target, simulator_target
 from tui.core.hardware.roofline_traces import TRACED, Trace, experiment_trace, narrower_decode, narrower_reading
 from tui.core.telemetry.readings import GpuReading, MetricsSnapshot
+from tui.core.telemetry.speculation import Speculation
 
 SERVER = "server"
 """The phase of the server's own estimate over the window: its prefills and decodes together."""
@@ -77,7 +78,7 @@ def live_roofline(target: RooflineTarget | str, timings: Sequence[RequestTiming]
     heading = (f"{target.roofs.device} ({target.device_source}) · {target.layout.name} at {target.bits} bit · "
                f"ridge {target.roofs.ridge_flop_per_byte:,.0f} FLOP/byte")
     prefill = _prefill(target, timings)
-    decode, decode_why = _decode(target, timings)
+    decode, decode_why = _decode(target, timings, metrics.speculation if metrics is not None else None)
     ghost = narrower_decode(target, decode)
     estimate, no_estimate = _estimate(target, metrics)
     traces = tuple(trace for vary in TRACED if vary in (swept or {})
@@ -120,7 +121,8 @@ def _prefill(target: RooflineTarget, timings: Sequence[RequestTiming]) -> PhaseP
     return None
 
 
-def _decode(target: RooflineTarget, timings: Sequence[RequestTiming]) -> tuple[PhasePoint | None, str]:
+def _decode(target: RooflineTarget, timings: Sequence[RequestTiming],
+            speculation: Speculation | None) -> tuple[PhasePoint | None, str]:
     """The newest streams that decoded together and alone: each overlapped the others for most of its decode, and
     no request outside them overlapped any of them (their batch is theirs, the same throughout)."""
     placed: set[int] = set()
@@ -132,7 +134,7 @@ def _decode(target: RooflineTarget, timings: Sequence[RequestTiming]) -> tuple[P
         group = [timings[i] for i in sorted(members)]
         if any(t.output_tokens is None for t in group) or not _together(group):
             continue  # one still streaming, or a load's streams, coming and going: no one batch
-        point, why = decode_from_streams(target, group)
+        point, why = decode_from_streams(target, group, speculation)
         if point is not None:
             return point, ""
         return None, f"decode: the newest streams cannot place it: {why}"

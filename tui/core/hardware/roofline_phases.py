@@ -12,6 +12,7 @@ from tui.core.measure.records import RequestTiming
 from tui.core.hardware.roofline import DECODE, PREFILL, PhasePoint, decode_point, estimated_point, prefill_point
 from tui.core.hardware.roofline_target import RooflineTarget
 from tui.core.telemetry.readings import ServerReading
+from tui.core.telemetry.speculation import Speculation
 
 NO_ESTIMATES = "the server publishes no FLOP and byte estimates (vLLM does with --enable-mfu-metrics)"
 
@@ -50,11 +51,20 @@ def window_context(window: DecodeWindow, prompt_tokens: float, generated_at_star
     return prompt_tokens + max(0.0, generated) / window.batch
 
 
-def decode_from_window(target: RooflineTarget, window: DecodeWindow, context: float) -> PhasePoint:
+def decode_from_window(target: RooflineTarget, window: DecodeWindow, context: float,
+                       speculation: Speculation | None = None) -> PhasePoint:
     """Decode from the server's counters over a pure-decode stretch: its tokens per second at its batch."""
     layout = target.layout
     return decode_point(target.roofs, layout, layout.params, target.weight_bytes, window.batch, context,
-                        window.decode_tok_s)
+                        window.decode_tok_s, *verification(speculation))
+
+
+def verification(speculation: Speculation | None) -> tuple[int, float]:
+    """(tokens each sequence computes a step, tokens a step gives it): (1, 1) without speculation, (K + 1, the mean
+    accepted length) with it."""
+    if speculation is None or not speculation.proposed_per_draft or not speculation.mean_accepted_length:
+        return 1, 1.0
+    return 1 + round(speculation.proposed_per_draft), speculation.mean_accepted_length
 
 
 def decode_estimate(target: RooflineTarget, window: DecodeWindow) -> tuple[PhasePoint | None, str | None]:
@@ -66,10 +76,12 @@ def decode_estimate(target: RooflineTarget, window: DecodeWindow) -> tuple[Phase
     return point, None
 
 
-def decode_from_streams(target: RooflineTarget,
-                        timings: Sequence[RequestTiming]) -> tuple[PhasePoint | None, str | None]:
+def decode_from_streams(target: RooflineTarget, timings: Sequence[RequestTiming],
+                        speculation: Speculation | None = None) -> tuple[PhasePoint | None, str | None]:
     """Decode from the client's streams (a server whose counters gave no stretch): the batch is the streams sent
-    together, their rates add up. None when one failed or came in bursts (its timing is the delivery's)."""
+    together, their rates add up. A speculating server's step verifies K + 1 tokens a sequence and gives its mean
+    accepted length of them: the point sits right of plain decode by that intensity. None when one failed or came
+    in bursts (its timing is the delivery's)."""
     if not timings or not all(t.ok for t in timings):
         return None, "a decode stream failed"
     flagged = next((t.burst for t in timings if t.burst), None)
@@ -80,5 +92,6 @@ def decode_from_streams(target: RooflineTarget,
         return None, "a decode stream gave fewer than two tokens"
     context = sum((t.prompt_tokens or 0) + (t.output_tokens or 0) / 2 for t in timings) / len(timings)
     layout = target.layout
-    point = decode_point(target.roofs, layout, layout.params, target.weight_bytes, len(timings), context, sum(rates))
+    point = decode_point(target.roofs, layout, layout.params, target.weight_bytes, len(timings), context, sum(rates),
+                         *verification(speculation))
     return point, None

@@ -150,9 +150,16 @@ class LiveSession:
 
     @property
     def decode_ceiling_tok_s(self) -> float | None:
-        if self._given_ceiling:
-            return self._given_ceiling[0]
-        return self.derived.decode_ceiling_tok_s if self.derived else None
+        """The bandwidth's ceiling, × the tokens a step of a server that speculates (`speculation_factor`)."""
+        base = self._given_ceiling[0] if self._given_ceiling else self.derived.decode_ceiling_tok_s if self.derived else None
+        factor = self.speculation_factor
+        return base * factor if base is not None and factor else base
+
+    @property
+    def speculation_factor(self) -> float | None:
+        """A speculating server's mean accepted length, as its latest scrape says; None for one that does not."""
+        speculation = self.metrics.speculation if self.metrics is not None else None
+        return speculation.mean_accepted_length if speculation is not None else None
 
     @property
     def kv_bytes_per_token(self) -> float | None:
@@ -165,7 +172,8 @@ class LiveSession:
         """What the header says of the server: as described, up or down, its config, its decode ceiling (given or
         derived, with the device it was derived for) and what phasetop is doing to it."""
         device = self.derived.device if self.derived else None
-        return replace(self._header, ceiling_tok_s=self.decode_ceiling_tok_s, device=device)
+        return replace(self._header, ceiling_tok_s=self.decode_ceiling_tok_s, ceiling_factor=self.speculation_factor,
+                       device=device)
 
     def server_up(self, served: Served, fresh: bool | None, max_model_len: int | None = None) -> None:
         self.served, self.server_fresh = served, fresh

@@ -29,7 +29,11 @@ class ServerState:
     config: str | None = None
     """Engine config in one line (`config_from`: max_num_batched_tokens, prefix caching, ...)."""
     ceiling_tok_s: float | None = None
-    """The single-stream decode ceiling for the model on that device, when known."""
+    """The single-stream decode ceiling for the model on that device, when known (a speculating server's: the
+    bandwidth's × `ceiling_factor`)."""
+    ceiling_factor: float | None = None
+    """A speculating server's tokens a step (mean accepted length): a step reads the weights once for that many
+    tokens, so the bandwidth's ceiling is multiplied by it; None for a server that does not speculate."""
     device: str | None = None
     """What a server phasetop did not start runs on, once its ceiling was derived (`ServerCeiling.device`)."""
     note: str | None = None

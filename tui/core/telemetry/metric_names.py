@@ -13,6 +13,7 @@ from collections import defaultdict
 from prometheus_client.parser import text_string_to_metric_families
 
 from tui.core.telemetry.readings import Histogram, ServerReading
+from tui.core.telemetry.speculation import ACCEPTED, DRAFT_TOKENS, DRAFTS, position_counter
 
 GAUGES: dict[str, tuple[str, ...]] = {
     "running": (
@@ -62,7 +63,14 @@ COUNTERS: dict[str, tuple[str, ...]] = {
     "prompt_tokens_cached_total": ("vllm:prompt_tokens_cached_total",),  # local + external cache hits, in tokens
     "est_read_bytes_total": ("vllm:estimated_read_bytes_per_gpu_total",),  # --enable-mfu-metrics; 0 without it
     "est_flops_total": ("vllm:estimated_flops_per_gpu_total",),  # the same flag's FLOPs
+    # Speculative decoding (`speculation.py`); a server that does not speculate has none of them.
+    DRAFTS: ("vllm:spec_decode_num_drafts_total", "llamacpp:spec_decode_num_drafts_total"),
+    DRAFT_TOKENS: ("vllm:spec_decode_num_draft_tokens_total", "llamacpp:spec_decode_num_draft_tokens_total"),
+    ACCEPTED: ("vllm:spec_decode_num_accepted_tokens_total", "llamacpp:spec_decode_num_accepted_tokens_total"),
 }
+
+ACCEPTED_PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+"""Accepted drafts by their `position` label (0 first): read into `speculation.position_counter(position)`."""
 
 PER_GPU_COUNTERS = frozenset({"est_read_bytes_total", "est_flops_total"})
 """Counters already per GPU: averaged over engines (each engine drives its own GPUs), never summed."""
@@ -124,7 +132,7 @@ def _wanted_samples() -> frozenset[str]:
     parsed at all, so an idle server's scrape costs a third."""
     names = {name for table in (GAUGES, COUNTERS) for candidates in table.values() for name in candidates}
     names |= {raw for raw, _, _ in (*LABELLED_GAUGES.values(), *LABELLED_COUNTERS.values())}
-    names |= {*CONFIG_INFO, *CONFIG_GAUGES, PROCESS_START}
+    names |= {*CONFIG_INFO, *CONFIG_GAUGES, PROCESS_START, ACCEPTED_PER_POSITION}
     names |= {f"{raw}{suffix}" for candidates in HISTOGRAMS.values() for raw in candidates
               for suffix in ("_bucket", "_count", "_sum")}
     return frozenset(names | {f"{name}_total" for name in names} | {name.removesuffix("_total") for name in names})
@@ -199,6 +207,11 @@ def read_wanted(text: str, t_mono: float, t_unix: float, extra_config: dict[str,
             if rows:
                 out[field_name] = sum(rows)
                 source_names[field_name] = f'{raw}{{{label}="{value}"}}'
+    for labels, value in samples.get(_base(ACCEPTED_PER_POSITION), []):
+        if (position := labels.get("position", "")).isdigit():
+            name = position_counter(position)
+            counters[name] = counters.get(name, 0.0) + value
+            source_names[name] = f'{ACCEPTED_PER_POSITION}{{position="{position}"}}'
     if (size := _kv_cache_size_tokens(samples)) is not None:
         gauges["kv_cache_size_tokens"] = size
         source_names["kv_cache_size_tokens"] = "vllm:cache_config_info{kv_cache_size_tokens}"

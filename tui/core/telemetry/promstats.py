@@ -12,6 +12,7 @@ import math
 
 from tui.core.telemetry.metric_names import PROMPT_SOURCES
 from tui.core.telemetry.readings import QUANTILES, Histogram, HistogramQuantiles, MetricsSnapshot, Restart, ServerReading
+from tui.core.telemetry.speculation import speculation_of
 
 RESTART_COUNTERS = (
     "prompt_tokens_total", "generation_tokens_total", "prefix_cache_queries_total", "preemptions_total",
@@ -291,4 +292,5 @@ def build_snapshot(previous: ServerReading | None, current: ServerReading, resta
         },
         est_read_gbs=est_read_bps / 1e9 if est_read_bps is not None else None,
         est_flops_per_s=est_flops_per_s,
+        speculation=speculation_of(before, now),
     )

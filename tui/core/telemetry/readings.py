@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from tui.core.telemetry.speculation import Speculation
+
 SATURATED_KV_USAGE = 0.95
 """KV usage at or past this, with requests waiting, is a server out of KV room (the saturation signature)."""
 
@@ -147,6 +149,8 @@ class MetricsSnapshot:
     the counter is absent or still 0 (the flag is off). An estimate from the model's shape, not a measurement."""
     est_flops_per_s: float | None = None
     """The same flag's estimate of FLOPs per GPU, FLOP/s over the window; None when absent or still 0."""
+    speculation: Speculation | None = None
+    """How the server speculates (acceptance, tokens a step, by position); None for one that does not."""
 
     @property
     def saturated(self) -> bool:
@@ -187,6 +191,7 @@ class MetricsSnapshot:
             "prompt_tokens_by_source": dict(self.prompt_tokens_by_source),
             "est_read_gbs": self.est_read_gbs,
             "est_flops_per_s": self.est_flops_per_s,
+            "speculation": self.speculation.to_json() if self.speculation is not None else None,
         }
 
 

@@ -75,9 +75,10 @@ def transfer_text(timing: RequestTiming) -> str | None:
 
 
 def figures_line(timings: Sequence[RequestTiming], ceiling_tok_s: float | None, back: int = NEWEST,
-                 labels: Sequence[str] | None = None, gaps: Sequence[Gap] = ()) -> str:
+                 labels: Sequence[str] | None = None, gaps: Sequence[Gap] = (), ceiling_factor: float | None = None) -> str:
     """The figures of the selected request (`back` from the newest), named by its label: TTFT (and its parts
-    where the server split it), prefill rate and its source, decode rate as a share of the ceiling, its ITL
+    where the server split it), prefill rate and its source, decode rate as a share of the ceiling (a speculating
+    server's, × `ceiling_factor` tokens a step, named), its ITL
     p50/p99 (the meter's own gaps left out, and said so), its tokens, and its worst named gap with whose it is.
 
     A request marked cold (a model load, or a fresh server's first) has its prefill rate labelled "cold
@@ -96,6 +97,8 @@ def figures_line(timings: Sequence[RequestTiming], ceiling_tok_s: float | None, 
     share = ""
     if timing.decode_tok_s and ceiling_tok_s:
         share = f" = {timing.decode_tok_s / ceiling_tok_s:.0%} of the {ceiling_tok_s:,.0f} tok/s ceiling"
+        if ceiling_factor:
+            share += f" ({ceiling_tok_s / ceiling_factor:,.0f} × {ceiling_factor:.2f} tokens a step: speculation)"
     itl = summarize(() if timing.burst else timing.itl_s)
     p50 = f"{itl.p50 * 1e3:.1f} ms" if itl.p50 is not None else "–"
     p99 = f"{itl.p99 * 1e3:.1f} ms" if itl.p99 is not None else "–"

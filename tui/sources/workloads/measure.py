@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from time import monotonic
 
@@ -34,6 +34,7 @@ from tui.sources.http import ServerClient
 from tui.sources.identity import server_identity, server_is_fresh
 from tui.sources.workloads.load import LoadResult, LoadRunner
 from tui.sources.meter import LocalMeter, Meter
+from tui.sources.scrape import MetricsScraper
 from tui.sources.stream import StreamRequest
 
 
@@ -50,6 +51,20 @@ async def guard_for(client: ServerClient, server: ServerInfo, bandwidth_gbs: flo
     """Read both from the server (its /metrics counters; its identity on this host's devices)."""
     ceiling = await server_decode_ceiling(client, server, bandwidth_gbs)
     return Guard(await server_is_fresh(client), ceiling.decode_ceiling_tok_s)
+
+
+async def with_speculation(guard: Guard, client: ServerClient) -> Guard:
+    """The guard after a run, its ceiling × the tokens a step of a server that speculated (its /metrics since start):
+    a step reads the weights once for that many tokens, so a speculating stream may pass the bandwidth's ceiling.
+    Unchanged where the server does not speculate or its metrics cannot be read."""
+    if guard.ceiling_tok_s is None:
+        return guard
+    try:
+        snapshot = await MetricsScraper(client).read()
+    except SourceError:
+        return guard
+    factor = snapshot.speculation.mean_accepted_length if snapshot.speculation is not None else None
+    return replace(guard, ceiling_tok_s=guard.ceiling_tok_s * factor) if factor else guard
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +166,7 @@ async def measure_load(runner: LoadRunner, params: dict | Callable[[], dict], gu
     started = datetime.now(UTC)
     result = await runner.run(on_finished)
     finished = datetime.now(UTC)
+    guard = await with_speculation(guard, runner.client)
     requests = flag_bursts(mark_cold(result.requests, server_fresh=guard.fresh), guard.ceiling_tok_s)
     figures = result.figures() if result.endless is not None else bench_figures(requests, result.duration_s, *slo_s)
     if not figures["completed"]:
