@@ -39,7 +39,8 @@ VALUES_HELP = "; ".join(f"{name}: {','.join(str(v) for v in values)}" for name, 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "sweep",
-        help="run an experiment: prompt length, prefix cache, concurrency, interference, context growth",
+        help="run an experiment: prompt length, prefix cache, concurrency, interference, context growth, "
+        "disaggregation, speculation",
         description="Run one experiment against the server and state its finding in one line. "
         "prompt-tokens: TTFT and decode rate against prompt length. prefix: a long shared prefix sent twice "
         "against a unique prompt. concurrency: aggregate tok/s and ITL against N streams at once. "
@@ -48,6 +49,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "disaggregation: the interference workload on phasetop's own simulator, started in four setups on the same "
         "hardware (one device with chunked prefill off, one device with chunks of 512, 1P1D over --kv-link, 1P1D split "
         "on one device): it takes no --url (values: the long prompt's length). "
+        "speculation: the same streams on phasetop's own simulator with n-gram speculative decoding off and on "
+        "(3 drafts a step, each accepted 7 times in 10), a stream's decode rate at each batch with its interval: the gain "
+        "at batch 1 and where it turns into a loss; it takes no --url (values: batches). "
         "Where the server states its max_model_len, every request fits it with 1/32 of it (at least 32 tokens) kept "
         "free, since a fitted prompt may come out a few tokens long; what was scaled to fit is one line on stderr "
         "and the JSON's `scaled` list.",
@@ -169,10 +173,14 @@ def _print_progress(progress: Progress) -> None:
 
 
 def _run_own(args: argparse.Namespace, settings: Settings, values: list[int] | None) -> int:
-    """An experiment that starts phasetop's simulator in each of its setups (disaggregation): no server to name."""
+    """An experiment that starts phasetop's simulator in each of its setups (disaggregation, speculation): no server
+    to name."""
     if args.url is not None:
         raise CliError(f"sweep --vary {args.vary} starts phasetop's own simulator in each of its setups: it takes no --url",
                        EXIT_USAGE)
+    if args.vary != "disaggregation" and (args.kv_link is not None or args.slo_ttft_ms is not None
+                                          or args.slo_itl_ms is not None):
+        raise CliError("--kv-link, --slo-ttft-ms and --slo-itl-ms apply to --vary disaggregation only", EXIT_USAGE)
     try:
         link = find_link(args.kv_link or DEFAULT_KV_LINK)
     except ValueError as error:
@@ -199,8 +207,9 @@ def _run_own(args: argparse.Namespace, settings: Settings, values: list[int] | N
     measured = loop.run(sweep())
     if measured.result is None:
         raise CliError(measured.error)
+    over = f", KV over {link.name} ({link.gbs:g} GB/s)" if args.vary == "disaggregation" else ""
     return _report(args, settings, measured, stopping, f"phasetop's simulator, {settings.sim.gpu}, model "
-                   f"{settings.sim.model}, KV over {link.name} ({link.gbs:g} GB/s)")
+                   f"{settings.sim.model}{over}")
 
 
 def _with_roofline(document: dict, target: RooflineTarget | str | None) -> dict:

@@ -56,6 +56,7 @@ TITLES = {
     "interference": "Interference: a long prompt lands among running streams",
     "context": "Context growth: ITL against token position",
     "disaggregation": "Disaggregation: is it worth it? The interference workload on four setups",
+    "speculation": "Speculative decoding: a stream's decode rate off and on, at batch 1, 8 and 32",
 }
 CHARTS = {
     "prompt-tokens": Chart(left=("ttft_s",), right=("decode_tok_s",)),
@@ -63,6 +64,7 @@ CHARTS = {
     "concurrency": Chart(left=("aggregate_tok_s",), right=("itl_p99_s",), even_x=True),
     "interference": Chart(bars=("itl_before_s", "itl_during_s", "itl_after_s")),
     "disaggregation": Chart(by_setup="itl_worst_s"),
+    "speculation": Chart(by_setup="decode_tok_s"),
     "context": Chart(left=("itl_p50_s",)),
 }
 RGB = tuple[int, int, int]
@@ -134,7 +136,11 @@ class ExperimentChart(ThemedPlot):
         column = next(c for c in COLUMNS[self.vary] if c.key == key)
         shown = [row for row in self.rows if row.get(key) is not None]
         heights = [row[key] * column.scale for row in shown]
-        self.plt.bar([str(row["setup_key"]) for row in shown], heights, color=COLOURS[0])
+        labels = [str(row["setup_key"]) for row in shown]
+        if len(set(labels)) < len(labels):  # a setup at several values (speculation's batches): each named by both
+            value = COLUMNS[self.vary][1].key
+            labels = [f"{label} {row[value]}" for label, row in zip(labels, shown, strict=True)]
+        self.plt.bar(labels, heights, color=COLOURS[0])
         self.plt.title(_label(column))
         self._y_axis(heights, "left", self.canvas_rows(framed=True, x_labels=True, captions=1))
 
@@ -221,9 +227,9 @@ class ExperimentScreen(Screen[None]):
         """What the message line says once the experiment ended ("done", "stopped: …")."""
 
     def compose(self) -> ComposeResult:
-        where = (f"phasetop's simulator ({self.settings.sim.gpu}, {self.settings.sim.model}), KV over "
-                 f"{find_link(DEFAULT_KV_LINK).name}" if self.plan.vary in OWN_SIMULATORS
-                 else f"{self.info.model} at {self.server_url}")
+        where = f"{self.info.model} at {self.server_url}" if self.plan.vary not in OWN_SIMULATORS else (
+            f"phasetop's simulator ({self.settings.sim.gpu}, {self.settings.sim.model})"
+            + (f", KV over {find_link(DEFAULT_KV_LINK).name}" if self.plan.vary == "disaggregation" else ""))
         yield Static(f"{TITLES[self.plan.vary]} · {where}", id="experiment-title", markup=False)
         if self.plan.scaled:
             yield Static(f"scaled {'; '.join(self.plan.scaled)}", id="experiment-scaled", markup=False)

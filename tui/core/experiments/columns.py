@@ -101,6 +101,8 @@ COLUMNS = {
                        Column("itl_worst_s", "worst gap", _MS, "ms"), Column("itl_p99_s", "ITL p99", _MS, "ms"),
                        Column("itl_p50_s", "ITL p50", _MS, "ms"), Column("ttft_s", "its TTFT", _MS, "ms"),
                        Column("transfer_share", "transfer", 100.0, "%"), Column("aggregate_tok_s", "aggregate", unit="tok/s")),
+    "speculation": (Column("setup", "setup"), Column("streams", "batch"), Column("decode_tok_s", "per stream", unit="tok/s"),
+                    Column("itl_mean_s", "ITL mean", _MS, "ms"), Column("tokens_per_chunk", "tokens a chunk")),
 }
 """The table each experiment shows, first column the value swept (disaggregation's: its setup, then the value)."""
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tui.core.experiments.speculation import speculation_finding
 from tui.core.runs.compare_text import interval_text, verdict_text
 from tui.core.measure.uncertainty import (
     BETTER,
@@ -79,22 +80,17 @@ def finding_figures(vary: str, rows: Sequence[dict], slos: tuple[float | None, f
 
 
 def _found(vary: str, rows: Sequence[dict], slos: tuple[float | None, float | None]) -> tuple[str, list[Compared]]:
+    if vary == "speculation":
+        return speculation_finding(rows)
     return _disaggregation_finding(list(rows), slos) if vary == "disaggregation" else FINDINGS[vary](list(rows))
 
 
 def _compared(key: str, label: str, unit: str, a: dict, b: dict, at: tuple[str, str], higher_is_better: bool) -> Compared:
     """Row a's `key` against row b's, judged from their intervals; `at`: the rows' key that says where each was, and
     how to say it ("{:,} prompt tokens")."""
-    judged = judge_intervals(a[key], b[key], _interval(a, key), _interval(b, key), higher_is_better)
+    judged = judge_intervals(a[key], b[key], Interval.of_row(a, key), Interval.of_row(b, key), higher_is_better)
     where, said = at
     return Compared(key, label, unit, said.format(a[where]), said.format(b[where]), a[key], b[key], judged)
-
-
-def _interval(row: dict, key: str) -> Interval | None:
-    kept = (row.get("intervals") or {}).get(key)
-    if kept is None:
-        return None
-    return Interval(tuple(kept["ci"]) if kept["ci"] else None, kept["n"], kept["more"], kept.get("reason"))
 
 
 def _prompt_finding(rows: list[dict]) -> tuple[str, list[Compared]]:
@@ -118,8 +114,8 @@ def _prefix_finding(rows: list[dict]) -> tuple[str, list[Compared]]:
         return "no shared prefix measured twice", []
     row = rows[-1]
     ratio = row["second_vs_first"]
-    judged = judge_intervals(row["first_ttft_s"], row["second_ttft_s"], _interval(row, "first_ttft_s"),
-                             _interval(row, "second_ttft_s"), higher_is_better=False)
+    judged = judge_intervals(row["first_ttft_s"], row["second_ttft_s"], Interval.of_row(row, "first_ttft_s"),
+                             Interval.of_row(row, "second_ttft_s"), higher_is_better=False)
     again = Compared("second_ttft_s", "TTFT sent again", "s", f"{row['prefix_tokens']:,} prefix tokens, first",
                      f"{row['prefix_tokens']:,} prefix tokens, again", row["first_ttft_s"], row["second_ttft_s"], judged)
     verdict = "prefix-cache hit" if ratio < PREFIX_HIT_RATIO else "no prefix-cache hit"

@@ -19,14 +19,14 @@ from tui.core.measure.uncertainty import BLOCK_GAPS, NOT_ENOUGH, by_block, inter
 
 EXPERIMENT_NAMES = {"prompt-tokens": "prompt-length sweep", "prefix": "prefix cache", "concurrency": "concurrency sweep",
                     "interference": "long-prompt interference", "context": "context growth",
-                    "disaggregation": "disaggregation"}
+                    "disaggregation": "disaggregation", "speculation": "speculative decoding"}
 """What each experiment is called where a person reads of it (toasts, the flag editor's reruns)."""
 
-EXPERIMENTS = ("prompt-tokens", "prefix", "concurrency", "interference", "context", "disaggregation")
+EXPERIMENTS = ("prompt-tokens", "prefix", "concurrency", "interference", "context", "disaggregation", "speculation")
 """What `--vary` names, in the order the domain text tells them."""
-OWN_SIMULATORS = ("disaggregation",)
+OWN_SIMULATORS = ("disaggregation", "speculation")
 """Experiments that start phasetop's simulator in each of their server setups rather than run against one server
-(`tui.sources.workloads.disaggregation`)."""
+(`tui.sources.workloads.disaggregation`, `tui.sources.workloads.speculation`)."""
 
 MAX_VALUES = 32
 MAX_REPEAT = 50
@@ -77,7 +77,7 @@ class Plan:
     @property
     def streams(self) -> int:
         """The most requests it has in flight at once."""
-        if self.vary == "concurrency":
+        if self.vary in ("concurrency", "speculation"):
             return max(self.values)
         if self.vary in ("interference", "disaggregation"):
             return INTERFERENCE_STREAMS + 1
@@ -91,11 +91,14 @@ DEFAULT_VALUES = {
     "interference": (4000,),
     "context": (1000, 2000, 4000, 8000),
     "disaggregation": (4000,),
+    "speculation": (1, 8, 32),
 }
-DEFAULT_MAX_TOKENS = {"prompt-tokens": 64, "prefix": 8, "concurrency": 256, "interference": 256, "disaggregation": 256}
-DEFAULT_REPEAT = {"prompt-tokens": 3, "prefix": 3, "concurrency": 1, "interference": 1, "context": 1, "disaggregation": 1}
+DEFAULT_MAX_TOKENS = {"prompt-tokens": 64, "prefix": 8, "concurrency": 256, "interference": 256, "disaggregation": 256,
+                      "speculation": 128}
+DEFAULT_REPEAT = {"prompt-tokens": 3, "prefix": 3, "concurrency": 1, "interference": 1, "context": 1, "disaggregation": 1,
+                  "speculation": 2}
 MIN_MAX_TOKENS = {"prompt-tokens": 2, "prefix": 1, "concurrency": 2, "interference": 2 * INTERFERENCE_LEAD_TOKENS,
-                  "disaggregation": 2 * INTERFERENCE_LEAD_TOKENS}
+                  "disaggregation": 2 * INTERFERENCE_LEAD_TOKENS, "speculation": 2}
 
 
 def make_plan(
@@ -130,13 +133,13 @@ def make_plan(
     tokens = None if vary == "context" else DEFAULT_MAX_TOKENS[vary] if max_tokens is None else max_tokens
     if tokens is not None and tokens < MIN_MAX_TOKENS[vary]:
         raise ValueError(f"max-tokens must be at least {MIN_MAX_TOKENS[vary]} for {vary}, got {tokens}")
-    if vary == "concurrency" and chosen[-1] > MAX_STREAMS:
+    if vary in ("concurrency", "speculation") and chosen[-1] > MAX_STREAMS:
         raise ValueError(f"at most {MAX_STREAMS} streams, got {chosen[-1]}")
     scaled: list[str] = []
     if max_model_len is not None:
         fits = f"to fit max_model_len {max_model_len:,} ({fit_margin(max_model_len):,} tokens kept free)"
         budget = max_model_len - fit_margin(max_model_len)
-        if vary in ("concurrency", "interference", "disaggregation"):
+        if vary in ("concurrency", "interference", "disaggregation", "speculation"):
             tokens = _fit_stream_tokens(vary, tokens, max_tokens is not None, budget, fits, scaled)
         chosen = _fit_values(vary, chosen, tokens, values is not None, budget, fits, scaled)
     if vary == "context":

@@ -138,6 +138,14 @@ class Interval:
     """Without an interval for a value: why, in a few words ("fewer than 5 draws", "fewer than 5 draws above p99"); the
     same words for every row alike, so a table notes each reason once (`n` and `more` have the numbers)."""
 
+    @classmethod
+    def of_row(cls, row: dict, key: str) -> Interval | None:
+        """The interval an experiment's row keeps for `key` (its `to_json`, under "intervals"); None where it keeps none."""
+        kept = (row.get("intervals") or {}).get(key)
+        if kept is None:
+            return None
+        return cls(tuple(kept["ci"]) if kept["ci"] else None, kept["n"], kept["more"], kept.get("reason"))
+
     def to_json(self) -> dict:
         low, high = self.ci or (None, None)
         return {"ci": list(self.ci) if self.ci else None, "ci_low": low, "ci_high": high, "level": LEVEL, "n": self.n,

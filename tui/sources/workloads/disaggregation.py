@@ -81,7 +81,7 @@ async def run_disaggregation(
 async def _run_setup(setup: Setup, plan: Plan, relay: ProgressCallback, args: list[str], exact_length: bool,
                      meter_for: Callable[[ServerClient], Meter]) -> tuple[RequestTiming, ...]:
     """The interference workload on a simulator started with `args`, stopped after; every timed request, in order."""
-    sim = await _started([*args, "--enable-per-request-metrics"])
+    sim = await start_simulator([*args, "--enable-per-request-metrics"])
     try:
         async with make_client(sim.url) as client:
             server = await describe_server(client, "openai", None)
@@ -92,7 +92,7 @@ async def _run_setup(setup: Setup, plan: Plan, relay: ProgressCallback, args: li
         await asyncio.to_thread(sim.stop)
 
 
-async def _started(args: list[str]) -> SimulatorProcess:
+async def start_simulator(args: list[str]) -> SimulatorProcess:
     """A simulator started off the event loop; one cancelled while it starts (Escape in the UI) is stopped once it
     is up, not left running."""
     starting = asyncio.ensure_future(asyncio.to_thread(SimulatorProcess.start, args))

@@ -23,11 +23,14 @@ from tui.core.measure.delivery import flag_bursts
 from tui.core.experiments.disaggregation import KvLink
 from tui.core.experiments.setups import setups_server
 from tui.core.experiments.plans import Plan
+from tui.core.experiments.speculation import setups as speculation_setups
+from tui.core.experiments.speculation import speculation_server
 from tui.core.measure.records import RequestTiming, mark_cold
 from tui.core.runs.run_record import new_run
 from tui.sources.ceiling import server_decode_ceiling
 from tui.sources.detect import ServerInfo
 from tui.sources.workloads.disaggregation import run_disaggregation
+from tui.sources.workloads.speculation import run_speculation
 from tui.sources.errors import SourceError
 from tui.sources.workloads.experiments import ExperimentFailed, ExperimentResult, ProgressCallback, run_experiment
 from tui.sources.http import ServerClient
@@ -78,7 +81,8 @@ class OnServer:
 
 @dataclass(frozen=True, slots=True)
 class OnOwnSimulators:
-    """phasetop's simulator started in each setup (the disaggregation experiment): there is no one server to name."""
+    """phasetop's simulator started in each setup (the disaggregation and speculation experiments): there is no one
+    server to name; `link` is disaggregation's."""
 
     link: KvLink
     gpu: str
@@ -117,7 +121,10 @@ async def measure(plan: Plan, target: Target, on_progress: ProgressCallback | No
     except SourceError as failed:
         result, error = None, str(failed)
     duration_s = monotonic() - clock
-    if isinstance(target, OnOwnSimulators):
+    if isinstance(target, OnOwnSimulators) and plan.vary == "speculation":
+        server = identity = speculation_server(target.gpu, target.model, speculation_setups())
+        workload = plan.to_json()
+    elif isinstance(target, OnOwnSimulators):
         server = identity = setups_server(target.link, target.gpu, target.model)
         workload = {**plan.to_json(), "kv_link": target.link.name}
     else:
@@ -134,6 +141,8 @@ async def measure(plan: Plan, target: Target, on_progress: ProgressCallback | No
 
 async def _run(plan: Plan, target: Target, on_progress: ProgressCallback | None, should_stop: Callable[[], bool] | None,
                exact_length: bool, meter_for: Callable[[ServerClient], Meter]) -> ExperimentResult:
+    if isinstance(target, OnOwnSimulators) and plan.vary == "speculation":
+        return await run_speculation(plan, on_progress, should_stop, target.sim_args, exact_length, meter_for)
     if isinstance(target, OnOwnSimulators):
         return await run_disaggregation(plan, target.link, on_progress, should_stop, target.sim_args, exact_length,
                                         meter_for)

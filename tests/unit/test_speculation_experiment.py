@@ -1,0 +1,63 @@
+"""The speculation experiment's rows and finding: a gain is "better" only when the two setups' intervals part."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from tui.core.experiments.findings import finding, finding_figures
+from tui.core.experiments.plans import make_plan
+from tui.core.experiments.speculation import setups, speculation_row
+from tui.core.measure.records import RequestTiming
+
+OFF, ON = setups()
+
+
+def stream(step_s: float, tokens_a_chunk: tuple[int, ...], seed: int, jitter: float = 0.02) -> RequestTiming:
+    """A stream whose chunks come a step apart (± jitter), each carrying the tokens given in turn (1 first)."""
+    rng = random.Random(seed)
+    sizes = [1] + [tokens_a_chunk[i % len(tokens_a_chunk)] for i in range(40)]
+    offsets = [0.01]
+    for _ in sizes[1:]:
+        offsets.append(offsets[-1] + step_s * (1 + jitter * (rng.random() - 0.5)))
+    return RequestTiming(ok=True, t_sent_unix=0.0, token_offsets_s=tuple(offsets), output_tokens=sum(sizes),
+                         tokens_per_chunk=tuple(sizes) if any(s != 1 for s in sizes) else None)
+
+
+def rows_for(batches: dict[int, tuple[float, float, tuple[int, ...]]]) -> list[dict]:
+    """{batch: (step off, step on, tokens a chunk on)} → the experiment's rows, two rounds of two streams each."""
+    rows = []
+    for setup in (OFF, ON):
+        for streams, (off_s, on_s, sizes) in batches.items():
+            step, chunked = (off_s, (1,)) if setup is OFF else (on_s, sizes)
+            rounds = [[stream(step, chunked, seed=100 * r + i) for i in range(2)] for r in range(2)]
+            rows.append(speculation_row(setup, streams, rounds))
+    return rows
+
+
+def test_the_gain_at_batch_1_and_the_loss_at_32_are_sure_and_said():
+    # batch 1: a step a little longer, 2.5 tokens a step; batch 32: compute bound, a step 4× as long for 2.5 tokens
+    rows = rows_for({1: (0.005, 0.0052, (2, 3)), 8: (0.0055, 0.0058, (2, 3)), 32: (0.006, 0.024, (2, 3))})
+    on_1 = next(r for r in rows if r["setup_key"] == "on" and r["streams"] == 1)
+    assert on_1["tokens_per_chunk"] == pytest.approx(101 / 41) and on_1["decode_tok_s"] == pytest.approx(
+        1 / on_1["itl_mean_s"])
+    line = finding("speculation", rows)
+    assert line.startswith("speculation ×2.40 at batch 1, sure: [×")
+    assert "×0.62 at batch 32, sure" in line and line.endswith("worth it up to batch 8, a loss from batch 32")
+    figures = finding_figures("speculation", rows)
+    assert [f["verdict"] for f in figures] == ["better", "better", "worse"]
+    assert all(f["ci_low"] <= f["factor"] <= f["ci_high"] for f in figures)
+
+
+def test_a_tie_is_not_called_a_gain():
+    rows = rows_for({1: (0.005, 0.0125, (2, 3))})  # 2.5 tokens a step, 2.5× the step: the same rate
+    line = finding("speculation", rows)
+    assert "at batch 1, tie" in line and "worth it" not in line
+
+
+def test_the_plan_runs_batches_1_8_32_with_no_server_to_fit():
+    plan = make_plan("speculation")
+    assert plan.values == (1, 8, 32) and plan.streams == 32 and plan.max_tokens == 128
+    with pytest.raises(ValueError, match="at most 256 streams"):
+        make_plan("speculation", [512])

@@ -1,0 +1,120 @@
+"""The speculation experiment's setups, rows and finding: the same streams with speculative decoding off and on, at
+batch 1, 8 and 32, so the gain at batch 1 (bandwidth bound: a step reads the weights once for several tokens) and its
+fall as the batch nears the ridge (the verification's K + 1 tokens a sequence cost compute) show with an interval.
+
+A stream's decode rate is 1 / its mean per-token ITL, so a setup's rate at a batch is judged by the mean ITL over
+every stream's tokens, in blocks of consecutive gaps (one draw each). The change is the ratio off / on; its interval
+comes from the two means' own (`judge_intervals`), so "×2.3" is "better" only when the intervals do not overlap.
+
+Pure: `tui.sources.workloads.speculation` starts phasetop's simulator in each setup and times the requests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tui.core.measure.records import RequestTiming
+from tui.core.measure.stats import summarize
+from tui.core.measure.uncertainty import BETTER, BLOCK_GAPS, WORSE, Interval, interval, judge_intervals
+
+METHOD = "ngram"
+NUM_SPECULATIVE_TOKENS = 3
+ACCEPTANCE = 0.7
+"""The speculating setup's defaults: an n-gram proposer's 3 drafts a step, each accepted 7 times in 10."""
+
+
+@dataclass(frozen=True, slots=True)
+class Setup:
+    """One side of the experiment: a key, the row's label, and `phasetop sim`'s flags for it."""
+
+    key: str
+    label: str
+    sim_args: tuple[str, ...]
+
+
+def setups(k: int = NUM_SPECULATIVE_TOKENS, acceptance: float = ACCEPTANCE, method: str = METHOD) -> tuple[Setup, Setup]:
+    """Speculation off, then on (`method`, `k` drafts a step, each accepted with chance `acceptance`)."""
+    return (Setup("off", "no speculation", ()),
+            Setup("on", f"{method} {k} a step, {acceptance:.0%} accepted",
+                  ("--speculative", method, "--num-speculative-tokens", str(k), "--acceptance", f"{acceptance:g}")))
+
+
+def speculation_server(gpu: str, model: str, chosen: Sequence[Setup]) -> dict:
+    """The run's `server`: phasetop's simulator on `gpu` with `model`, in each setup (no one server to identify)."""
+    return {"kind": "openai", "simulator": "phasetop sim", "gpu": gpu, "model": model,
+            "setups": [{"key": s.key, "label": s.label, "sim_args": list(s.sim_args)} for s in chosen]}
+
+
+def speculation_row(setup: Setup, streams: int, rounds: Sequence[Sequence[RequestTiming]]) -> dict:
+    """One setup at one batch: the streams' decode rate (1 / mean per-token ITL), their tokens a chunk (a speculative
+    step's accepted tokens come in one), with the mean ITL's interval over blocks of `BLOCK_GAPS` gaps."""
+    done = [t for batch in rounds for t in batch if t.ok and not t.burst]
+    gaps = [gap for t in done for gap in t.itl_s]
+    mean_itl = summarize(gaps).mean
+    blocks = [tuple(t.itl_s[k:k + BLOCK_GAPS]) for t in done for k in range(0, len(t.itl_s), BLOCK_GAPS)]
+    per_chunk = [t.mean_tokens_per_chunk for t in done if t.mean_tokens_per_chunk]
+    return {
+        "setup": setup.label,
+        "setup_key": setup.key,
+        "streams": streams,
+        "decode_tok_s": 1 / mean_itl if mean_itl else None,
+        "itl_mean_s": mean_itl,
+        "tokens_per_chunk": sum(per_chunk) / len(per_chunk) if per_chunk else None,
+        "n": len(done),
+        "bursts": sum(1 for batch in rounds for t in batch if t.ok and t.burst),
+        "intervals": {"itl_mean_s": interval(blocks, "mean", mean_itl).to_json()},
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class Gain:
+    """Speculation's factor on a stream's decode rate at one batch, with its interval and verdict."""
+
+    streams: int
+    factor: float
+    low: float | None
+    high: float | None
+    verdict: str
+
+    def text(self) -> str:
+        sure = f", sure: [×{self.low:.2f} … ×{self.high:.2f}]" if self.verdict in (BETTER, WORSE) else f", {self.verdict}"
+        return f"×{self.factor:.2f} at batch {self.streams}{sure}"
+
+    def to_json(self) -> dict:
+        return {"streams": self.streams, "factor": self.factor, "ci_low": self.low, "ci_high": self.high,
+                "verdict": self.verdict}
+
+
+def gains(rows: Sequence[dict]) -> list[Gain]:
+    """Per batch measured both ways: the decode rate's factor (mean ITL off / on), judged from the two intervals."""
+    off = {r["streams"]: r for r in rows if r["setup_key"] == "off" and r["itl_mean_s"]}
+    on = {r["streams"]: r for r in rows if r["setup_key"] == "on" and r["itl_mean_s"]}
+    found = []
+    for streams in sorted(off.keys() & on.keys()):
+        a, b = off[streams], on[streams]
+        a_ci, b_ci = Interval.of_row(a, "itl_mean_s"), Interval.of_row(b, "itl_mean_s")
+        judged = judge_intervals(a["itl_mean_s"], b["itl_mean_s"], a_ci, b_ci, higher_is_better=False)
+        low = high = None
+        if a_ci is not None and b_ci is not None and a_ci.ci and b_ci.ci and b_ci.ci[0] > 0:
+            low, high = a_ci.ci[0] / b_ci.ci[1], a_ci.ci[1] / b_ci.ci[0]
+        found.append(Gain(streams, a["itl_mean_s"] / b["itl_mean_s"], low, high, judged.verdict))
+    return found
+
+
+def speculation_finding(rows: Sequence[dict]) -> tuple[str, list[Gain]]:
+    """"speculation ×2.46 at batch 1 (sure …), ×1.9 at batch 8 (…), ×0.81 at batch 32 (…): worth it up to batch 8"."""
+    found = gains(rows)
+    if not found:
+        return "speculation not measured both ways at any batch", []
+    line = "speculation " + "; ".join(gain.text() for gain in found)
+    worth = [g.streams for g in found if g.verdict == BETTER]
+    loss = [g.streams for g in found if g.verdict == WORSE]
+    if worth and loss and max(worth) < min(loss):
+        return f"{line}: worth it up to batch {max(worth)}, a loss from batch {min(loss)}", found
+    if worth and len(worth) == len(found):
+        return f"{line}: worth it at every batch measured", found
+    if loss and len(loss) == len(found):
+        return f"{line}: a loss at every batch measured", found
+    return line, found
+
