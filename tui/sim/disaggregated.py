@@ -33,7 +33,7 @@ from tui.core.experiments.disaggregation import (
     split_memory_utilization,
 )
 from tui.sim.blocks import BLOCK_SIZE
-from tui.sim.engine import EngineDriver, Stream, sleep_until
+from tui.sim.engine import EngineDriver, Stream, now, sleep_until
 from tui.sim.exposition import Exposition, counter, merged
 from tui.sim.options import SimOptions
 from tui.sim.physics import ConfigError, EngineConfig
@@ -129,13 +129,13 @@ class KvPort:
     async def pull(self, nbytes: int) -> tuple[float, float]:
         """Move `nbytes` once the link is free: its seconds on the loop clock, and as measured by the wall clock.
 
-        Measured by perf_counter: uvloop's loop clock counts milliseconds and stands still within a callback.
+        Measured by perf_counter: the stamps' clock (`engine.now`) is read where the loop woke, however late.
         """
         async with self._free:
             loop = asyncio.get_running_loop()
             seconds = self.link.transfer_s(nbytes) * self.time_scale
             began = time.perf_counter()
-            await sleep_until(loop, loop.time() + seconds)
+            await sleep_until(loop, now() + seconds)
             return seconds, time.perf_counter() - began
 
 
@@ -176,7 +176,7 @@ class FrontDriver:
     def submit(self, prompt_ids: list[int], max_tokens: int, finish_reason: str = "length") -> Stream:
         """A request arriving at the front: its stream, fed by the decode worker once it gets there."""
         loop = asyncio.get_running_loop()
-        sequence = EngineSequence(f"{next(self._ids)}", tuple(prompt_ids), max_tokens, arrival=loop.time(),
+        sequence = EngineSequence(f"{next(self._ids)}", tuple(prompt_ids), max_tokens, arrival=now(),
                                   finish_reason=finish_reason)
         stream = Stream(sequence)
         self._routes[stream] = loop.create_task(self._route(stream), name=f"sim-route-{sequence.request_id}")

@@ -14,7 +14,7 @@ from starlette.routing import Route
 from tui.sim import slices, tokenizer
 from tui.sim.admission import Admitted, ApiError, admit, chat_prompt_ids, json_body
 from tui.sim.options import OLLAMA_VERSION
-from tui.sim.engine import TokenEvent
+from tui.sim.engine import TokenEvent, now
 from tui.sim.physics import Sequence
 from tui.sim.state import SimState, state_of, tokens
 from tui.sim.streaming import TokenStreamResponse, json_text
@@ -68,7 +68,7 @@ async def chat(request: Request) -> Response:
 
 
 async def _answer(request: Request, chat: bool) -> Response:
-    received = asyncio.get_running_loop().time()
+    received = now()
     state = state_of(request)
     try:
         body = await json_body(request)

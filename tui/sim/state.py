@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -10,7 +9,7 @@ from dataclasses import dataclass
 from starlette.requests import Request
 
 from tui.sim.admission import Admitted
-from tui.sim.engine import EngineDriver, Stream, TokenEvent
+from tui.sim.engine import EngineDriver, Stream, TokenEvent, now
 from tui.sim.metrics import SimMetrics
 from tui.sim.options import SimOptions
 from tui.sim.span_export import SpanExporter, served_request
@@ -38,12 +37,11 @@ async def tokens(state: SimState, admitted: Admitted, request_id: str | None = N
     """
     driver = state.driver
     stream = driver.submit(admitted.prompt_ids, admitted.max_tokens, admitted.finish_reason)
-    loop = asyncio.get_running_loop()
     try:
         while events := await stream.take():
             for event in events:
                 yield stream, event
-                driver.record_written(loop.time(), [event])
+                driver.record_written(now(), [event])
                 if event.finished:
                     return
     finally:
@@ -57,6 +55,5 @@ def finish(state: SimState, stream: Stream, request_id: str | None = None) -> No
     if not sequence.finished:
         state.metrics.count_abort()
     elif state.spans is not None:
-        loop = asyncio.get_running_loop()
-        state.spans.offer(served_request(sequence, request_id or f"sim-{sequence.request_id}", loop.time(), time.time()))
+        state.spans.offer(served_request(sequence, request_id or f"sim-{sequence.request_id}", now(), time.time()))
     state.driver.abort(stream)

@@ -18,7 +18,7 @@ from typing import Protocol
 from starlette.types import Receive, Scope, Send
 
 from tui.sim.admission import Admitted
-from tui.sim.engine import LAG_SAMPLES_MAX, EngineDriver, Stream, TokenEvent
+from tui.sim.engine import LAG_SAMPLES_MAX, EngineDriver, Stream, TokenEvent, now
 from tui.sim.physics import Sequence
 from tui.sim.state import SimState, finish
 
@@ -130,7 +130,7 @@ class _Writer:
             except StopIteration:
                 lag_s = self.lag_s
                 if len(events) == 1 and not last and len(lag_s) < LAG_SAMPLES_MAX:  # the common case, kept short
-                    lag_s.append(self.loop.time() - events[0].due)  # handed to the socket just now
+                    lag_s.append(now() - events[0].due)  # handed to the socket just now
                 else:
                     self._written(events, last)
                 return
@@ -169,7 +169,7 @@ class _Writer:
         return {"type": "http.response.body", "body": b"".join(parts), "more_body": not last}, last
 
     def _written(self, events: list[TokenEvent], last: bool) -> None:
-        self.driver.record_written(self.loop.time(), events)  # the moment the bytes were handed to the socket
+        self.driver.record_written(now(), events)  # the moment the bytes were handed to the socket
         if last and not self.done.done():
             self.done.set_result(None)
 
