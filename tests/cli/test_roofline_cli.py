@@ -12,7 +12,7 @@ from tests.scripted_server import Reply, Script, ScriptedServer
 from tui.core.hardware.devices import find_device
 from tui.core.hardware.models import MODELS
 from tui.sim.launcher import SimulatorProcess
-from tui.sim.physics import EngineConfig, step_time_s, step_traffic
+from tui.sim.step_cost import EngineConfig, step_time_s, step_traffic
 
 SIM = EngineConfig(find_device("H100 SXM"), MODELS["8b"])
 """The default simulator's engine: its physics is what the points are checked against."""

@@ -12,7 +12,7 @@ from tui.core.hardware.devices import find_device
 from tui.core.hardware.models import find_model
 from tui.sim.launcher import SimulatorProcess
 from tui.sim.options import SimOptions
-from tui.sim.physics import EngineConfig
+from tui.sim.step_cost import EngineConfig
 from tui.sim.serve import bind, serve, url_of
 
 

@@ -16,7 +16,7 @@ from tui.sim.engine import TIMER_SLACK_S
 from tui.sim.exposition import Exposition, Histogram, generated, histogram, merged
 from tui.sim.metrics import ITL_BUCKETS
 from tui.sim.options import SimOptions
-from tui.sim.physics import EngineConfig
+from tui.sim.step_cost import EngineConfig
 from tui.sim.server import new_state
 
 SCRAPES = 30

@@ -7,15 +7,8 @@ import pytest
 from tui.core.hardware.devices import find_device
 from tui.core.hardware.models import find_model
 from tui.sim.blocks import BLOCK_SIZE, BlockPool, block_hashes
-from tui.sim.physics import (
-    COMPUTE_EFFICIENCY,
-    STEP_OVERHEAD_S,
-    ConfigError,
-    Engine,
-    EngineConfig,
-    Sequence,
-    step_time_s,
-)
+from tui.sim.physics import Engine, Sequence
+from tui.sim.step_cost import COMPUTE_EFFICIENCY, STEP_OVERHEAD_S, ConfigError, EngineConfig, step_time_s
 
 H100 = find_device("H100 SXM")
 LLAMA_8B = find_model("8b")

@@ -71,8 +71,8 @@ async def test_resume_finishes_a_coroutine_that_suspended():
 
 
 class _Frames:
-    def frame(self, event: TokenEvent, parts: list[bytes]) -> None:
-        parts.append(b"t%d;" % event.index)
+    def frame(self, events: list[TokenEvent], parts: list[bytes]) -> None:
+        parts.append(b"".join(b"t%d;" % event.index for event in events))
 
     def closing(self, sequence: Sequence) -> bytes:
         return b"end;"

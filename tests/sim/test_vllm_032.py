@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.sim.wire_text import MODEL, events, samples, value
 from tui.core.hardware.devices import find_device
 from tui.core.hardware.models import find_model
-from tui.sim.physics import EngineConfig
+from tui.sim.step_cost import EngineConfig
 
 LABELS = {"model_name": MODEL, "engine": "0"}
 CONFIG = EngineConfig(device=find_device("H100 SXM"), layout=find_model("8b"))

@@ -21,7 +21,7 @@ from tui.core.measure.records import RequestTiming
 from tui.core.hardware.roofline_live import live_roofline, live_target
 from tui.core.telemetry.readings import MetricsSnapshot
 from tui.sim.options import SimOptions
-from tui.sim.physics import EngineConfig, step_time_s
+from tui.sim.step_cost import EngineConfig, step_time_s
 
 SIM = EngineConfig(find_device("H100"), MODELS["8b"])
 FLAGS = SimOptions(SIM, "meta-llama/Llama-3.1-8B-Instruct").sim_info()

@@ -10,7 +10,7 @@ from tui.core.measure.records import RequestTiming, ServerSplit
 from tui.core.hardware.roofline_live import NO_DECODE, NO_PREFILL, figures_lines, live_roofline, live_target
 from tui.core.telemetry.readings import GpuReading, MetricsSnapshot, ServerReading
 from tui.sim.options import SimOptions
-from tui.sim.physics import EngineConfig
+from tui.sim.step_cost import EngineConfig
 
 FLAGS = SimOptions(EngineConfig(find_device("H100"), MODELS["8b"]), "m").sim_info()
 TARGET = live_target(FLAGS, None, None, False)

@@ -7,7 +7,7 @@ from tui.core.hardware.models import MODELS
 from tui.core.hardware.roofline_target import chunk_of, served_target, simulator_target
 from tui.core.telemetry.readings import GpuReading
 from tui.sim.options import SimOptions
-from tui.sim.physics import EngineConfig
+from tui.sim.step_cost import EngineConfig
 
 H100_NVML = GpuReading(index="0", name="NVIDIA H100 80GB HBM3", server_mem_bytes=70 * 2**30)
 IDLE_A100 = GpuReading(index="1", name="NVIDIA A100-SXM4-80GB")

@@ -14,7 +14,8 @@ from tui.core.experiments.disaggregation import DEFAULT_KV_LINK, KV_LINKS, link_
 from tui.core.hardware.models import MODELS, find_model
 from tui.sim.blocks import BLOCK_SIZE
 from tui.sim.options import QUANTIZATION_BITS, READY_PREFIX, WORKER_PREFIX, SimOptions, served_name
-from tui.sim.physics import ConfigError, EngineConfig
+from tui.sim.step_cost import ConfigError, EngineConfig
+from tui.sim.speculation import DEFAULT_SPECULATIVE_TOKENS, METHODS, Speculation, SpeculationError, speculation_of
 from tui.sources import loop
 
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
@@ -62,6 +63,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--eos-probability", type=float, default=0.0, metavar="P",
                         help="chance each token is end-of-sequence, seeded per prompt, as a model that can stop "
                         "(default 0: answers run to max_tokens; ignore_eos/min_tokens override it)")
+    parser.add_argument("--stream-interval", type=int, default=1, metavar="N",
+                        help="tokens gathered into one streamed chunk, as vLLM's flag: the first token at once, then "
+                        "every N, and the rest at the end (default 1)")
+    sd = parser.add_argument_group("speculative decoding", "K drafted tokens verified a step in one pass of the model")
+    sd.add_argument("--speculative", choices=METHODS, metavar="METHOD",
+                    help="speculate: ngram (drafts looked up in the prompt, no device time) or draft (a draft model a "
+                    "tenth the size runs K passes first); a step's accepted tokens go out in one chunk, and /metrics "
+                    "has vLLM's vllm:spec_decode_* counters")
+    sd.add_argument("--num-speculative-tokens", type=int, metavar="K", help="drafts a step (default 3)")
+    accept = sd.add_mutually_exclusive_group()
+    accept.add_argument("--acceptance", type=float, metavar="A",
+                        help="chance each draft is accepted, given the ones before it were (default 0.7)")
+    accept.add_argument("--acceptance-curve", metavar="A0,A1,…",
+                        help="each position's acceptance, K values (falling, as real drafts' do)")
     pd = parser.add_argument_group("disaggregation", "prefill and decode on separate simulated workers")
     pd.add_argument("--disaggregated", action="store_true",
                     help="serve the API as vLLM's disaggregation proxy does, in front of prefill and decode workers, each "
@@ -98,6 +113,7 @@ def build_options(args: argparse.Namespace) -> SimOptions:
         enable_prefix_caching=args.enable_prefix_caching,
         enable_chunked_prefill=args.enable_chunked_prefill,
         max_model_len=args.max_model_len,
+        speculation=_speculation(args),
     )
     if args.max_model_len is None:
         capacity = config.num_gpu_blocks * BLOCK_SIZE
@@ -110,6 +126,10 @@ def build_options(args: argparse.Namespace) -> SimOptions:
     config = _replace(config, max_num_batched_tokens=budget)
     if not 0 <= args.eos_probability < 1:
         raise CliError("--eos-probability must be in [0, 1)", EXIT_USAGE)
+    if args.stream_interval < 1:
+        raise CliError(f"--stream-interval must be at least 1, got {args.stream_interval}", EXIT_USAGE)
+    if args.stream_interval != 1 and args.api == "ollama":
+        raise CliError("--stream-interval is vLLM's flag (Ollama streams every token)", EXIT_USAGE)
     try:
         config.validate()
     except ConfigError as error:
@@ -125,7 +145,27 @@ def build_options(args: argparse.Namespace) -> SimOptions:
         enable_mfu_metrics=args.enable_mfu_metrics,
         eos_probability=args.eos_probability,
         otlp_traces_endpoint=_traces_endpoint(args.otlp_traces_endpoint),
+        stream_interval=args.stream_interval,
     )
+
+
+def _speculation(args: argparse.Namespace) -> Speculation | None:
+    """--speculative and its settings, checked; None without it."""
+    if args.speculative is None:
+        if args.acceptance is not None or args.acceptance_curve is not None or args.num_speculative_tokens is not None:
+            raise CliError("--num-speculative-tokens, --acceptance and --acceptance-curve need --speculative", EXIT_USAGE)
+        return None
+    if args.api == "ollama":
+        raise CliError("--speculative serves vLLM's API only (Ollama does not speculate)", EXIT_USAGE)
+    if args.disaggregated:
+        raise CliError("--speculative and --disaggregated do not run together here", EXIT_USAGE)
+    try:
+        curve = tuple(float(v) for v in args.acceptance_curve.split(",")) if args.acceptance_curve else None
+        k = DEFAULT_SPECULATIVE_TOKENS if args.num_speculative_tokens is None else args.num_speculative_tokens
+        return speculation_of(args.speculative, k, args.acceptance, curve)
+    except ValueError as error:  # SpeculationError, or a curve value that is no number
+        message = str(error) if isinstance(error, SpeculationError) else f"--acceptance-curve: {error}"
+        raise CliError(message, EXIT_USAGE) from None
 
 
 def _traces_endpoint(url: str | None) -> str | None:

@@ -36,7 +36,7 @@ from tui.sim.blocks import BLOCK_SIZE
 from tui.sim.engine import EngineDriver, Stream, now, sleep_until
 from tui.sim.exposition import Exposition, counter, merged
 from tui.sim.options import SimOptions
-from tui.sim.physics import ConfigError, EngineConfig
+from tui.sim.step_cost import ConfigError, EngineConfig
 from tui.sim.physics import Sequence as EngineSequence
 from tui.sim.serve import serve_apps
 from tui.sim.server import build_app, new_state, spans_for

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from tui.core.experiments.disaggregation import time_sliced_s
-from tui.sim.physics import Engine, EngineConfig, Sequence, StepPlan, TokenOut
+from tui.sim.physics import Engine, Sequence, StepPlan, TokenOut
+from tui.sim.step_cost import EngineConfig
 
 LAG_SAMPLES_MAX = 200_000
 """`lag_s` keeps at most this many samples; past it, the older half goes."""
@@ -45,6 +46,13 @@ async def sleep_until(loop: asyncio.AbstractEventLoop, deadline: float) -> None:
         time.sleep(rest)  # under 1.5 ms: blocks the loop only while it has nothing due before the deadline
 
 
+def due_now(held: list[tuple[int, bool]], stream_interval: int) -> bool:
+    """Whether the tokens sampled and not yet sent ((index, finished), oldest first) go out now: vLLM's rule
+    (`v1/engine/output_processor.py`, `make_request_output`): the first token at once, then once `stream_interval`
+    have gathered since the last chunk, and whatever is left when the request finishes."""
+    return held[0][0] == 0 or held[-1][1] or len(held) >= stream_interval
+
+
 class TokenEvent(NamedTuple):
     """One sampled token, due at `due` (`now`'s clock); `finished` on the last one."""
 
@@ -63,7 +71,7 @@ class Stream:
     costs one hand-over per step however far behind it is: a plain list, not an `asyncio.Queue` per token.
     """
 
-    __slots__ = ("sequence", "pending", "staged", "closed", "deliver", "prepare", "_waiter", "_loop")
+    __slots__ = ("sequence", "pending", "staged", "closed", "deliver", "prepare", "held", "_waiter", "_loop")
 
     def __init__(self, sequence: Sequence) -> None:
         self.sequence = sequence
@@ -77,6 +85,8 @@ class Stream:
         self.prepare: Callable[[], None] | None = None
         """Called as events are staged before their deadline: the writer frames them then, so only the send
         is left for after it."""
+        self.held: list[tuple[int, bool]] = []
+        """(index, finished) of tokens sampled and not yet sent, under a stream interval (`due_now`)."""
         self._waiter: asyncio.Future[None] | None = None
         self._loop = asyncio.get_running_loop()
 
@@ -87,6 +97,13 @@ class Stream:
     def stage(self, event: TokenEvent) -> None:
         """An event known before it is due: kept apart (a streamed answer frames it now) until `release()`."""
         self.staged.append(event)
+        prepare = self.prepare
+        if prepare is not None:
+            prepare()
+
+    def stage_all(self, events: list[TokenEvent]) -> None:
+        """Several events due at once (one chunk: a speculative step's, a stream interval's), framed together."""
+        self.staged.extend(events)
         prepare = self.prepare
         if prepare is not None:
             prepare()
@@ -133,10 +150,13 @@ class EngineDriver:
         config: EngineConfig,
         time_scale: float = 1.0,
         on_step: Callable[[StepPlan, list[TokenOut], float], None] | None = None,
+        stream_interval: int = 1,
     ) -> None:
         self.engine = Engine(config)
         self.config = config
         self.time_scale = time_scale
+        self.stream_interval = stream_interval
+        """vLLM's --stream-interval: tokens gathered into one chunk (`due_now`)."""
         self.on_step = on_step
         """Called after each step with the plan, the tokens, and the step's end (`now`'s clock)."""
         self._streams: dict[Sequence, Stream] = {}
@@ -198,6 +218,26 @@ class EngineDriver:
         if len(lag_s) > LAG_SAMPLES_MAX:
             del lag_s[: LAG_SAMPLES_MAX // 2]
 
+    def _stage_chunks(self, tokens: list[TokenOut], end: float) -> list[Stream]:
+        """Stage each stream's tokens of this step as one chunk, or hold them under the stream interval until
+        `due_now` says they go; the streams staged."""
+        streams, staged = self._streams, []
+        by_stream: dict[Stream, list[tuple[int, bool]]] = {}
+        for token in tokens:
+            stream = streams.get(token.sequence)
+            if stream is None:
+                continue
+            by_stream.setdefault(stream, []).append((token.index, token.finished))
+            if token.finished:
+                del streams[token.sequence]
+        for stream, sampled in by_stream.items():
+            stream.held += sampled
+            if due_now(stream.held, self.stream_interval):
+                stream.stage_all([TokenEvent(index, end, finished) for index, finished in stream.held])
+                stream.held = []
+                staged.append(stream)
+        return staged
+
     @property
     def running(self) -> int:
         return len(self.engine.running)
@@ -236,14 +276,17 @@ class EngineDriver:
             tokens = self.engine.complete(plan, end)
             streams = self._streams
             staged = []
-            for token in tokens:
-                stream = streams.get(token.sequence)
-                if stream is None:
-                    continue
-                stream.stage(TokenEvent(token.index, end, token.finished))
-                staged.append(stream)
-                if token.finished:
-                    del streams[token.sequence]
+            if self.stream_interval == 1 and self.config.speculation is None:  # a token a stream: the lean path
+                for token in tokens:
+                    stream = streams.get(token.sequence)
+                    if stream is None:
+                        continue
+                    stream.stage(TokenEvent(token.index, end, token.finished))
+                    staged.append(stream)
+                    if token.finished:
+                        del streams[token.sequence]
+            else:
+                staged = self._stage_chunks(tokens, end)
             await sleep_until(loop, end)
             for stream in staged:
                 stream.release()

@@ -16,7 +16,8 @@ import psutil
 from tui.sim.blocks import BLOCK_SIZE
 from tui.sim.engine import EngineDriver
 from tui.sim.exposition import Exposition, Histogram, Series, counter, gauge, histogram
-from tui.sim.physics import Sequence, StepPlan, TokenOut, step_traffic
+from tui.sim.physics import Sequence, StepPlan, TokenOut
+from tui.sim.step_cost import step_traffic
 
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
                 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
@@ -98,10 +99,10 @@ class SimMetrics:
         for token in tokens:
             sequence = token.sequence
             gap = token.gap
-            if gap is None:
+            if token.index == 0:
                 prefilled += sequence.prompt_tokens - (sequence.cached_tokens or 0)
                 self.ttft.observe(end - sequence.arrival)
-            else:
+            elif gap is not None:  # a speculative step's tokens share one gap, its first's (vLLM's ITL is per step)
                 gaps[gap] = gaps.get(gap, 0) + 1
             if token.finished:
                 self._observe_finished(sequence)
@@ -196,10 +197,34 @@ class SimMetrics:
                     lambda: self.read_bytes, created),
             counter("vllm:estimated_write_bytes_per_gpu", f"Estimated number of bytes written to memory per GPU {mfu}",
                     labels, lambda: self.write_bytes, created),
+            *self._speculation_series(labels, created),
             gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", cache_labels, lambda: 1),
             gauge("phasetop_sim_info", "The phasetop simulator's device, model and flags.", info_labels, lambda: 1),
             gauge("process_start_time_seconds", "Start time of the process since unix epoch in seconds.", {},
                   lambda: self.start_time),
+        ]
+
+    def _speculation_series(self, labels: dict[str, str], created: float) -> list[Series]:
+        """vLLM's spec_decode counters, served only by a simulator that speculates (as vLLM registers them)."""
+        speculation = self.driver.config.speculation
+        if speculation is None:
+            return []
+        verified = self.driver.engine.counters.speculation
+        positions = tuple(str(p) for p in range(speculation.k))
+
+        def per_position() -> tuple[int, ...]:
+            counts = verified.accepted_per_position
+            return tuple(counts[p] if p < len(counts) else 0 for p in range(speculation.k))
+
+        return [
+            counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", labels, lambda: verified.drafts,
+                    created),
+            counter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", labels,
+                    lambda: verified.draft_tokens, created),
+            counter("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.", labels,
+                    lambda: verified.accepted_tokens, created),
+            counter("vllm:spec_decode_num_accepted_tokens_per_pos", "Accepted tokens per draft position.", labels,
+                    per_position, created, by=("position", positions)),
         ]
 
     def _labels(self) -> tuple[list[str], list[str]]:

@@ -102,9 +102,10 @@ class _NDJSON:
         self.head, rest = template.split(json.dumps(_CREATED).encode())
         self.middle, self.tail = rest.split(json.dumps(_TEXT).encode())
 
-    def frame(self, event: TokenEvent, parts: list[bytes]) -> None:
-        text = tokenizer.filler_token(self.seed, event.index)
-        parts += (self.head, _created_at(event.due), self.middle, json_text(text), self.tail)
+    def frame(self, events: list[TokenEvent], parts: list[bytes]) -> None:
+        for event in events:  # Ollama writes a line a token
+            text = tokenizer.filler_token(self.seed, event.index)
+            parts += (self.head, _created_at(event.due), self.middle, json_text(text), self.tail)
 
     def closing(self, sequence: Sequence) -> bytes:
         return _final_line(self.state, sequence, self.chat, self.received)

@@ -99,9 +99,11 @@ async def _generate(request: Request, chat: bool) -> Response:
     span_id = request_id if chat else f"{request_id}-0"  # vLLM's: a completion's prompt index follows its id
     if body.get("stream"):
         stream_options = body.get("stream_options") or {}
-        include_usage = bool(stream_options.get("include_usage")) if isinstance(stream_options, dict) else False
-        return TokenStreamResponse(state, admitted, "text/event-stream", _SSE(state, admitted, request_id, chat, include_usage),
-                                   span_id)
+        options_given = isinstance(stream_options, dict)
+        include_usage = bool(stream_options.get("include_usage")) if options_given else False
+        continuous = include_usage and bool(stream_options.get("continuous_usage_stats"))  # vLLM needs both
+        return TokenStreamResponse(state, admitted, "text/event-stream",
+                                   _SSE(state, admitted, request_id, chat, include_usage, continuous), span_id)
     return JSONResponse(await _whole(state, admitted, request_id, chat, span_id))
 
 
@@ -149,16 +151,20 @@ def _event(payload: dict) -> bytes:
 
 
 class _SSE:
-    """One SSE event per token; the role chunk rides with the first, usage and [DONE] with the last.
+    """One SSE event per chunk (a token, or a speculative step's or a stream interval's tokens); the role chunk
+    rides with the first, usage and [DONE] with the last.
 
     A token that `tokenizer.held_back` marks goes out with empty text, and its text rides with the next
-    token's, as vLLM's detokenizer does for a token that ends inside a UTF-8 sequence.
+    token's, as vLLM's detokenizer does for a token that ends inside a UTF-8 sequence (the last of a chunk of
+    several is held back alone). With `continuous_usage` (vLLM's `stream_options.continuous_usage_stats`) every
+    event carries usage, `completion_tokens` counting the tokens sent so far, this chunk's included.
 
-    The JSON around each token's text is serialised once per request, and the text's JSON comes from a
-    cache: a token's event is three byte strings appended to the step's write, nothing serialised.
+    The JSON around each chunk's text is serialised once per request, and the text's JSON comes from a
+    cache: a chunk's event is a few byte strings appended to the step's write, nothing serialised.
     """
 
-    def __init__(self, state: SimState, admitted: Admitted, request_id: str, chat: bool, include_usage: bool) -> None:
+    def __init__(self, state: SimState, admitted: Admitted, request_id: str, chat: bool, include_usage: bool,
+                 continuous_usage: bool = False) -> None:
         self.state = state
         self.admitted = admitted
         self.chat = chat
@@ -166,21 +172,29 @@ class _SSE:
         self.seed = admitted.seed
         self.head = head = {"id": request_id, "object": "chat.completion.chunk" if chat else "text_completion",
                             "created": int(time.time()), "model": state.options.served_model_name}
+        self.prompt_tokens = len(admitted.prompt_ids)
+        self.usage_parts = _usage_template(self.prompt_tokens) if continuous_usage else None
+        """The usage each event ends with, around the two counts (`_usage_template`); None without continuous usage."""
         if chat:
             self.before, self.after = _split_template({**head, "choices": [{
-                "index": 0, "delta": {"content": _MARK}, "logprobs": None, "finish_reason": None}]})
+                "index": 0, "delta": {"content": _MARK}, "logprobs": None, "finish_reason": None}]}, self.usage_parts)
             role = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
-            self.opening = _event({**head, "choices": [role]})
+            self.opening = _event({**head, "choices": [role], **self._usage(0)})
         else:
             self.before, self.after = _split_template({**head, "choices": [{
-                "index": 0, "text": _MARK, "logprobs": None, "finish_reason": None, "stop_reason": None}]})
+                "index": 0, "text": _MARK, "logprobs": None, "finish_reason": None, "stop_reason": None}]},
+                self.usage_parts)
             self.opening = b""
         self.held = ""
         self.finishing = ""
-        """The last token's text, written with its finish reason by `closing`."""
+        """The last chunk's text, written with its finish reason by `closing`."""
         self.sent = 0
 
-    def frame(self, event: TokenEvent, parts: list[bytes]) -> None:
+    def frame(self, events: list[TokenEvent], parts: list[bytes]) -> None:
+        if len(events) > 1:
+            self._frame_several(events, parts)
+            return
+        event = events[0]  # a token a chunk: the common case, kept short
         index = event.index
         if index == 0 and self.opening:
             parts.append(self.opening)
@@ -195,31 +209,88 @@ class _SSE:
             self.held, text = text, ""
         parts.append(self.before)
         parts.append(json_text(text))
-        parts.append(self.after)
+        if self.usage_parts is None:
+            parts.append(self.after)
+        else:
+            self._usage_end(parts)
+
+    def _frame_several(self, events: list[TokenEvent], parts: list[bytes]) -> None:
+        """One event for several tokens: their texts joined, a held-back one's riding along, the last one's held
+        back alone to the next chunk."""
+        seed, last = self.seed, events[-1]
+        if events[0].index == 0 and self.opening:
+            parts.append(self.opening)
+        texts = [tokenizer.filler_token(seed, event.index) for event in events]
+        texts[0], self.held = self.held + texts[0], ""
+        self.sent += len(events)
+        if last.finished:
+            self.finishing = "".join(texts)
+            return
+        if tokenizer.held_back(seed, last.index):
+            self.held, texts[-1] = texts[-1], ""
+        parts.append(self.before)
+        parts.append(json.dumps("".join(texts)).encode())  # not `json_text`: joined texts would fill its cache
+        if self.usage_parts is None:
+            parts.append(self.after)
+        else:
+            self._usage_end(parts)
+
+    def _usage_end(self, parts: list[bytes]) -> None:
+        """The event's end with continuous usage: the counts so far, this chunk's tokens included."""
+        _, between, end = self.usage_parts
+        sent = self.sent
+        parts += (self.after, b"%d" % sent, between, b"%d" % (self.prompt_tokens + sent), end)
 
     def closing(self, sequence: Sequence) -> bytes:
-        data = _last_chunk(self.head, self.chat, self.finishing, sequence.finish_reason)
+        data = _last_chunk(self.head, self.chat, self.finishing, sequence.finish_reason, self._usage(self.sent))
         if self.include_usage:
             usage = {**self.head, "choices": [], "usage": _usage(self.state, self.admitted, self.sent, sequence.cached_tokens)}
             data += _event(_with_metrics(self.state, usage, sequence))
         return data + b"data: [DONE]\n\n"
 
+    def _usage(self, completion_tokens: int) -> dict:
+        """An event's usage with continuous usage, as vLLM puts it on every chunk; nothing without."""
+        if self.usage_parts is None:
+            return {}
+        prompt = self.prompt_tokens
+        return {"usage": {"prompt_tokens": prompt, "total_tokens": prompt + completion_tokens,
+                          "completion_tokens": completion_tokens}}
+
+
+_COMPLETION_MARK, _TOTAL_MARK = 987654321, 876543219
+"""Counts no answer reaches, marking where each chunk's own goes in the usage template."""
+
+
+def _usage_template(prompt_tokens: int) -> tuple[bytes, bytes, bytes]:
+    """The bytes of `,"usage":{…}}` past the choices, around its two counts: (`,"usage":{"prompt_tokens":P,
+    "completion_tokens":`, `,"total_tokens":`, `}}` and the event's end), so each chunk's are joined, not serialised.
+    The first piece is returned by `_split_template`, joined to what comes after the text."""
+    usage = json.dumps({"usage": {"prompt_tokens": prompt_tokens, "completion_tokens": _COMPLETION_MARK,
+                                  "total_tokens": _TOTAL_MARK}}, separators=(",", ":"))
+    head, _, rest = usage[1:].partition(str(_COMPLETION_MARK))
+    between, _, end = rest.partition(str(_TOTAL_MARK))
+    return head.encode(), between.encode(), end.encode() + b"\n\n"
+
 
 _MARK = "\u0000text\u0000"
 
 
-def _split_template(payload: dict) -> tuple[bytes, bytes]:
-    """An event's bytes before and after the token text, from a payload holding `_MARK` as the text."""
+def _split_template(payload: dict, usage_parts: tuple[bytes, bytes, bytes] | None = None) -> tuple[bytes, bytes]:
+    """An event's bytes before and after the token text, from a payload holding `_MARK` as the text; with
+    `usage_parts`, "after" ends where the chunk's completion count goes (the payload's closing brace and the event's
+    end come with the usage)."""
     before, _, after = _event(payload).partition(json.dumps(_MARK).encode())
+    if usage_parts is not None:
+        after = after.removesuffix(b"}\n\n") + b"," + usage_parts[0]
     return before, after
 
 
-def _last_chunk(head: dict, chat: bool, text: str, finish: str) -> bytes:
+def _last_chunk(head: dict, chat: bool, text: str, finish: str, usage: dict) -> bytes:
     if chat:
         choice = {"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": finish, "stop_reason": None}
     else:
         choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "stop_reason": None}
-    return _event({**head, "choices": [choice]})
+    return _event({**head, "choices": [choice], **usage})
 
 
 async def _whole(state: SimState, admitted: Admitted, request_id: str, chat: bool, span_id: str) -> dict:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tui.sim.physics import EngineConfig
+from tui.sim.step_cost import EngineConfig
 
 VLLM_VERSION = "0.33.0"
 """The vLLM release whose wire format the simulator speaks (see wire-formats.md)."""
@@ -64,6 +64,8 @@ class SimOptions:
     """A disaggregated simulator's layout (workers, link, split), in `sim_info`; empty for one server."""
     otlp_traces_endpoint: str | None = None
     """vLLM's flag: an OTLP/HTTP URL (…/v1/traces) each finished request's `llm_request` span is sent to."""
+    stream_interval: int = 1
+    """vLLM's flag: tokens gathered into one streamed chunk (`engine.due_now`)."""
 
     def sim_info(self) -> dict[str, str]:
         """The flags that shape timings, as strings: tells one simulator run from a restart with others."""
@@ -81,6 +83,8 @@ class SimOptions:
             "time_scale": str(self.time_scale),
             "eos_probability": str(self.eos_probability),
             "api": self.api,
+            **({"stream_interval": str(self.stream_interval)} if self.stream_interval != 1 else {}),
+            **(config.speculation.sim_info() if config.speculation is not None else {}),
             **({"role": self.role} if self.role else {}),
             **dict(self.disaggregation),
         }

@@ -1,4 +1,5 @@
-"""The simulated engine: a vLLM-V1-like scheduler over a KV block pool, timed by the roofline.
+"""The simulated engine: a vLLM-V1-like scheduler over a KV block pool, timed by the roofline (`step_cost`), with
+speculative decoding's verification when its settings ask (`speculation`).
 
 Pure: no IO, no clock. The driver calls `schedule(now)` at the start of a step, waits
 `plan.duration_s`, then calls `complete(plan, end)`. Times are whatever clock the caller uses.
@@ -7,127 +8,14 @@ Pure: no IO, no clock. The driver calls `schedule(now)` at the start of a step, 
 from __future__ import annotations
 
 import math
+import random
 from collections import deque
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from tui.core.hardware.devices import Device
-from tui.core.hardware.models import ModelLayout
-from tui.core.hardware.roofline import forward_flops, kv_bytes_per_token, weight_bytes
 from tui.sim.blocks import BLOCK_SIZE, BlockPool, block_hashes
-
-MEMORY_EFFICIENCY = 1.0
-"""Share of peak bandwidth a step reaches. The domain text's ceiling is the bound, and its claim is a
-measured rate within 3 % below it, so the sim streams at the full roofline and loses only the overhead."""
-COMPUTE_EFFICIENCY = 0.5
-"""Share of peak bf16 FLOPs a step reaches (model FLOPs utilisation): prefill GEMMs on real stacks
-reach 40–60 %, so prefill is slower than the compute roofline, as measured servers are."""
-STEP_OVERHEAD_S = 40e-6
-"""Fixed cost of one engine step (scheduling, kernel launches under CUDA graphs, sampling).
-At 16-bit 8B on an H100 this puts one stream at 207.6 tok/s, 0.9 % below the 209.4 ceiling."""
-
-
-class ConfigError(ValueError):
-    """The engine cannot start with these settings (the words say why, as vLLM's would)."""
-
-
-@dataclass(frozen=True, slots=True)
-class EngineConfig:
-    """Everything the physics needs: the device, the model, and vLLM's scheduler and cache flags."""
-
-    device: Device
-    layout: ModelLayout
-    bits: int = 16
-    kv_bytes_per_element: float = 2
-    max_num_batched_tokens: int = 2048
-    max_num_seqs: int = 256
-    gpu_memory_utilization: float = 0.9
-    enable_prefix_caching: bool = True
-    enable_chunked_prefill: bool = True
-    max_model_len: int | None = None
-    """None: the model's own limit."""
-    memory_efficiency: float = MEMORY_EFFICIENCY
-    compute_efficiency: float = COMPUTE_EFFICIENCY
-    step_overhead_s: float = STEP_OVERHEAD_S
-
-    @property
-    def model_len(self) -> int:
-        return self.max_model_len or self.layout.max_model_len
-
-    @property
-    def weight_bytes(self) -> float:
-        return weight_bytes(self.layout.params, self.bits)
-
-    @property
-    def kv_bytes_per_token(self) -> float:
-        return kv_bytes_per_token(self.layout, self.kv_bytes_per_element)
-
-    @property
-    def kv_pool_bytes(self) -> float:
-        return self.gpu_memory_utilization * self.device.memory_gb * 1e9 - self.weight_bytes
-
-    @property
-    def num_gpu_blocks(self) -> int:
-        """KV blocks that fit in the memory left after the weights (activations are not modelled)."""
-        return max(0, math.floor(self.kv_pool_bytes / (self.kv_bytes_per_token * BLOCK_SIZE)))
-
-    def validate(self) -> None:
-        """Refuse what vLLM refuses at startup, in one line each."""
-        if self.max_num_batched_tokens < 1 or self.max_num_seqs < 1:
-            raise ConfigError("max-num-batched-tokens and max-num-seqs must be at least 1")
-        if not 0 < self.gpu_memory_utilization <= 1:
-            raise ConfigError(f"gpu-memory-utilization must be in (0, 1], got {self.gpu_memory_utilization}")
-        if self.model_len < 1:
-            raise ConfigError("max-model-len must be at least 1")
-        if self.kv_pool_bytes <= 0:
-            raise ConfigError(
-                f"the weights ({self.weight_bytes / 1e9:.1f} GB) do not fit in {self.gpu_memory_utilization:g} × "
-                f"{self.device.memory_gb:g} GB of {self.device.name}; quantize, or raise --gpu-memory-utilization"
-            )
-        capacity = self.num_gpu_blocks * BLOCK_SIZE
-        if capacity < self.model_len:
-            raise ConfigError(
-                f"the model's max seq len ({self.model_len}) needs {self.model_len * self.kv_bytes_per_token / 2**30:.2f} GiB "
-                f"of KV cache, more than the {capacity * self.kv_bytes_per_token / 2**30:.2f} GiB available; "
-                f"lower --max-model-len to {capacity} or raise --gpu-memory-utilization"
-            )
-        if not self.enable_chunked_prefill and self.max_num_batched_tokens < self.model_len:
-            raise ConfigError(
-                f"max-num-batched-tokens ({self.max_num_batched_tokens}) is smaller than max-model-len "
-                f"({self.model_len}) with chunked prefill off: raise it or lower --max-model-len"
-            )
-
-
-@dataclass(frozen=True, slots=True)
-class StepTraffic:
-    """What one step moves and computes: the figures vLLM's `--enable-mfu-metrics` estimates."""
-
-    read_bytes: float
-    write_bytes: float
-    flops: float
-
-
-def step_traffic(config: EngineConfig, work: list[tuple[int, int]]) -> StepTraffic:
-    """Bytes and FLOPs of one step for `(new_tokens, context_before)` per sequence.
-
-    Reads: every weight once, plus each sequence's KV cache so far. Writes: the KV of the new tokens.
-    Compute: 2 × params per token plus attention over each token's context (`forward_flops`).
-    """
-    context_tokens = sum(context for _, context in work)
-    new_tokens = sum(new for new, _ in work)
-    return StepTraffic(
-        read_bytes=config.weight_bytes + config.kv_bytes_per_token * context_tokens,
-        write_bytes=config.kv_bytes_per_token * new_tokens,
-        flops=sum(forward_flops(config.layout.params, config.layout, new, context) for new, context in work),
-    )
-
-
-def step_time_s(config: EngineConfig, work: list[tuple[int, int]]) -> float:
-    """One step's time for `(new_tokens, context_before)` per sequence: max(memory, compute) + overhead."""
-    traffic = step_traffic(config, work)
-    memory_s = (traffic.read_bytes + traffic.write_bytes) / (config.device.mem_bandwidth_gbs * 1e9 * config.memory_efficiency)
-    compute_s = traffic.flops / (config.device.peak_bf16_tflops * 1e12 * config.compute_efficiency)
-    return max(memory_s, compute_s) + config.step_overhead_s
+from tui.sim.speculation import Verified, draft_rng
+from tui.sim.step_cost import EngineConfig, step_time_s
 
 
 @dataclass(eq=False, slots=True)
@@ -160,6 +48,8 @@ class Sequence:
     kv_transfer_s: float | None = None
     """The pull's bytes, and its seconds on the caller's clock as the other stamps (time scale applied); None
     without one."""
+    drafts: random.Random | None = None
+    """Its draw of speculative acceptances (`speculation.draft_rng`), made at its first verifying step."""
 
     @property
     def prompt_tokens(self) -> int:
@@ -176,6 +66,8 @@ class Scheduled(NamedTuple):
     sequence: Sequence
     new_tokens: int
     context_before: int
+    drafts: int = 0
+    """Of `new_tokens`, the drafted ones this step verifies (speculation); 0 for a plain step."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,6 +115,7 @@ class Counters:
     prompt_tokens_external: int = 0
     """Of those, the ones a KV transfer supplied (vLLM's `source="external_kv_transfer"`)."""
     preemptions: int = 0
+    speculation: Verified = field(default_factory=Verified)
 
 
 class Engine:
@@ -284,6 +177,7 @@ class Engine:
         items: list[Scheduled] = []
         preempted: list[Sequence] = []
         pulls: list[Sequence] = []
+        speculation = self.config.speculation
         index = 0
         while index < len(running) and budget > 0:  # runs once per sequence per step: kept lean
             sequence = running[index]
@@ -292,6 +186,10 @@ class Engine:
             new = left if left < budget else budget
             if not chunked and new < left:
                 break
+            drafts = 0
+            if speculation is not None and left == 1 and sequence.output_tokens:  # decoding: K drafts ride along
+                drafts = max(0, min(speculation.k, budget - 1, self.config.model_len - 2 - computed))  # vLLM's caps
+                new += drafts
             evicted = False
             while computed + new > len(sequence.blocks) * BLOCK_SIZE and not self._reserve(sequence, computed + new):
                 victim = self.running.pop()
@@ -302,30 +200,41 @@ class Engine:
                     break
             if sequence.finished or evicted:
                 continue
-            items.append(Scheduled(sequence, new, computed))
+            items.append(Scheduled(sequence, new, computed, drafts))
             budget -= new
             index += 1
         if not preempted:
             budget = self._admit(now, budget, items, pulls)
-        duration = step_time_s(self.config, [(item[1], item[2]) for item in items]) if items else 0.0
+        drafting = sum(1 for item in items if item[3]) if speculation is not None else 0
+        duration = step_time_s(self.config, [(item[1], item[2]) for item in items], drafting) if items else 0.0
         return StepPlan(now, tuple(items), duration, tuple(preempted), tuple(pulls))
 
     def complete(self, plan: StepPlan, end: float) -> list[TokenOut]:
         """Apply a step at its end: advance the KV, sample tokens, finish and free what is done."""
         out: list[TokenOut] = []
         counters = self.counters
-        for sequence, new_tokens, context_before in plan.items:  # once per sequence per step: kept lean
+        for sequence, new_tokens, context_before, drafts in plan.items:  # once per sequence per step: kept lean
             if sequence.finished or sequence.computed != context_before:
                 continue  # aborted or preempted while the step ran
-            sequence.computed += new_tokens
+            if drafts:
+                emitted = self._verified(sequence, drafts)
+                sequence.computed += emitted  # a rejected draft's KV is dropped
+            else:
+                emitted = 1
+                sequence.computed += new_tokens
             if sequence.registered_blocks < len(sequence.hashes):
                 self._register_full_blocks(sequence)
             index = sequence.output_tokens
             if sequence.computed < len(sequence.prompt_ids) + index:
                 continue  # a prefill chunk that does not end the prompt samples nothing
+            gap = None if sequence.last_token_at is None else end - sequence.last_token_at
+            if emitted > 1:  # the accepted drafts, then the target's own token: one chunk at the step's end
+                out += [TokenOut(sequence, index + extra, False, None if extra else gap) for extra in range(emitted - 1)]
+                counters.generation_tokens += emitted - 1
+                index += emitted - 1
+                gap = None  # the step's one gap went with its first token (vLLM observes ITL once a step)
             sequence.output_tokens = index + 1
             counters.generation_tokens += 1
-            gap = None if sequence.last_token_at is None else end - sequence.last_token_at
             if sequence.first_token_at is None:
                 sequence.first_token_at = end
                 counters.prompt_tokens += sequence.prompt_tokens
@@ -340,6 +249,15 @@ class Engine:
                 self._free(sequence)
             out.append(TokenOut(sequence, index, done, gap))
         return out
+
+    def _verified(self, sequence: Sequence, drafts: int) -> int:
+        """Tokens a verifying step gives `sequence` (`Verified.step`), cut at max_tokens as vLLM's stop check cuts
+        them (its counters count every accepted draft)."""
+        assert self.config.speculation is not None, "only a speculating engine schedules drafts"
+        if sequence.drafts is None:
+            sequence.drafts = draft_rng(sequence.prompt_ids)
+        given = self.counters.speculation.step(self.config.speculation, sequence.drafts, drafts)
+        return min(given, sequence.max_tokens - sequence.output_tokens)
 
     @property
     def kv_cache_usage(self) -> float:

@@ -86,7 +86,7 @@ class SimApp(Starlette):
 
 def new_state(options: SimOptions) -> SimState:
     """One simulator's engine driver and metrics (not started)."""
-    driver = EngineDriver(options.config, options.time_scale)
+    driver = EngineDriver(options.config, options.time_scale, stream_interval=options.stream_interval)
     sim_metrics = SimMetrics(driver, options.served_model_name, options.sim_info(), options.enable_mfu_metrics,
                              options.engine_label, options.role)
     driver.on_step = sim_metrics.on_step

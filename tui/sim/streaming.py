@@ -42,8 +42,9 @@ def json_text(text: str) -> bytes:
 class Frames(Protocol):
     """A stream's wire format: the bytes of each token event, and of the end."""
 
-    def frame(self, event: TokenEvent, parts: list[bytes]) -> None:
-        """Append the bytes of this token's event to `parts` (joined once per write)."""
+    def frame(self, events: list[TokenEvent], parts: list[bytes]) -> None:
+        """Append the bytes of one chunk to `parts` (joined once per write): the tokens due at one moment (one, or a
+        speculative step's, or a stream interval's)."""
 
     def closing(self, sequence: Sequence) -> bytes:
         """What follows the last token's event (usage, [DONE], the counters)."""
@@ -161,8 +162,14 @@ class _Writer:
     def _message(self, events: list[TokenEvent]) -> tuple[dict, bool]:
         parts: list[bytes] = []
         frames = self.frames
-        for event in events:
-            frames.frame(event, parts)
+        if len(events) == 1:
+            frames.frame(events, parts)
+        else:  # a chunk per moment due: a step's tokens go out together, a backlog's steps apart
+            start = 0
+            for end in range(1, len(events) + 1):
+                if end == len(events) or events[end].due != events[start].due:
+                    frames.frame(events[start:end], parts)
+                    start = end
         last = events[-1].finished
         if last:
             parts.append(frames.closing(self.stream.sequence))
