@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from statistics import mean
 
 import pytest
@@ -70,3 +71,81 @@ async def test_a_server_that_groups_without_saying_gets_an_estimate_that_says_so
     assert timing.itl_estimated and timing.to_json()["tokens_per_chunk"] is None
     assert mean(timing.itl_s) == pytest.approx(timing.tpot_s, rel=0.03)
     assert summarize(timing.itl_s).p50 == pytest.approx(STEP_S, rel=0.2)
+
+
+CAPTURES = Path(__file__).parents[1] / "fixtures" / "vllm032"
+"""Streams recorded from the real vLLM 0.32 (docs/vllm-streaming.md): held-back bytes, a stream interval of 4, n-gram
+speculation, continuous usage, logprobs."""
+
+
+def _recorded_tokens_per_chunk(lines: list[bytes]) -> tuple[list[int], int]:
+    """What each recorded chunk carried by vLLM's own counts (usage on every chunk, else token ids), and the total;
+    read here independently of phasetop's parser."""
+    carried, total = [], 0
+    for line in lines:
+        data = line.removeprefix(b"data: ").strip()
+        if data == b"[DONE]":
+            continue
+        event = json.loads(data)
+        choice = event["choices"][0] if event["choices"] else None
+        if event.get("usage") and choice is not None and "text" in choice:
+            carried.append(event["usage"]["completion_tokens"] - total)
+            total = event["usage"]["completion_tokens"]
+        elif choice is not None and choice.get("token_ids") is not None:
+            carried.append(len(choice["token_ids"]))
+            total += carried[-1]
+        elif event.get("usage"):
+            total = event["usage"]["completion_tokens"]
+    return carried, total
+
+
+def _without_usage_on_chunks(lines: list[bytes]) -> list[bytes]:
+    """The stream as a server without continuous usage sends it: usage only on the last chunk (no choices)."""
+    kept = []
+    for line in lines:
+        data = line.removeprefix(b"data: ").strip()
+        if data != b"[DONE]" and (event := json.loads(data))["choices"]:
+            event.pop("usage", None)
+            line = b"data: " + json.dumps(event).encode() + b"\n\n"
+        kept.append(line)
+    return kept
+
+
+@pytest.mark.parametrize(("capture", "counted_by"), [
+    ("held-back-first-token", "usage"), ("held-back-last-token", "usage"), ("stream-interval-4", "usage"),
+    ("ngram-speculation", "usage"), ("continuous-usage", "usage"), ("chat-held-back", "usage"),
+    ("ngram-speculation", "token_ids"), ("held-back-first-token", "token_ids"), ("eos-finish", "token_ids"),
+    ("logprobs-1", "logprobs"), ("chat-logprobs", "logprobs"),
+])
+async def test_real_vllm_streams_give_every_token_its_place(capture, counted_by):
+    lines = [line + b"\n\n" for line in (CAPTURES / f"{capture}.sse").read_bytes().split(b"\n\n") if line.strip()]
+    carried, total = _recorded_tokens_per_chunk(lines)
+    if counted_by != "usage":
+        lines = _without_usage_on_chunks(lines)
+    timing = await _timed(lines, 0.002)
+    assert timing.ok
+    if counted_by == "logprobs":  # these captures asked for no usage: the count is the logprobs' alone
+        total = sum(len(event["choices"][0]["logprobs"].get("tokens") or event["choices"][0]["logprobs"]["content"])
+                    for event in _events(lines) if event["choices"] and event["choices"][0].get("logprobs"))
+        carried = [total]
+    else:
+        assert timing.output_tokens == total
+    assert len(timing.itl_s) == total - 1, "a token with empty text or in a chunk of several is still a token"
+    assert not timing.itl_estimated
+    if counted_by != "logprobs":
+        assert list(timing.chunk_tokens) == [k for k in carried if k]
+    assert sum(timing.chunk_tokens) == total
+
+
+def _events(lines: list[bytes]) -> list[dict]:
+    return [json.loads(data) for line in lines if (data := line.removeprefix(b"data: ").strip()) != b"[DONE]"]
+
+
+async def test_a_real_speculative_stream_without_per_chunk_counts_is_an_estimate_that_says_so():
+    lines = [line + b"\n\n" for line in (CAPTURES / "ngram-speculation-per-request.sse").read_bytes().split(b"\n\n")
+             if line.strip()]
+    timing = await _timed(lines, 0.002)
+    assert timing.ok and timing.output_tokens == 20 and timing.itl_estimated
+    assert timing.chunk_tokens is None and len(timing.token_offsets_s) < 20
+    assert len(timing.itl_s) == len(timing.token_offsets_s) - 1, "a gap a chunk, over the mean tokens a chunk carried"
+    assert mean(timing.itl_s) == pytest.approx(timing.tpot_s, rel=0.03)

@@ -27,7 +27,8 @@ class Tally:
     split: ServerSplit | None = None
     tokens_carried: int = 0
     """Tokens the chunks read so far carried, text or not (vLLM sends an empty text for a token that ends inside a
-    UTF-8 sequence): the server's per-chunk usage where it sends one (`counted_by_usage`), else one a token event."""
+    UTF-8 sequence): the server's per-chunk usage where it sends one (`counted_by_usage`), else the tokens a chunk
+    lists (`token_ids`, logprobs' entries: `_tokens_listed`), else one a token event."""
     counted_by_usage: bool = False
     """True once a chunk carrying choices came with usage: the server counts each chunk's tokens itself (vLLM's
     `continuous_usage_stats`), so a chunk of several tokens (`--stream-interval`, speculation) is counted right."""
@@ -72,7 +73,8 @@ def read_openai(chunk: dict, tally: Tally) -> str:
             if not isinstance(text, str):
                 raise malformed("choices[0].text", text, "a string")
             if not counted:
-                tally.tokens_carried += 1
+                listed = _tokens_listed(choice)
+                tally.tokens_carried += 1 if listed is None else listed
             return text
         delta = choice.get("delta")
         if not delta:
@@ -83,9 +85,27 @@ def read_openai(chunk: dict, tally: Tally) -> str:
         raise _misshapen(choices) from None
     if not isinstance(text, str):
         raise malformed(f"choices[0].delta.{_first_set(delta, TEXT_KEYS)}", text, "a string")
-    if not counted and (text or ("role" not in delta and any(k in delta for k in TEXT_KEYS))):
-        tally.tokens_carried += 1  # the role-only first delta of a chat stream carries no token
+    if not counted:
+        listed = _tokens_listed(choice)
+        if listed is not None:
+            tally.tokens_carried += listed
+        elif text or ("role" not in delta and any(k in delta for k in TEXT_KEYS)):
+            tally.tokens_carried += 1  # the role-only first delta of a chat stream carries no token
     return text
+
+
+def _tokens_listed(choice: dict) -> int | None:
+    """The tokens a choice lists one by one, where it does: vLLM's `token_ids` (`return_token_ids`), else an entry a
+    token in its logprobs (`tokens` in completions', `content` in chat's); None where it lists none."""
+    token_ids = choice.get("token_ids")
+    if isinstance(token_ids, list):
+        return len(token_ids)
+    logprobs = choice.get("logprobs")
+    if isinstance(logprobs, dict):
+        entries = logprobs.get("tokens", logprobs.get("content"))
+        if isinstance(entries, list):
+            return len(entries)
+    return None
 
 
 def read_ollama(chunk: dict, tally: Tally) -> str:
