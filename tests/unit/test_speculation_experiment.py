@@ -56,8 +56,8 @@ def test_a_tie_is_not_called_a_gain():
     assert "at batch 1, tie" in line and "worth it" not in line
 
 
-def test_the_plan_runs_batches_1_8_32_with_no_server_to_fit():
+def test_the_plan_runs_batches_1_8_32_128_with_no_server_to_fit():
     plan = make_plan("speculation")
-    assert plan.values == (1, 8, 32) and plan.streams == 32 and plan.max_tokens == 128
+    assert plan.values == (1, 8, 32, 128) and plan.streams == 128 and plan.max_tokens == 128
     with pytest.raises(ValueError, match="at most 256 streams"):
         make_plan("speculation", [512])

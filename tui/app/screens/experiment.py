@@ -56,7 +56,7 @@ TITLES = {
     "interference": "Interference: a long prompt lands among running streams",
     "context": "Context growth: ITL against token position",
     "disaggregation": "Disaggregation: is it worth it? The interference workload on four setups",
-    "speculation": "Speculative decoding: a stream's decode rate off and on, at batch 1, 8 and 32",
+    "speculation": "Speculative decoding: a stream's decode rate off and on, at batch 1, 8, 32 and 128",
 }
 CHARTS = {
     "prompt-tokens": Chart(left=("ttft_s",), right=("decode_tok_s",)),

@@ -34,7 +34,7 @@ LAB_BINDINGS = [
             tooltip="Is 1P1D worth it? A long prompt among 8 streams on phasetop's simulator: one device (chunked "
             "prefill off, then chunks of 512), 1P1D over InfiniBand NDR, 1P1D split on one device"),
     Binding("e", "sweep('speculation')", "Sweep: speculative decoding", show=False, id="sweep.speculation",
-            tooltip="Is speculation worth it? The same streams with n-gram speculation off and on, at batch 1, 8 and 32, "
+            tooltip="Is speculation worth it? The same streams with n-gram speculation off and on, at batch 1, 8, 32 and 128, "
             "on phasetop's simulator: the gain at batch 1 and where it turns into a loss"),
 ]
 """The lab's keys, appended to the main screen's own (so the footer shows those first). Only l and r

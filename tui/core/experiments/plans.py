@@ -91,7 +91,7 @@ DEFAULT_VALUES = {
     "interference": (4000,),
     "context": (1000, 2000, 4000, 8000),
     "disaggregation": (4000,),
-    "speculation": (1, 8, 32),
+    "speculation": (1, 8, 32, 128),
 }
 DEFAULT_MAX_TOKENS = {"prompt-tokens": 64, "prefix": 8, "concurrency": 256, "interference": 256, "disaggregation": 256,
                       "speculation": 128}

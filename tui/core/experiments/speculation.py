@@ -1,6 +1,6 @@
 """The speculation experiment's setups, rows and finding: the same streams with speculative decoding off and on, at
-batch 1, 8 and 32, so the gain at batch 1 (bandwidth bound: a step reads the weights once for several tokens) and its
-fall as the batch nears the ridge (the verification's K + 1 tokens a sequence cost compute) show with an interval.
+batch 1, 8, 32 and 128, so the gain at batch 1 (bandwidth bound: a step reads the weights once for several tokens)
+and its fall as the batch nears the ridge (the verification's K + 1 tokens a sequence cost compute) show with an interval.
 
 A stream's decode rate is 1 / its mean per-token ITL, so a setup's rate at a batch is judged by the mean ITL over
 every stream's tokens, in blocks of consecutive gaps (one draw each). The change is the ratio off / on; its interval
