@@ -25,14 +25,16 @@ def stream(step_s: float, tokens_a_chunk: tuple[int, ...], seed: int, jitter: fl
                          tokens_per_chunk=tuple(sizes) if any(s != 1 for s in sizes) else None)
 
 
-def rows_for(batches: dict[int, tuple[float, float, tuple[int, ...]]]) -> list[dict]:
-    """{batch: (step off, step on, tokens a chunk on)} → the experiment's rows, two rounds of two streams each."""
+def rows_for(batches: dict[int, tuple[float, float, tuple[int, ...]]], sim_lag_s: dict[int, float] | None = None,
+             ) -> list[dict]:
+    """{batch: (step off, step on, tokens a chunk on)} → the experiment's rows, two rounds of two streams each; the
+    simulator's emission lag p99 at each batch where `sim_lag_s` gives one (the same both ways)."""
     rows = []
     for setup in (OFF, ON):
         for streams, (off_s, on_s, sizes) in batches.items():
             step, chunked = (off_s, (1,)) if setup is OFF else (on_s, sizes)
             rounds = [[stream(step, chunked, seed=100 * r + i) for i in range(2)] for r in range(2)]
-            rows.append(speculation_row(setup, streams, rounds))
+            rows.append(speculation_row(setup, streams, rounds, (sim_lag_s or {}).get(streams, 0.0002)))
     return rows
 
 
@@ -61,3 +63,17 @@ def test_the_plan_runs_batches_1_8_32_128_with_no_server_to_fit():
     assert plan.values == (1, 8, 32, 128) and plan.streams == 128 and plan.max_tokens == 128
     with pytest.raises(ValueError, match="at most 256 streams"):
         make_plan("speculation", [512])
+
+
+def test_a_batch_the_simulator_fell_behind_at_is_marked_and_kept_out_of_the_finding():
+    # batch 128 timed this machine: the simulator wrote its chunks 31 ms late (p99), so its figures are the CPU's
+    rows = rows_for({1: (0.005, 0.0052, (2, 3)), 128: (0.033, 0.0128, (2, 3))}, sim_lag_s={128: 0.031})
+    behind = [r for r in rows if r["streams"] == 128]
+    assert all(r["sim_behind"] and r["intervals"]["itl_mean_s"]["ci"] is None for r in behind)
+    assert all("fell behind" in r["intervals"]["decode_tok_s"]["reason"] for r in behind)
+    assert not any(r["sim_behind"] for r in rows if r["streams"] == 1)
+    line = finding("speculation", rows)
+    assert "at batch 128" not in line.split(" (")[0], "no verdict at a batch the simulator could not keep up with"
+    assert line.endswith("worth it at every batch measured (batch 128 left out: the simulator fell behind its clock, "
+                         "lag p99 31 ms, this machine's CPU, not the engine; slowed, PHASETOP_SIM__TIME_SCALE=4, it keeps up)")
+    assert [f["streams"] for f in finding_figures("speculation", rows)] == [1]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from tui.core.experiments.columns import describe_row
 from tui.core.experiments.findings import finding
@@ -54,44 +55,55 @@ async def run_speculation(
         def relay(progress: Progress, setup: Setup = setup, index: int = index) -> None:
             emit(f"{setup.label}: {progress.message}", (index + progress.fraction) / len(chosen))
 
+        def measured(streams: int, timings: tuple[RequestTiming, ...], lag_p99_s: float | None,
+                     setup: Setup = setup, index: int = index) -> None:
+            requests.extend(timings)
+            rounds = [timings[start:start + streams] for start in range(0, len(timings), streams)]
+            rows.append(speculation_row(setup, streams, rounds, lag_p99_s))
+            share = (plan.values.index(streams) + 1) / len(plan.values)
+            emit(describe_row(plan.vary, rows[-1]), (index + share) / len(chosen), rows[-1])
+
         emit(f"{setup.label}: starting the simulator", index / len(chosen))
         try:
-            timings = await _run_setup(plan, relay, [*setup.sim_args, *sim_args], exact_length, meter_for)
+            await _run_setup(plan, relay, measured, [*setup.sim_args, *sim_args], exact_length, meter_for)
         except ExperimentFailed as failure:
             requests.extend(failure.partial.requests)
             raise ExperimentFailed(f"{setup.label}: {failure}", result()) from None
         except (SimulatorError, SourceError, ValueError) as error:  # ValueError: the plan cannot fit the simulator
             raise ExperimentFailed(f"{setup.label}: {error}", result()) from None
-        requests.extend(timings)
-        for streams, rounds in _rounds(plan, timings):
-            rows.append(speculation_row(setup, streams, rounds))
-            emit(describe_row(plan.vary, rows[-1]), (index + 1) / len(chosen), rows[-1])
         if should_stop is not None and should_stop() and index + 1 < len(chosen):
             raise ExperimentFailed("interrupted", result())
     return result()
 
 
-async def _run_setup(plan: Plan, relay: ProgressCallback, args: list[str], exact_length: bool,
-                     meter_for: Callable[[ServerClient], Meter]) -> tuple[RequestTiming, ...]:
-    """The concurrency workload at each batch on a simulator started with `args`, stopped after; every request."""
+BatchMeasured = Callable[[int, tuple[RequestTiming, ...], float | None], None]
+"""Called after each batch: its streams, its requests (`repeat` rounds of that many), and how late the simulator
+wrote its chunks meanwhile (p99 of its emission lag, `/sim/emission`; None where it did not say)."""
+
+
+async def _run_setup(plan: Plan, relay: ProgressCallback, measured: BatchMeasured, args: list[str], exact_length: bool,
+                     meter_for: Callable[[ServerClient], Meter]) -> None:
+    """The concurrency workload at each batch, one after another, on a simulator started with `args` and stopped
+    after; each batch handed to `measured` as it ends, so a later one's failure keeps it."""
     sim = await start_simulator(args)
     try:
         async with make_client(sim.url) as client:
             server = await describe_server(client, "openai", None)
-            inner = make_plan("concurrency", plan.values, plan.max_tokens, plan.repeat, server.max_model_len)
-            result = await run_experiment(client, server, inner, relay, exact_length=exact_length, meter=meter_for(client))
-        return result.requests
+            meter = meter_for(client)
+            for done, streams in enumerate(plan.values):
+                def scaled(progress: Progress, done: int = done) -> None:
+                    relay(replace(progress, fraction=(done + progress.fraction) / len(plan.values)))
+
+                inner = make_plan("concurrency", (streams,), plan.max_tokens, plan.repeat, server.max_model_len)
+                await _emission_lag(client, reset=True)
+                result = await run_experiment(client, server, inner, scaled, exact_length=exact_length, meter=meter)
+                measured(streams, result.requests, await _emission_lag(client))
     finally:
         await asyncio.to_thread(sim.stop)
 
 
-def _rounds(plan: Plan, timings: Sequence[RequestTiming]):
-    """(streams, its rounds) per batch: the concurrency driver records, for each batch in order, `repeat` rounds of
-    that many streams."""
-    start = 0
-    for streams in plan.values:
-        rounds = []
-        for _ in range(plan.repeat):
-            rounds.append(timings[start:start + streams])
-            start += streams
-        yield streams, rounds
+async def _emission_lag(client: ServerClient, reset: bool = False) -> float | None:
+    """The simulator's emission lag p99 since the last reset, in seconds (and a reset with `reset`)."""
+    response = await client.get("/sim/emission", params={"reset": "1"} if reset else None)
+    lag = response.json().get("lag_s") if response.status_code == 200 else None
+    return lag.get("p99") if isinstance(lag, dict) else None
