@@ -65,3 +65,25 @@ def test_the_ceiling_of_a_speculating_server_is_the_bandwidths_times_its_tokens_
     line = figures_line([stream], session.decode_ceiling_tok_s, ceiling_factor=session.speculation_factor)
     assert "decode 200.0 tok/s = 38% of the 522 tok/s ceiling (209 × 2.50 tokens a step: speculation)" in line
     assert "ITL p50 5.0 ms p99 5.0 ms per token (1.91 tokens a chunk, its gap spread over them)" in line
+
+
+def test_a_stream_flagged_only_for_beating_the_ceiling_is_lifted_once_the_servers_speculation_is_read():
+    # The first speculating requests end before a scrape has seen a draft: 500 tok/s against the bare 209 ceiling
+    # looks like delivery; the next scrape says 2.5 tokens a step (a 522 tok/s ceiling) and the flag goes.
+    session = LiveSession(ceiling=(209.0, 131072.0, 16e9))
+    fast = session.send(2)
+    faster = fast + 1
+    for request_id in (fast, faster):
+        session.started(request_id, "short 200", 0.0, 200)
+    chunks = tuple(0.01 + 0.005 * i for i in range(41))
+    speculated = RequestTiming(ok=True, t_sent_unix=0.0, token_offsets_s=chunks, output_tokens=101,
+                               tokens_per_chunk=(1, *[2, 3] * 20))  # 500 tok/s
+    beyond = RequestTiming(ok=True, t_sent_unix=0.0, token_offsets_s=chunks, output_tokens=241,
+                           tokens_per_chunk=(1, *[6] * 40))  # 1,200 tok/s: past even the speculating ceiling
+    session.completed(fast, speculated)
+    session.completed(faster, beyond)
+    assert [bool(t.burst) for t in session.publish().timings] == [True, True]
+    session.scraped(build_snapshot(None, read_scrape(page(100, (80, 50, 20)), 0.0, 0.0)))
+    kept = session.publish().timings
+    assert kept[0].burst is None, "the ceiling × 2.5 tokens a step allows it"
+    assert "above the bandwidth ceiling of 522" in kept[1].burst

@@ -490,6 +490,7 @@ class MainScreen(Screen):
         self.metrics = event.snapshot
         if self.state.decode_ceiling_tok_s != self.decode_ceiling_tok_s:  # a speculating server's tokens a step moved it
             self._show_ceiling()
+            self._publish_soon()  # a lane flagged only for beating the old ceiling may be lifted (`LiveSession.scraped`)
         else:
             self._show_server()
         if back:

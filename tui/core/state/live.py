@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from tui.core.measure.chunk_tokens import compact, joined
-from tui.core.measure.delivery import flag_bursts
+from tui.core.measure.delivery import burst_reason, flag_bursts
 from tui.core.view.diagnosis import LiveFigures, diagnose
 from tui.core.measure.gaps import SERVER, worst_gap
 from tui.core.view.lane_figures import NEWEST, after_send, diagnosis_text, moved, selected_index
@@ -126,6 +126,9 @@ class LiveSession:
         """The tokens each of those chunks carried, for a request one of whose chunks carried other than one."""
         self._done: set[int] = set()
         """Requests that ended (completed or failed): the others are in flight."""
+        self._over_ceiling: set[int] = set()
+        """Requests flagged only for decoding above the ceiling: judged again when the ceiling rises (a server's
+        speculation read after its first drafts' requests ended)."""
         self._shown: list[int] = []
         """The request id of each published timing."""
         self._timings: list[RequestTiming] = []
@@ -206,11 +209,25 @@ class LiveSession:
 
     def scraped(self, snapshot: MetricsSnapshot) -> bool:
         """The latest /metrics; True when it is the first answer after an outage (the server is back)."""
+        ceiling = self.decode_ceiling_tok_s
         self.metrics = snapshot
+        if self._over_ceiling and (now := self.decode_ceiling_tok_s) is not None and (ceiling is None or now > ceiling):
+            self._judge_again(now)
         back = self._header.down_since is not None
         self._header = replace(self._header, down_since=None, down_reason=None,
                                config=ServerState.config_from(snapshot.engine_config, self.simulator_flags))
         return back
+
+    def _judge_again(self, ceiling_tok_s: float) -> None:
+        """Judge each request flagged only for its rate above the ceiling against this higher one: the flag lifted
+        where it allows the rate, else said against it."""
+        for request_id in list(self._over_ceiling):
+            record = self._records.get(request_id)
+            reason = burst_reason(record, ceiling_tok_s) if record is not None else None
+            if record is not None:
+                self._records[request_id] = replace(record, burst=reason)
+            if reason is None:
+                self._over_ceiling.discard(request_id)
 
     def _derive_ceiling(self) -> None:
         """A ceiling for a server phasetop did not start: a phasetop simulator's from the flags it publishes;
@@ -299,7 +316,10 @@ class LiveSession:
             self._answer_ended = True
         if request_id in self._records:  # not when it was dropped as one too many to keep
             # Clumped arrivals time the delivery, not the generation: flagged, shown as such, kept out of the diagnosis.
-            [self._records[request_id]] = flag_bursts([timing], self.decode_ceiling_tok_s)
+            [judged] = flag_bursts([timing], self.decode_ceiling_tok_s)
+            self._records[request_id] = judged
+            if judged.burst and burst_reason(timing) is None:
+                self._over_ceiling.add(request_id)
 
     def clear(self) -> None:
         """Clear the timeline: the requests sent so far leave its lanes (and the figures and diagnosis under them),
@@ -321,6 +341,7 @@ class LiveSession:
             self._client_gaps.pop(stale, None)
             self._sizes.pop(stale, None)
             self._done.discard(stale)
+            self._over_ceiling.discard(stale)
             self._alone.discard(stale)
         for i, offsets in self._arrived.items():
             if len(offsets) != len(self._records[i].token_offsets_s):
