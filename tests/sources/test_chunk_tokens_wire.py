@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from statistics import mean
+from statistics import mean, median
 
 import pytest
 
@@ -61,8 +61,10 @@ async def test_a_token_with_empty_text_is_a_token_with_its_own_stamp():
     lines = [_event("" if i % 11 == 10 else f" w{i}") for i in range(TOKENS)] + _end(TOKENS)
     timing = await _timed(lines, STEP_S)
     assert len(timing.token_offsets_s) == TOKENS and timing.tokens_per_chunk is None
-    itl = summarize(timing.itl_s)
-    assert itl.p99 <= 1.5 * itl.p50, "no gap folded into the next token's"
+    # A gap folded into the next token's would read two steps at each token after an empty one; the median over those
+    # few (not the p99 of all, which one late wake-up on a loaded machine sets) says which.
+    after_empty = [gap for token, gap in enumerate(timing.itl_s, start=1) if token % 11 == 0]
+    assert median(after_empty) < 1.5 * median(timing.itl_s), "no gap folded into the next token's"
     assert mean(timing.itl_s) == pytest.approx(timing.tpot_s, rel=0.03)
 
 
