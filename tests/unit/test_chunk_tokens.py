@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from tui.core.measure.chunk_tokens import compact, joined, per_token_gaps, settled, token_ends
@@ -57,6 +59,14 @@ def test_a_record_of_several_tokens_a_chunk_times_each_token_as_one_a_chunk_does
     assert summary["itl_s"]["p50"] == pytest.approx(STEP) and summary["chunk_gaps_s"]["p50"] == pytest.approx(4 * STEP)
     assert "chunks carried 3.67 tokens on average (1–4)" in chunking_line([four])
     assert chunking_line([one]) is None
+
+
+def test_the_grouping_is_said_for_an_answer_timed_as_delivery_but_its_gaps_are_left_out():
+    """A server's chunking is what it sent, however the client read it: a lone probe flagged as delivery still says
+    its chunks carried several tokens, with no per-chunk gaps from its stamps."""
+    four = replace(_timing([0.010 + 4 * STEP * i for i in range(9)], (1, *[4] * 8)), burst="the client read in clumps")
+    line = chunking_line([four])
+    assert "chunks carried 3.67 tokens on average (1–4)" in line and "per chunk" not in line
 
 
 def test_unknown_grouping_is_estimated_and_said():

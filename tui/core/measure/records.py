@@ -257,12 +257,14 @@ def summarize_requests(requests: list[RequestTiming]) -> dict[str, dict]:
 
 def chunking_line(requests: Sequence[RequestTiming]) -> str | None:
     """One line for a person where chunks carried other than one token each: ITL is per token, and the per-chunk
-    gaps (`vllm bench serve`'s ITL) beside it; None where every chunk carried one."""
-    done = [r for r in requests if r.ok and not r.burst and r.token_offsets_s]
-    if any(r.itl_estimated for r in done):
+    gaps (`vllm bench serve`'s ITL) beside it; None where every chunk carried one. How the server grouped its tokens is
+    read from every answer, one timed as delivery too; the gaps only from those timed as generation."""
+    answered = [r for r in requests if r.ok and r.token_offsets_s]
+    done = [r for r in answered if not r.burst]
+    if any(r.itl_estimated for r in answered):
         return ("ITL is per token, estimated: the server sent fewer chunks than tokens without saying how many each "
                 "carried, so each chunk's gap is spread over the mean (ask for usage on every chunk to count them)")
-    grouped = [r for r in done if r.tokens_per_chunk is not None]
+    grouped = [r for r in answered if r.tokens_per_chunk is not None]
     if not grouped:
         return None
     sizes = [size for r in grouped for size in r.tokens_per_chunk]
