@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tui.cli.main import main as phasetop  # noqa: E402
 from tui.core.runs.run_record import compare_runs, run_from_bench_document  # noqa: E402
 from tui.core.measure.uncertainty import BETTER, LEVEL, NOT_ENOUGH, WORSE  # noqa: E402
-from tui.sim.launcher import SimulatorProcess  # noqa: E402
+from tui.sources.servers.simulator_server import SimulatorProcess  # noqa: E402
 
 
 def bench(url: str, args: argparse.Namespace, name: str) -> dict:

@@ -51,7 +51,7 @@ from bench.fidelity import errors_ms  # noqa: E402
 from tui.core.measure.arrivals import unit_schedule  # noqa: E402
 from tui.core.measure.records import RequestTiming  # noqa: E402
 from tui.core.measure.stats import summarize  # noqa: E402
-from tui.sim.launcher import SimulatorProcess  # noqa: E402
+from tui.sources.servers.simulator_server import SimulatorProcess  # noqa: E402
 from tui.sources.detect import describe_server  # noqa: E402
 from tui.sources.http import make_client  # noqa: E402
 from tui.sources.workloads.load import LoadDial, LoadRunner, Workload  # noqa: E402

@@ -33,7 +33,7 @@ import httpx
 import psutil
 
 from tui.core.measure.stats import summarize
-from tui.sim.launcher import SimulatorProcess
+from tui.sources.servers.simulator_server import SimulatorProcess
 
 TARGET_STREAMS = 256
 TARGET_P99_MS = 5.0

@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))  # run as a plain script from anywhere
 
 import httpx  # noqa: E402
 from sim_emission import pin, raw_completion  # noqa: E402
-from tui.sim.launcher import SimulatorProcess  # noqa: E402
+from tui.sources.servers.simulator_server import SimulatorProcess  # noqa: E402
 
 SLOW_GAP_S = 0.015
 """A gap this long counts as a stall (about three decode steps of the 8B model on an H100)."""

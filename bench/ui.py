@@ -297,7 +297,7 @@ def main() -> int:
     if args.child:
         child(args.child)
         return 0
-    from tui.sim.launcher import SimulatorProcess
+    from tui.sources.servers.simulator_server import SimulatorProcess
 
     sim_flags = ["--time-scale", str(args.time_scale)]
     before_load = round(os.getloadavg()[0], 2)

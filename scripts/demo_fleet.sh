@@ -3,7 +3,7 @@
 # stand-ins), the fleet screen on it, and the lab stopped whole when the UI exits, however it exits.
 set -eu
 BIN=${BIN:-.venv/bin}
-READY_PREFIX="fleet lab: Prometheus at "  # tui.sim.fleet_lab's READY_PREFIX: the line it prints once ready
+READY_PREFIX="fleet lab: Prometheus at "  # tui.fleet_lab's READY_PREFIX: the line it prints once ready
 dir=$(mktemp -d "${TMPDIR:-/tmp}/phasetop-demo-fleet.XXXXXX")
 lab=""
 stop_lab() {
@@ -20,7 +20,7 @@ trap 'exit 130' INT TERM HUP
 # scrapes). A file polled in a loop raced the background shell that creates it (`sed: can't read …/out`).
 # Its stderr to a file: the UI owns the terminal once it opens.
 mkfifo "$dir/ready"
-"$BIN/python" -m tui.sim.fleet_lab --load 2>"$dir/err" >"$dir/ready" &
+"$BIN/python" -m tui.fleet_lab --load 2>"$dir/err" >"$dir/ready" &
 lab=$!
 echo "phasetop demo-fleet: starting Prometheus, three simulators and two DCGM stand-ins..." >&2
 # Held open until this script exits, so the lab never writes to a FIFO with no reader.

@@ -28,8 +28,8 @@ from tui.app.screens.main import MainScreen
 from tui.app.screens.roofline import RooflineScreen
 from tui.config import Settings
 from tui.core.serving.serve_command import ServeCommand, Setting
-from tui.sim.fleet_lab import FleetLab, send_load
-from tui.sim.launcher import SimulatorProcess, simulator_args
+from tui.fleet_lab import FleetLab, send_load
+from tui.sources.servers.simulator_server import SimulatorProcess, simulator_args
 from tui.sources.servers.served_command import ServedCommand, start_served
 
 OUT = Path(__file__).resolve().parent.parent / "screenshots"

@@ -3,7 +3,7 @@
 import pytest
 
 from tui.core.untrusted import forget_secrets
-from tui.sim.launcher import SimulatorProcess
+from tui.sources.servers.simulator_server import SimulatorProcess
 
 
 LONGEST_FIRST = ("tests/web/", "tests/fleet/test_demo_fleet_script.py")

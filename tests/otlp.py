@@ -19,7 +19,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from tui.core.telemetry.otlp_spans import export_request
 from tui.core.telemetry.served import ServedRequest
-from tui.sim.serve import url_of
+from tui.net import url_of
 from tui.sources.otlp_receiver import TRACES_PATH, TraceReceiver
 
 PROTOBUF_HEADERS = {"content-type": "application/x-protobuf"}

@@ -12,7 +12,7 @@ from tests.fixtures.fake_pynvml import FakeGpu, FakeNvml
 from tests.scripted_server import Script, ScriptedServer
 from tui.app.app import PhasetopApp
 from tui.app.messages import GpuSampled, ServerCameUp
-from tui.sim.launcher import SimulatorProcess
+from tui.sources.servers.simulator_server import SimulatorProcess
 from tui.sources.ceiling import server_decode_ceiling
 from tui.sources.detect import describe_server
 from tui.sources.http import make_client

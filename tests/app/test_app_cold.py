@@ -7,7 +7,7 @@ from tests.app.harness import CEILING, completed, settings, wait_for
 from tests.scripted_server import Script, ScriptedServer
 from tui.app.app import PhasetopApp
 from tui.app.messages import ServerCameUp
-from tui.sim.launcher import SimulatorProcess
+from tui.sources.servers.simulator_server import SimulatorProcess
 
 
 def came_up(seen) -> list[ServerCameUp]:

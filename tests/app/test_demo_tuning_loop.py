@@ -11,7 +11,7 @@ from tui.app.app import PhasetopApp
 from tui.app.screens.compare import CompareScreen
 from tui.app.screens.server_log import ServerLogScreen
 from tui.core.serving.serve_command import ServeCommand, Setting
-from tui.sim.launcher import SimulatorProcess
+from tui.sources.servers.simulator_server import SimulatorProcess
 from tui.sources.servers.managed_server import ServerStartError
 from tui.sources.servers.served_command import RestartRefused, ServedSimulator
 

@@ -11,7 +11,7 @@ from tests.app.harness import completed, settings, shows, wait_for
 from tui.app.app import PhasetopApp
 from tui.app.screens.experiment import ExperimentScreen
 from tui.app.widgets.timeline_pane import TRANSFER_MARK, TimelinePane
-from tui.sim.launcher import SimulatorProcess
+from tui.sources.servers.simulator_server import SimulatorProcess
 
 
 async def test_a_request_through_1p1d_is_prefill_then_kv_transfer_then_decode():

@@ -34,7 +34,7 @@ from tui.app.screens.runs import RunsScreen
 from tui.app.screens.server_log import ServerLogScreen
 from tui.app.screens.traffic import TrafficScreen
 from tui.runs_store import save_run
-from tui.sim.launcher import SimulatorProcess
+from tui.sources.servers.simulator_server import SimulatorProcess
 from tui.sources.servers.served_command import ServedSimulator
 
 SIZES = [(80, 24), (120, 40), (160, 45)]

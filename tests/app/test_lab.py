@@ -26,7 +26,7 @@ from tui.cli.main import main as phasetop
 from tui.core.runs.run_record import compare_runs, new_run
 from tui.core.measure.stats import summarize
 from tui.runs_store import save_run
-from tui.sim.launcher import SimulatorProcess
+from tui.sources.servers.simulator_server import SimulatorProcess
 
 
 def saved_runs(runs_dir) -> list[dict]:

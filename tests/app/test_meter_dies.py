@@ -7,7 +7,7 @@ import signal
 from tests.app.harness import completed, settings, wait_for, wait_for_toast
 from tui.app.app import PhasetopApp
 from tui.app.messages import MeterDied, ServerCameUp
-from tui.sim.launcher import SimulatorProcess
+from tui.sources.servers.simulator_server import SimulatorProcess
 
 
 async def test_a_killed_meter_is_one_line_and_the_next_send_works():

@@ -14,7 +14,7 @@ from tests.loopback import free_port
 from tests.scripted_server import Reply, Script, ScriptedServer
 from tui.app.app import PhasetopApp
 from tui.app.screens.main import MainScreen
-from tui.sim.launcher import SimulatorProcess
+from tui.sources.servers.simulator_server import SimulatorProcess
 
 pytestmark = pytest.mark.timing
 

@@ -10,7 +10,7 @@ from tui.app.app import PhasetopApp
 from tui.app.messages import MetricsScraped, ServerCameUp, ServerWentDown
 from tui.app.screens.main import MainScreen
 from tui.core.telemetry.readings import Restart
-from tui.sim.launcher import SimulatorProcess
+from tui.sources.servers.simulator_server import SimulatorProcess
 
 RATES = ("prompt_tok_s", "generation_tok_s", "preemptions_per_s")
 

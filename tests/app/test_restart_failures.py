@@ -20,7 +20,7 @@ from tui.app.app import PhasetopApp
 from tui.app.screens.flags import FlagEditorScreen
 from tui.app.widgets.gpu_pane import GpuPane
 from tui.core.serving.serve_command import ServeCommand, Setting
-from tui.sim.launcher import SimulatorProcess
+from tui.sources.servers.simulator_server import SimulatorProcess
 from tui.sources.servers.served_command import ServedCommand, ServedSimulator, start_served
 
 ARGS = ["--max-num-batched-tokens", "2048"]

@@ -20,7 +20,7 @@ from tui.app.screens.main import MainScreen
 from tui.app.screens.roofline import RooflineScreen
 from tui.core.hardware.roofline_live import live_roofline
 from tui.core.hardware.roofline_traces import NOT_TOGETHER
-from tui.sim.launcher import SimulatorProcess
+from tui.sources.servers.simulator_server import SimulatorProcess
 
 
 async def test_the_concurrency_sweep_is_decodes_trace_on_the_roofline(tmp_path):

@@ -14,7 +14,7 @@ from tui.app.messages import ServerCameUp
 from tui.app.screens.help import HelpScreen
 from tui.app.screens.main import MainScreen
 from tui.app.widgets.gpu_pane import GpuPane
-from tui.sim.launcher import SimulatorProcess
+from tui.sources.servers.simulator_server import SimulatorProcess
 from tui.sources.host import ListenerFinder
 
 

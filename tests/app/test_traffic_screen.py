@@ -16,7 +16,7 @@ from tui.app.feeds.traces import endpoint_of
 from tui.app.screens.traffic import TrafficScreen
 from tui.app.widgets.traffic_lanes import TrafficLanes
 from tui.core.view.traffic import DECODE, PREFILL
-from tui.sim.launcher import SimulatorProcess
+from tui.sources.servers.simulator_server import SimulatorProcess
 from tui.sources.otlp_receiver import TraceReceiver
 
 

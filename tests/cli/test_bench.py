@@ -17,7 +17,7 @@ import pytest
 
 from tests.scripted_server import Script, ScriptedServer
 from tui.cli.main import main
-from tui.sim.launcher import SimulatorProcess
+from tui.sources.servers.simulator_server import SimulatorProcess
 
 SECRET = "sk-bench-never-show-4c1d"
 

@@ -16,7 +16,7 @@ import pytest
 from tests.fixtures.metrics_server import MetricsServer, bump, fixture
 from tests.loopback import free_port
 from tui.cli.main import main
-from tui.sim.launcher import SimulatorProcess
+from tui.sources.servers.simulator_server import SimulatorProcess
 from tui.sources.scrape import MetricsScraper
 
 INTERVAL_S = 0.2

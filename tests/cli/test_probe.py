@@ -194,7 +194,7 @@ def test_subprocess_success(server, tmp_path):
 
 def test_cached_tokens_come_from_the_servers_counters_when_usage_has_none(capsys, tmp_path, monkeypatch):
     # The simulator, as vLLM, puts cached_tokens in usage only with --enable-prompt-tokens-details.
-    from tui.sim.launcher import SimulatorProcess
+    from tui.sources.servers.simulator_server import SimulatorProcess
 
     monkeypatch.chdir(tmp_path)
     prompt = " ".join(["shared words of a long prompt"] * 60)

@@ -11,7 +11,7 @@ from tests.loopback import closed_port_url
 from tests.scripted_server import Reply, Script, ScriptedServer
 from tui.core.hardware.devices import find_device
 from tui.core.hardware.models import MODELS
-from tui.sim.launcher import SimulatorProcess
+from tui.sources.servers.simulator_server import SimulatorProcess
 from tui.sim.step_cost import EngineConfig, step_time_s, step_traffic
 
 SIM = EngineConfig(find_device("H100 SXM"), MODELS["8b"])

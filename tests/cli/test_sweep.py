@@ -28,7 +28,7 @@ from tui.cli.main import main
 from tui.core.experiments.columns import COLUMNS
 from tui.core.experiments.plans import INTERFERENCE_STREAMS, make_plan
 from tui.core.view.timeline import lanes
-from tui.sim.launcher import SimulatorProcess
+from tui.sources.servers.simulator_server import SimulatorProcess
 from tui.sources.detect import describe_server
 from tui.sources.workloads.experiments import run_experiment
 from tui.sources.http import make_client

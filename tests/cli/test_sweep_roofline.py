@@ -16,7 +16,7 @@ from tui.core.hardware.models import MODELS
 from tui.core.hardware.roofline import device_roofs
 from tui.core.hardware.roofline_target import RooflineTarget
 from tui.core.hardware.roofline_traces import concurrency_point, narrower_decode
-from tui.sim.launcher import SimulatorProcess
+from tui.sources.servers.simulator_server import SimulatorProcess
 from tui.sim.step_cost import COMPUTE_EFFICIENCY, EngineConfig, step_time_s, step_traffic
 
 SIM = EngineConfig(find_device("H100 SXM"), MODELS["8b"])

@@ -117,7 +117,7 @@ def test_a_server_that_never_gets_healthy_times_out_with_its_log_tail(capsys):
 
 
 def test_a_port_already_in_use_is_not_mistaken_for_the_servers_health(capsys):
-    from tui.sim.launcher import SimulatorProcess
+    from tui.sources.servers.simulator_server import SimulatorProcess
 
     with SimulatorProcess.start() as other:
         port = int(other.url.rsplit(":", 1)[1])

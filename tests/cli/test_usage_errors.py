@@ -9,7 +9,7 @@ from tests.loopback import closed_port_url
 from tui.cli.gpu import format_sample
 from tui.cli.main import main
 from tui.core.telemetry.readings import GpuReading, GpuSample, HostSample, ProcessSample
-from tui.sim.launcher import SimulatorProcess
+from tui.sources.servers.simulator_server import SimulatorProcess
 
 pytestmark = pytest.mark.usefixtures("isolated")
 

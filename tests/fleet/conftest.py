@@ -1,7 +1,7 @@
 import httpx
 import pytest
 
-from tui.sim.fleet_lab import FleetLab, LabError
+from tui.fleet_lab import FleetLab, LabError
 
 
 @pytest.fixture(scope="module")

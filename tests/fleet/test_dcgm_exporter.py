@@ -11,7 +11,7 @@ from tui.cli.sim_dcgm import READY_PREFIX
 from tui.core.hardware.devices import find_device
 from tui.core.telemetry.metric_names import parse_exposition
 from tui.sim.dcgm_exporter import DcgmExporter, host_gpus
-from tui.sim.fleet_lab import READY_PREFIX as READY_LINE, FleetLab, LabError, prometheus_config
+from tui.fleet_lab import READY_PREFIX as READY_LINE, FleetLab, LabError, prometheus_config
 
 LABELS = {"gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION"}
 
@@ -69,7 +69,7 @@ def test_the_generated_config_labels_each_role():
 
 
 def test_the_lab_as_a_program_prints_its_url_and_stops_whole_on_sigterm():
-    process = subprocess.Popen([sys.executable, "-m", "tui.sim.fleet_lab"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen([sys.executable, "-m", "tui.fleet_lab"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = process.stdout.readline()
         assert line.startswith(READY_LINE), process.stderr.read()

@@ -18,7 +18,7 @@ from tui.core.fleet.instances import Fleet
 from tui.core.telemetry.metric_names import parse_exposition
 from tui.core.fleet.promql import max_query, quantile_query
 from tui.core.telemetry.promstats import histogram_quantile, quantile_edge
-from tui.sim.fleet_lab import GPUS, FleetLab
+from tui.fleet_lab import GPUS, FleetLab
 from tui.sources.http import make_client
 from tui.sources.prometheus import label_values, query, query_range, read_fleet
 

@@ -29,7 +29,7 @@ from tui.app.screens.fleet import SORT_CYCLE, FleetScreen, FleetTable, InstanceS
 from tui.config import Settings
 from tui.core.fleet.instances import SORT_COLUMNS
 from tui.core.fleet.text import row_cells
-from tui.sim.fleet_lab import send_load
+from tui.fleet_lab import send_load
 from tui.sources.prometheus import prometheus_client, query, read_fleet
 
 SIZES = [(80, 24), (160, 45)]

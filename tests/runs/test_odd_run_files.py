@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from tui.cli.main import main
 from tui.core.runs.run_record import compare_runs, new_run
 from tui.runs_store import RunFileError, RunStoreError, load_run, save_run, scan_runs
-from tui.sim.launcher import SimulatorProcess
+from tui.sources.servers.simulator_server import SimulatorProcess
 
 T0 = datetime(2026, 4, 1, 9, 0, 0, tzinfo=UTC)
 REQUEST = {"ok": True, "ttft_s": 0.05, "itl_s": [0.005, 0.006], "tpot_s": 0.0055, "e2e_s": 0.061,

@@ -10,7 +10,7 @@ import pytest
 
 from tests.scripted_server import Script, ScriptedServer
 from tui.cli.main import main
-from tui.sim.launcher import SimulatorProcess
+from tui.sources.servers.simulator_server import SimulatorProcess
 from tui.sources.detect import describe_server
 from tui.sources.http import make_client
 from tui.sources.identity import server_identity

@@ -10,10 +10,11 @@ import pytest
 
 from tui.core.hardware.devices import find_device
 from tui.core.hardware.models import find_model
-from tui.sim.launcher import SimulatorProcess
+from tui.sources.servers.simulator_server import SimulatorProcess
 from tui.sim.options import SimOptions
 from tui.sim.step_cost import EngineConfig
-from tui.sim.serve import bind, serve, url_of
+from tui.net import bind, url_of
+from tui.sim.serve import serve
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from tui.sim.launcher import SimulatorError, SimulatorProcess
+from tui.sources.servers.simulator_server import SimulatorError, SimulatorProcess
 
 
 def test_a_refused_restart_raises_and_reports_no_exit_and_a_kill_after_it_is_reported():

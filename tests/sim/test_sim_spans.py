@@ -19,7 +19,7 @@ import pytest
 from tests.loopback import closed_port_url, free_port, wait_listening
 from tests.otlp import receiving, record, wait_for_records
 from tui.core.telemetry.served import match_sent
-from tui.sim.launcher import SimulatorProcess
+from tui.sources.servers.simulator_server import SimulatorProcess
 from tui.sim.span_export import SpanExporter
 
 

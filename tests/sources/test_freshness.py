@@ -7,7 +7,7 @@ import pytest
 
 from tests.fixtures.metrics_server import MetricsServer, fixture, set_value
 from tui.core.measure.records import mark_cold
-from tui.sim.launcher import SimulatorProcess
+from tui.sources.servers.simulator_server import SimulatorProcess
 from tui.sources.http import make_client
 from tui.sources.identity import server_is_fresh
 from tui.sources.stream import StreamRequest, measure

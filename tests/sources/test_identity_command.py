@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import SecretStr
 
-from tui.sim.launcher import SimulatorProcess
+from tui.sources.servers.simulator_server import SimulatorProcess
 from tui.sources.detect import describe_server
 from tui.sources.http import make_client
 from tui.sources.identity import local_command_flags, server_identity

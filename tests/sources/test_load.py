@@ -9,7 +9,7 @@ import random
 import pytest
 
 from tui.core.measure.arrivals import unit_schedule
-from tui.sim.launcher import SimulatorProcess
+from tui.sources.servers.simulator_server import SimulatorProcess
 from tui.sources.detect import describe_server
 from tui.sources.http import make_client
 from tui.sources.workloads.load import LoadDial, LoadRunner, Workload

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from tui.core.telemetry.promstats import cached_prompt_tokens
-from tui.sim.launcher import SimulatorProcess
+from tui.sources.servers.simulator_server import SimulatorProcess
 from tui.sources.http import make_client
 from tui.sources.scrape import MetricsScraper
 

@@ -19,7 +19,7 @@ import pytest
 
 from tests import hostile
 from tests.terminal.tmux_pane import HEIGHT, WIDTH, tmux, wait_for
-from tui.sim.launcher import SimulatorProcess
+from tui.sources.servers.simulator_server import SimulatorProcess
 
 pytestmark = pytest.mark.timing
 

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 from tests.terminal.tmux_pane import HEIGHT, TTFT, WIDTH, exit_line, tmux, wait_for
-from tui.sim.launcher import SimulatorProcess
+from tui.sources.servers.simulator_server import SimulatorProcess
 
 
 def test_send_in_a_real_terminal_shows_ttft_and_q_exits_0(tmp_path):

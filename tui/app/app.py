@@ -18,7 +18,7 @@ from tui.app.themes import THEMES
 from tui.config import Settings
 from tui.config_file import remember_setting
 from tui.core.untrusted import printable
-from tui.sim.launcher import SimulatorProcess
+from tui.sources.servers.simulator_server import SimulatorProcess
 from tui.sources.servers.served_command import ServedProcess
 
 class PhasetopApp(App[None]):

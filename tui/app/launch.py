@@ -22,7 +22,7 @@ from tui.core.serving.serve_command import CommandError, ServeCommand
 from tui.core.hardware.server_ceiling import simulated_ceiling
 from tui.core.untrusted import one_line
 from tui.runs_store import default_runs_dir, remove_dead_temps
-from tui.sim.launcher import SimulatorError, SimulatorProcess, simulator_args
+from tui.sources.servers.simulator_server import SimulatorError, SimulatorProcess, simulator_args
 from tui.sources.servers.managed_server import ServerStartError
 from tui.sources.otlp_receiver import TraceReceiver
 from tui.sources.servers.served_command import ServedCommand, ServedSimulator, start_served

@@ -9,11 +9,9 @@ import math
 import sys
 from pathlib import Path
 
+from tui.cli.commands import COMMANDS
 from tui.cli.common import (
     EXIT_INTERRUPTED,
-    add_json_option,
-    add_meter_option,
-    add_server_options,
     base_url,
     check_url,
     check_writable,
@@ -22,6 +20,7 @@ from tui.cli.common import (
     settings_from,
     stop_on_first_interrupt,
 )
+from tui.cli.options import add_json_option, add_meter_option, add_server_options
 from tui.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, emit_json, note, say
 from tui.cli.runs_common import add_runs_options, save_run_from_cli
 from tui.config import Settings
@@ -55,7 +54,7 @@ httpx's pool, whose timeout would fail them. vLLM's client has no such cap."""
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "bench",
-        help="load the server like `vllm bench serve`: TTFT, TPOT, ITL, E2EL, throughput, goodput",
+        help=COMMANDS["bench"],
         description="Send N streamed requests on a Poisson (or gamma) arrival schedule, at most C at a time, "
         "and report the figures `vllm bench serve` reports, with the same definitions. Progress goes to stderr.",
     )

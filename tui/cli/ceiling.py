@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from tui.cli.common import add_json_option, base_url, check_url, settings_from
+from tui.cli.commands import COMMANDS
+from tui.cli.common import base_url, check_url, settings_from
+from tui.cli.options import add_json_option
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, say
 from tui.config import Settings
 from tui.core.hardware.devices import DEVICES, Device, UnknownDeviceError, find_device, seed_table_devices
@@ -21,7 +23,7 @@ from tui.sources.http import client_for
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "ceiling",
-        help="decode ceiling and prefill floor for a device and a model",
+        help=COMMANDS["ceiling"],
         description="Decode ceiling tok/s = memory bandwidth / bytes read per token (weights at --bits, "
         "plus the KV cache at --context). With no arguments: the domain text's table, row for row.",
     )

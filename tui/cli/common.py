@@ -25,25 +25,6 @@ EXIT_INTERRUPTED = 130
 what it measured. A command that runs until stopped (sim, serve-*, metrics without --count) exits 0 on Ctrl-C."""
 
 
-def add_json_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="one JSON document on stdout (messages go to stderr)")
-
-
-def add_server_options(parser: argparse.ArgumentParser) -> None:
-    """--url, --api, --model, --timeout; the API key comes from PHASETOP_API_KEY or the config file."""
-    parser.add_argument("--url", help="server base URL (default: settings, else http://127.0.0.1:8000)")
-    parser.add_argument("--api", choices=("auto", "openai", "ollama", "llamacpp"), help="wire API (default: auto-detect)")
-    parser.add_argument("--model", help="model name (default: the server's first model)")
-    parser.add_argument("--timeout", type=float, dest="timeout_s", metavar="S",
-                        help="deadline of a whole answer (a JSON document, /metrics, a stream's head) and longest "
-                        "silence inside a stream, seconds (default 30)")
-    parser.add_argument(
-        "--allow-eos", action="store_false", dest="exact_length", default=None,
-        help="let the model stop before --max-tokens (default: ask for exactly that many with ignore_eos/min_tokens; "
-        "Ollama has no such option)",
-    )
-
-
 FLAG_NAMES = {"url": "--url", "meters": "--meters", "api": "--api", "model": "--model", "timeout_s": "--timeout", "bandwidth_gbs": "--bandwidth-gbs",
               "sim.gpu": "--gpu", "sim.model": "--model", "sim.time_scale": "--time-scale",
               "poll.metrics_window_s": "--window", "theme": "--theme", "otlp": "--otlp", "prometheus.url": "--prometheus", "prometheus.role_label": "--role-label"}
@@ -111,32 +92,6 @@ def check_writable(path: Path, flag: str) -> None:
         raise CliError(f"{flag} {path}: cannot write in {directory}", EXIT_USAGE)
 
 
-def whole_number(low: int, high: int, what: str) -> Callable[[str], int]:
-    """argparse's type for a whole number from `low` to `high`; `what` names it in the one-line error."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a {what} ({low}–{high})") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{what} {value} is out of range {low}–{high}")
-        return value
-    return parse
-
-
-MAX_METERS = 64
-
-
-METERS_HELP = ("processes that read and time the token streams, sharing them (default: settings' meters, else as many as "
-               "the streams need, at most the cores free)")
-
-
-def add_meter_option(parser) -> None:
-    """--meters N: the processes that read and time the token streams."""
-    parser.add_argument("--meters", type=whole_number(1, MAX_METERS, "meter count"), metavar="N",
-                        help=f"{METERS_HELP}; 1 is this process itself, more start that many meter processes")
-
-
 @contextmanager
 def meters(settings: Settings, command: str, concurrency: int) -> Iterator[Callable[[ServerClient], Meter]]:
     """What times this command's requests: this process (one meter), or `settings.meters` processes sharing them."""
@@ -151,17 +106,6 @@ def meters(settings: Settings, command: str, concurrency: int) -> Iterator[Calla
         yield pool.meter_for
     finally:
         pool.close()
-
-
-def port_number(text: str) -> int:
-    """argparse's type for a port to listen on: 0 (pick a free one) to 65535."""
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0–65535)") from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"{port} is out of range (0–65535; 0 picks a free port)")
-    return port
 
 
 def base_url(url: str) -> str:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from tui.cli.common import add_json_option, settings_from
+from tui.cli.commands import COMMANDS
+from tui.cli.common import settings_from
+from tui.cli.options import add_json_option
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, say
 from tui.cli.runs_common import add_runs_dir_option, runs_dir_from
 from tui.core.runs.compare_text import (changes_lines, figure_change, figure_value, schedule_lines, started_text, verdict_note,
@@ -18,7 +20,7 @@ from tui.runs_store import RunStoreError, load_run
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "compare",
-        help="two saved runs side by side: the server flags that changed, TTFT/ITL/decode before and after",
+        help=COMMANDS["compare"],
         description="Compare run A (before) with run B (after): the server config that changed (engine config, "
         "simulator flags, model, context length, version), the workload flags that differ, then TTFT, ITL, TPOT, "
         "decode and prefill rates and E2E with their deltas (and throughputs when both are bench runs). "

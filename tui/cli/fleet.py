@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from tui.cli.common import add_json_option, settings_from
+from tui.cli.commands import COMMANDS
+from tui.cli.common import settings_from
+from tui.cli.options import add_json_option
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, say
 from tui.core.fleet.instances import SORT_COLUMNS, Fleet, FleetRow, sort_rows
 from tui.core.fleet.gpus import JoinRules
@@ -33,7 +35,7 @@ JSON_SHAPE = (
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "fleet",
-        help="every vLLM/SGLang/llama.cpp/TGI instance a Prometheus scrapes: load, latency, bandwidth, one row each",
+        help=COMMANDS["fleet"],
         description="Read a fleet through Prometheus's HTTP API (never by scraping the servers): the instances are "
         "the targets exporting an engine's metric families over the lookback; per instance running, waiting, KV "
         "usage, prompt and generation tok/s and TTFT/ITL p50/p99 over rate(…[window]) (a quantile on a bucket edge "

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from tui.cli.common import add_json_option, settings_from
+from tui.cli.commands import COMMANDS
+from tui.cli.common import settings_from
+from tui.cli.options import add_json_option
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, say
 from tui.core.telemetry.readings import GpuReading, GpuSample, HostSample
 from tui.sources.gpu import GPM_MIN_WINDOW_S, GpuSampler
@@ -15,7 +17,7 @@ from tui.sources.host import HostSampler, local_port
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "gpu",
-        help="GPU memory bandwidth (GB/s against peak), SM activity, memory; host CPU and RAM",
+        help=COMMANDS["gpu"],
         description="Sample NVML and the host. Bandwidth comes from GPM's DRAM counter (Hopper and newer) "
         "over the window between two samples, so the first sample is a baseline and every one shown "
         "spans --interval seconds; without GPM, `mem_bw_source` is \"utilization\": NVML's memory-busy "

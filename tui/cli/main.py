@@ -11,12 +11,9 @@ import sys
 from typing import NoReturn
 
 from tui import __version__
-from tui.cli.common import MAX_METERS, METERS_HELP, add_server_options, whole_number
+from tui.cli.commands import COMMANDS, MODULES
+from tui.cli.options import MAX_METERS, METERS_HELP, add_server_options, whole_number
 from tui.cli.output import EXIT_USAGE, CliError, note
-
-SUBCOMMANDS = ("ceiling", "probe", "sim", "metrics", "gpu", "serve_llamacpp", "serve_vllm", "runs", "compare", "sweep", "bench",
-               "tune", "fleet", "sim_dcgm", "web", "traces", "roofline")
-"""Modules of `tui.cli`, each with `register(subparsers)` and a `run(args)` handler."""
 
 
 GLOBAL_ONLY = ("--config", "-h", "--help", "--version")
@@ -131,7 +128,9 @@ class _Version(argparse.Action):
         parser.exit()
 
 
-def build_parser() -> Parser:
+def build_parser(chosen: str | None = None) -> Parser:
+    """The whole parser, with only the `chosen` command's own (its module imported); every other command is its
+    name and one-line help, so `phasetop --help` and any one command load no other command's stack."""
     parser = Parser(
         prog="phasetop",
         description="Watch LLM inference split into prefill (time to first token) and decode (tokens per second).",
@@ -146,15 +145,24 @@ def build_parser() -> Parser:
     fleet.add_argument("--role-label", metavar="NAME", help="with --prometheus: a label naming each instance's role "
                        "(prefill, decode) for the pools")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in SUBCOMMANDS:
-        importlib.import_module(f"tui.cli.{name}").register(subparsers)
+    for name, summary in COMMANDS.items():
+        if name == chosen:
+            importlib.import_module(f"tui.cli.{MODULES[name]}").register(subparsers)
+        else:
+            subparsers.add_parser(name, help=summary, add_help=False)
     return parser
+
+
+def chosen_command(words: list[str]) -> str | None:
+    """The command these words run, as the parser will read them (flags before it moved after it); None for none."""
+    names = build_parser()
+    return next((word for word in hoist_flags(names, words) if word in COMMANDS), None)
 
 
 def parse_args(argv: list[str] | None = None, parser: Parser | None = None) -> argparse.Namespace:
     """The command line read, flags before a subcommand moved after it; a usage error exits 2 with one line."""
-    parser = parser or build_parser()
     words = list(sys.argv[1:] if argv is None else argv)
+    parser = parser or build_parser(chosen_command(words))
     args, extras = parser.parse_known_args(hoist_flags(parser, words))
     if extras:
         parser.commands().get(args.command, parser).refuse_unknown(extras)
@@ -163,8 +171,9 @@ def parse_args(argv: list[str] | None = None, parser: Parser | None = None) -> a
 
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand (the headless entry used by tests and scripts)."""
-    parser = build_parser()
-    args = parse_args(argv, parser)
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(chosen_command(words))
+    args = parse_args(words, parser)
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE

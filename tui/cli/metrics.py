@@ -8,7 +8,9 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from tui.cli.common import add_json_option, settings_from, stop_on_first_interrupt
+from tui.cli.commands import COMMANDS
+from tui.cli.common import settings_from, stop_on_first_interrupt
+from tui.cli.options import add_json_option
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note, say
 from tui.core.fleet.text import num as _num
 from tui.core.fleet.text import seconds as _seconds
@@ -32,7 +34,7 @@ HISTOGRAM_LABELS = (("ttft_s", "TTFT"), ("itl_s", "ITL"), ("e2e_s", "E2E"), ("qu
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "metrics",
-        help="the server's /metrics: running, waiting, KV usage, token rates, latency quantiles",
+        help=COMMANDS["metrics"],
         description="Scrape the server's Prometheus /metrics and show one set of fields whatever the server calls them "
         "(vLLM's names across versions, SGLang's, llama.cpp's, TGI's): running, waiting, kv_cache_usage, token "
         "counters, prefix-cache hit rate, latency quantiles, engine_config, and source_names (which raw metric fed "

@@ -5,16 +5,9 @@ from __future__ import annotations
 import argparse
 from datetime import UTC, datetime
 
-from tui.cli.common import (
-    add_json_option,
-    add_meter_option,
-    add_server_options,
-    base_url,
-    check_url,
-    meters,
-    note_short_answers,
-    settings_from,
-)
+from tui.cli.commands import COMMANDS
+from tui.cli.common import base_url, check_url, meters, note_short_answers, settings_from
+from tui.cli.options import add_json_option, add_meter_option, add_server_options
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note, say
 from tui.cli.runs_common import add_runs_options, save_run_from_cli
 from tui.config import Settings
@@ -41,7 +34,7 @@ DEFAULT_MAX_TOKENS = 64
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "probe",
-        help="time streamed requests: TTFT (prefill) and tokens per second (decode)",
+        help=COMMANDS["probe"],
         description="Send R streamed requests one after another and report each one's TTFT, prefill rate, "
         "decode rate and inter-token latency, with the server's own phase split where it reports one.",
     )

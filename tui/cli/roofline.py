@@ -6,8 +6,9 @@ import argparse
 import asyncio
 from dataclasses import dataclass
 
-from tui.cli.common import (add_json_option, add_meter_option, add_server_options, base_url, check_url, meters,
-                             settings_from)
+from tui.cli.commands import COMMANDS
+from tui.cli.common import base_url, check_url, meters, settings_from
+from tui.cli.options import add_json_option, add_meter_option, add_server_options
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, say
 from tui.config import Settings
 from tui.core.hardware.decode_window import gpm_bytes_per_s
@@ -45,7 +46,7 @@ PREFILL_NO_NVML = "a prefill is shorter than NVML's sampling window, so no measu
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "roofline",
-        help="where prefill and decode sit under the device's compute and bandwidth roofs, measured now",
+        help=COMMANDS["roofline"],
         description="Place the server's two phases on its device's roofline: arithmetic intensity (FLOP per byte "
         "read) against achieved FLOP/s, under the flat compute roof and the sloped bandwidth roof. A server with no "
         "traffic has no phase to place, so this sends a short probe: first one request of --prompt-tokens (a fresh "

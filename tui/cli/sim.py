@@ -6,9 +6,12 @@ import argparse
 import os
 from collections.abc import Coroutine
 
-from tui.cli.common import add_json_option, port_number, settings_from
+from tui.cli.commands import COMMANDS
+from tui.cli.common import settings_from
+from tui.cli.options import add_json_option, port_number
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note, say
 from tui.config import bad_url
+from tui.net import bind, url_of
 from tui.core.hardware.devices import UnknownDeviceError, find_device
 from tui.core.experiments.disaggregation import DEFAULT_KV_LINK, KV_LINKS, link_of_rate
 from tui.core.hardware.models import MODELS, find_model
@@ -26,7 +29,7 @@ tuning guide names for good inter-token latency, and the one the domain text dis
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "sim",
-        help="run the embedded simulator: a vLLM-compatible server whose timings follow the roofline",
+        help=COMMANDS["sim"],
         description="A real HTTP server on loopback that speaks vLLM's (or Ollama's) wire format, with prefill "
         "and decode timed by the device's bandwidth and FLOPs. With no flags: H100 SXM, the 8B layout at 16 bit "
         "(one stream decodes just under 209 tok/s). Serves until stopped (Ctrl-C).",
@@ -185,7 +188,7 @@ def _replace(config: EngineConfig, **changes) -> EngineConfig:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tui.sim.serve import bind, serve  # the server stack loads only to serve, not with every `phasetop` parser
+    from tui.sim.serve import serve  # the server stack loads only to serve, not with every `phasetop` parser
 
     options = build_options(args)
     if args.disaggregated:
@@ -213,7 +216,6 @@ def run(args: argparse.Namespace) -> int:
 def _run_disaggregated(args: argparse.Namespace, options: SimOptions) -> int:
     """Bind the front on --port and each worker on a free port of --host; print the workers, then the ready line."""
     from tui.sim.disaggregated import disaggregated_options, serve_disaggregated
-    from tui.sim.serve import bind, url_of
 
     try:
         link = link_of_rate(args.kv_link_gbs) if args.kv_link_gbs is not None else KV_LINKS.get(args.kv_link or "")

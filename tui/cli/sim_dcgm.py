@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import threading
 
-from tui.cli.common import port_number
+from tui.cli.commands import COMMANDS
+from tui.cli.options import port_number
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, note, say
 from tui.core.hardware.devices import UnknownDeviceError, find_device
 
@@ -23,7 +24,7 @@ def _fraction(text: str) -> float:
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "sim-dcgm",
-        help="a stand-in for NVIDIA's dcgm-exporter: fixed DCGM_FI_* gauges per GPU on /metrics",
+        help=COMMANDS["sim-dcgm"],
         description="Serve /metrics as dcgm-exporter does (labels gpu, UUID, pci_bus_id, device, modelName, Hostname, "
         "DCGM_FI_DRIVER_VERSION) for --count GPUs of one device preset on one host, with fixed values: "
         "DCGM_FI_PROF_DRAM_ACTIVE, _SM_ACTIVE, _PIPE_TENSOR_ACTIVE (fractions 0-1), DCGM_FI_DEV_FB_USED/_FREE (MiB), "

@@ -5,17 +5,9 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 
-from tui.cli.common import (
-    EXIT_INTERRUPTED,
-    add_json_option,
-    add_meter_option,
-    add_server_options,
-    base_url,
-    check_url,
-    meters,
-    settings_from,
-    stop_on_first_interrupt,
-)
+from tui.cli.commands import COMMANDS
+from tui.cli.common import EXIT_INTERRUPTED, base_url, check_url, meters, settings_from, stop_on_first_interrupt
+from tui.cli.options import add_json_option, add_meter_option, add_server_options
 from tui.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, emit_json, note, say
 from tui.cli.runs_common import add_runs_options, save_run_from_cli
 from tui.config import Settings
@@ -25,7 +17,7 @@ from tui.core.experiments.plans import DEFAULT_VALUES, EXPERIMENTS, OWN_SIMULATO
 from tui.core.hardware.roofline_target import RooflineTarget
 from tui.core.hardware.roofline_traces import TRACED, RowPoint, experiment_trace
 from tui.sources import loop
-from tui.sim.launcher import simulator_args
+from tui.sources.servers.simulator_server import simulator_args
 from tui.sources.detect import describe_configured
 from tui.sources.errors import SourceError
 from tui.sources.workloads.experiments import ExperimentResult, Progress
@@ -39,8 +31,7 @@ VALUES_HELP = "; ".join(f"{name}: {','.join(str(v) for v in values)}" for name, 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "sweep",
-        help="run an experiment: prompt length, prefix cache, concurrency, interference, context growth, "
-        "disaggregation, speculation",
+        help=COMMANDS["sweep"],
         description="Run one experiment against the server and state its finding in one line. "
         "prompt-tokens: TTFT and decode rate against prompt length. prefix: a long shared prefix sent twice "
         "against a unique prompt. concurrency: aggregate tok/s and ITL against N streams at once. "

@@ -8,7 +8,9 @@ import asyncio
 import time
 from datetime import datetime
 
-from tui.cli.common import add_json_option, settings_from, stop_on_first_interrupt, whole_number
+from tui.cli.commands import COMMANDS
+from tui.cli.common import settings_from, stop_on_first_interrupt
+from tui.cli.options import add_json_option, whole_number
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note, say
 from tui.cli.runs_common import add_runs_options, runs_dir_from, save_run_from_cli
 from tui.core.telemetry.otlp_spans import SpanBatch
@@ -16,7 +18,7 @@ from tui.core.telemetry.served import (MAX_RECORDS, PHASES, ServedRequest, Serve
                                       refused_json, refused_line, served_summary)
 from tui.core.view.traffic import traffic_run
 from tui.runs_store import completion_ids_since
-from tui.sim.serve import url_of
+from tui.net import url_of
 from tui.sources.otlp_receiver import DEFAULT_PORT, TRACES_PATH, TraceReceiver, listen_address
 
 SOURCE = "phasetop traces"
@@ -27,7 +29,7 @@ PHASE_LABELS = {"queue_s": "queue", "prefill_s": "prefill", "decode_s": "decode"
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "traces",
-        help="receive the servers' OpenTelemetry spans: every request served, split into queue, prefill and decode",
+        help=COMMANDS["traces"],
         description="An OTLP/HTTP receiver (protobuf, POST /v1/traces) for vLLM's per-request spans: start vLLM with "
         "--otlp-traces-endpoint http://HOST:PORT/v1/traces and OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf "
         "(vLLM's default is gRPC, which this receiver does not speak), or `phasetop sim --otlp-traces-endpoint`. "

@@ -12,7 +12,9 @@ import math
 from dataclasses import dataclass
 from time import monotonic
 
-from tui.cli.common import add_json_option, add_meter_option, meters, settings_from
+from tui.cli.commands import COMMANDS
+from tui.cli.common import meters, settings_from
+from tui.cli.options import add_json_option, add_meter_option
 from tui.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, emit_json, note, say
 from tui.cli.runs_common import add_runs_options, save_run_from_cli
 from tui.config import Settings
@@ -84,7 +86,7 @@ SOURCE = "phasetop tune"
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "tune",
-        help="start the server once per flag setting, run the same load on each, and pick the best",
+        help=COMMANDS["tune"],
         description="For every combination of the --vary values, start the --serve command with those flags, wait "
         "until /health answers, run the workload (like `phasetop bench`), save the run, and stop the server. "
         "A table of the figures per setting follows, the best by --optimize marked. Example: phasetop tune "

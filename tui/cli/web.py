@@ -13,7 +13,9 @@ import sys
 import webbrowser
 from pathlib import Path
 
-from tui.cli.common import ui_settings, whole_number
+from tui.cli.commands import COMMANDS
+from tui.cli.common import ui_settings
+from tui.cli.options import whole_number
 from tui.cli.main import add_ui_options
 from tui.cli.output import EXIT_USAGE, CliError, note
 
@@ -24,7 +26,7 @@ DEFAULT_FONT_SIZE_PX = 16
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "web", help="serve the UI to browsers (one UI, and simulator, per tab)",
+        "web", help=COMMANDS["web"],
         description="Serve phasetop's UI to a browser with textual-serve: each tab runs its own phasetop (with no "
         "--url, on its own simulator), stopped when the tab closes. It listens on loopback; the page has no login. "
         "From another machine: ssh -L 8080:127.0.0.1:8080 HOST, then open http://127.0.0.1:8080. With --serve, each "

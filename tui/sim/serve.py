@@ -14,32 +14,9 @@ from collections.abc import Callable, Iterator, Sequence
 import uvicorn
 from starlette.types import ASGIApp
 
+from tui.net import url_of
 from tui.sim.options import SimOptions
 from tui.sim.server import build_app
-
-"""The start of the one line a child simulator prints on stdout once it accepts connections."""
-
-
-def bind(host: str, port: int) -> socket.socket:
-    """A listening socket; raises OSError with the system's reason (port in use, bad address)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # proto=IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets that say they are TCP, and
-    # without it Nagle holds each small SSE chunk until the client's delayed ACK (~40 ms bursts).
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(2048)
-    except OSError:
-        sock.close()
-        raise
-    sock.setblocking(False)
-    return sock
-
-
-def url_of(sock: socket.socket) -> str:
-    host, port = sock.getsockname()[:2]
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 async def serve(

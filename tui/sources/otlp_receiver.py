@@ -35,7 +35,7 @@ from starlette.routing import Route
 from tui.core.telemetry.otlp_spans import REQUEST_SPAN, SpanBatch, read_export
 from tui.core.telemetry.served import REFUSALS, TraceWindow, screened
 from tui.core.untrusted import one_line
-from tui.sim.serve import bind
+from tui.net import bind
 
 TRACES_PATH = "/v1/traces"
 DEFAULT_PORT = 4318

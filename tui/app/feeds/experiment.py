@@ -15,7 +15,7 @@ from tui.app.lab_messages import ExperimentFinished, ExperimentProgressed
 from tui.config import Settings
 from tui.core.experiments.disaggregation import DEFAULT_KV_LINK, find_link
 from tui.core.experiments.plans import OWN_SIMULATORS, Plan
-from tui.sim.launcher import simulator_args
+from tui.sources.servers.simulator_server import simulator_args
 from tui.sources.detect import ServerInfo
 from tui.sources.workloads.experiments import Progress
 from tui.sources.http import ServerClient, client_for

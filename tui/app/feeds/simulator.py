@@ -10,7 +10,7 @@ from textual.message import Message
 from tui.app.messages import ServedProgress, ServedRestarted, SimulatorExited, SimulatorRestarted
 from tui.core.serving.serve_command import ServeCommand
 from tui.core.state.tuning_loop import Refusal
-from tui.sim.launcher import SimulatorError, SimulatorProcess
+from tui.sources.servers.simulator_server import SimulatorError, SimulatorProcess
 from tui.sources.servers.managed_server import ServerStartError
 from tui.sources.servers.served_command import RestartRefused, ServedProcess
 

@@ -15,7 +15,7 @@ from tui.core.telemetry.otlp_spans import SpanBatch
 from tui.core.telemetry.served import TraceWindow
 from tui.core.untrusted import one_line
 from tui.sources import loop
-from tui.sim.serve import url_of
+from tui.net import url_of
 from tui.sources.otlp_receiver import TRACES_PATH, TraceReceiver
 
 Post = Callable[[Message], object]

@@ -74,7 +74,7 @@ from tui.core.state.tuning_loop import (CompareBefore, CompareRuns, Effect, NewS
                                         restart_key_disabled)
 from tui.core.untrusted import one_line
 from tui.meter.pool import MeterPool, default_meters
-from tui.sim.launcher import SimulatorProcess
+from tui.sources.servers.simulator_server import SimulatorProcess
 from tui.sources.host import local_port
 from tui.sources.http import ServerClient, client_for
 from tui.sources.workloads.load import LoadDial, Workload

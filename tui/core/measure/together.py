@@ -9,6 +9,7 @@ whole answer counts the steps it shared with others' prefills.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from statistics import median
 
 from tui.core.measure.records import RequestTiming

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 from tui.core.serving.exit_status import exit_status, reason_line
 from tui.core.serving.serve_command import ServeCommand
 from tui.core.serving.server_help import help_argv
-from tui.sim.launcher import SimulatorError, SimulatorProcess
+from tui.sources.servers.simulator_server import SimulatorError, SimulatorProcess
 from tui.sources.servers.managed_server import REASON_LINES, ManagedServer, ServerStartError
 from tui.sources.servers.vllm_server import renice_engine
 

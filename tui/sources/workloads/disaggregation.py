@@ -22,7 +22,7 @@ from tui.core.experiments.setups import Setup, disaggregation_row, setups
 from tui.core.experiments.findings import finding
 from tui.core.experiments.plans import INTERFERENCE_STREAMS, Plan, make_plan
 from tui.core.measure.records import RequestTiming
-from tui.sim.launcher import SimulatorError, SimulatorProcess
+from tui.sources.servers.simulator_server import SimulatorError, SimulatorProcess
 from tui.sources.detect import describe_server
 from tui.sources.errors import SourceError
 from tui.sources.workloads.experiments import ExperimentFailed, ExperimentResult, Progress, ProgressCallback, run_experiment

@@ -19,7 +19,7 @@ from tui.core.experiments.findings import finding
 from tui.core.experiments.plans import Plan, make_plan
 from tui.core.experiments.speculation import Setup, setups, speculation_row
 from tui.core.measure.records import RequestTiming
-from tui.sim.launcher import SimulatorError
+from tui.sources.servers.simulator_server import SimulatorError
 from tui.sources.detect import describe_server
 from tui.sources.errors import SourceError
 from tui.sources.http import ServerClient, make_client

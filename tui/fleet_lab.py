@@ -31,7 +31,7 @@ import httpx
 
 from tui.core.hardware.devices import find_device
 from tui.sim.dcgm_exporter import DcgmExporter, host_gpus
-from tui.sim.launcher import SimulatorProcess
+from tui.sources.servers.simulator_server import SimulatorProcess
 
 SCRAPE_INTERVAL_S = 1.0
 START_TIMEOUT_S = 30.0
@@ -225,8 +225,8 @@ def send_load(lab: FleetLab, stop: threading.Event, load=DEMO_LOAD) -> list[thre
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m tui.sim.fleet_lab [--load]`: run the lab until Ctrl-C or SIGTERM, its Prometheus URL on stdout."""
-    parser = argparse.ArgumentParser(prog="python -m tui.sim.fleet_lab", description=__doc__.split("\n\n")[0])
+    """`python -m tui.fleet_lab [--load]`: run the lab until Ctrl-C or SIGTERM, its Prometheus URL on stdout."""
+    parser = argparse.ArgumentParser(prog="python -m tui.fleet_lab", description=__doc__.split("\n\n")[0])
     parser.add_argument("--load", action="store_true", help="keep sending requests to the simulators (DEMO_LOAD)")
     args = parser.parse_args(argv)
     try:
