@@ -20,7 +20,7 @@ from real_common import itl_p50, ms
 from real_common import fresh as fresh_prompts
 from real_common import send as send_prompts
 
-from tui.core.experiments.plans import aggregate_tok_s
+from tui.core.experiments.rows import aggregate_tok_s
 from tui.core.measure.reconcile import reconcile
 from tui.core.measure.records import RequestTiming
 from tui.sources.servers.llamacpp_server import LlamaServerProcess

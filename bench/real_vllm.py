@@ -28,7 +28,7 @@ from real_common import send as send_prompts
 
 from tui.cli.main import main as phasetop
 from tui.core.measure.delivery import flag_bursts
-from tui.core.experiments.plans import aggregate_tok_s
+from tui.core.experiments.rows import aggregate_tok_s
 from tui.core.measure.reconcile import reconcile
 from tui.core.measure.records import RequestTiming
 from tui.sources.servers.managed_server import free_port

@@ -7,7 +7,7 @@ from statistics import fmean, median
 
 import pytest
 
-from tui.core.experiments.plans import aggregate_tok_s
+from tui.core.experiments.rows import aggregate_tok_s
 from tui.core.measure.records import RequestTiming
 from tui.sources.detect import WARM_UP_PATHS
 from tui.sources.http import make_client

@@ -8,23 +8,8 @@ import pytest
 
 from tui.core.experiments.findings import finding, finding_figures
 from tui.core.experiments.columns import describe_row
-from tui.core.experiments.plans import (
-    BACKGROUND_PROMPT_TOKENS,
-    CONTEXT_PROMPT_TOKENS,
-    CONTEXT_WINDOW,
-    DEFAULT_VALUES,
-    EXPERIMENTS,
-    PREFIX_TAIL_TOKENS,
-    aggregate_tok_s,
-    concurrency_row,
-    context_rows,
-    fit_margin,
-    interference_gaps,
-    interference_row,
-    make_plan,
-    prefix_row,
-    prompt_length_row,
-)
+from tui.core.experiments.plans import BACKGROUND_PROMPT_TOKENS, CONTEXT_PROMPT_TOKENS, CONTEXT_WINDOW, DEFAULT_VALUES, EXPERIMENTS, PREFIX_TAIL_TOKENS, fit_margin, make_plan
+from tui.core.experiments.rows import aggregate_tok_s, concurrency_row, context_rows, interference_gaps, interference_row, prefix_row, prompt_length_row
 from tui.core.measure.records import RequestTiming, ServerSplit
 
 

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from tui.core.experiments.columns import COLUMNS, Column, notes_line, table
-from tui.core.experiments.plans import concurrency_row
+from tui.core.experiments.rows import concurrency_row
 from tui.core.measure.records import RequestTiming
 from tui.core.measure.uncertainty import LEVEL, MIN_REQUESTS, interval
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tui.core.experiments.plans import concurrency_row
+from tui.core.experiments.rows import concurrency_row
 from tui.core.measure.records import RequestTiming
 from tui.core.measure.together import together_decode_tok_s
 

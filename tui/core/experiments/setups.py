@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tui.core.experiments.disaggregation import KV_LINKS, KvLink
-from tui.core.experiments.plans import _ok, _p50, aggregate_tok_s, interference_row
+from tui.core.experiments.rows import aggregate_tok_s, finished, interference_row, p50_of
 from tui.core.measure.records import RequestTiming
 from tui.core.measure.stats import summarize
 
@@ -53,10 +53,10 @@ def disaggregation_row(setup: Setup, prompt_tokens: int,
     the whole run, the long prompt's TTFT and the share of it its KV transfer took, and the aggregate rate; `rounds`
     keeps each round's worst gap and TTFT, which the finding ranks to say how sure it is."""
     interference = interference_row(prompt_tokens, rounds)
-    itl = summarize(gap for background, _ in rounds for timing in _ok(background) for gap in timing.itl_s)
+    itl = summarize(gap for background, _ in rounds for timing in finished(background) for gap in timing.itl_s)
     intruders = [intruder for _, intruder in rounds if intruder.ok]
-    ttft = _p50(t.ttft_s for t in intruders)
-    transfer = _p50(t.server_split.kv_transfer_s for t in intruders
+    ttft = p50_of(t.ttft_s for t in intruders)
+    transfer = p50_of(t.server_split.kv_transfer_s for t in intruders
                     if t.server_split is not None and t.server_split.kv_transfer_s is not None)
     worst = interference["itl_during_s"]
     return {
@@ -71,7 +71,7 @@ def disaggregation_row(setup: Setup, prompt_tokens: int,
         "ttft_s": ttft,
         "kv_transfer_s": transfer,
         "transfer_share": transfer / ttft if transfer is not None and ttft else None,
-        "aggregate_tok_s": _p50(aggregate_tok_s([*background, intruder]) for background, intruder in rounds),
+        "aggregate_tok_s": p50_of(aggregate_tok_s([*background, intruder]) for background, intruder in rounds),
         "n": len(rounds),
         "bursts": interference["bursts"],
         "rounds": {"itl_worst_s": interference["itl_during_rounds_s"], "ttft_s": [t.ttft_s for t in intruders]},

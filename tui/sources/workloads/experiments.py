@@ -23,19 +23,8 @@ import httpx
 from tui.core.measure.delivery import flag_bursts
 from tui.core.experiments.findings import finding, finding_figures
 from tui.core.experiments.columns import describe_row
-from tui.core.experiments.plans import (
-    BACKGROUND_PROMPT_TOKENS,
-    CONTEXT_PROMPT_TOKENS,
-    INTERFERENCE_LEAD_TOKENS,
-    INTERFERENCE_STREAMS,
-    PREFIX_TAIL_WORDS,
-    Plan,
-    concurrency_row,
-    context_rows,
-    interference_row,
-    prefix_row,
-    prompt_length_row,
-)
+from tui.core.experiments.plans import BACKGROUND_PROMPT_TOKENS, CONTEXT_PROMPT_TOKENS, INTERFERENCE_LEAD_TOKENS, INTERFERENCE_STREAMS, PREFIX_TAIL_WORDS, Plan
+from tui.core.experiments.rows import concurrency_row, context_rows, interference_row, prefix_row, prompt_length_row
 from tui.core.measure.records import RequestTiming
 from tui.sources.detect import WARM_UP_PATHS, ServerInfo
 from tui.sources.errors import SourceError
