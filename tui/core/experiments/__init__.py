@@ -1,2 +1,2 @@
-"""The domain text's experiments: their plans, their tables' columns, their one-line findings, and
+"""The domain text's experiments: their plans, their rows and their columns, their one-line findings, and
 disaggregation's physics and setups."""
