@@ -16,7 +16,7 @@ from textual.worker import WorkerState
 
 from tests.app.harness import CEILING, seen_of, settings, shows, text_of, wait_for
 from tui.app.app import PhasetopApp
-from tui.app.lab_messages import ExperimentFinished, LoadStopped, SessionIdentified
+from tui.app.lab_messages import ExperimentFinished, LoadProgressed, LoadStopped, SessionIdentified
 from tui.app.messages import RequestCompleted
 from tui.app.screens.compare import CompareScreen
 from tui.app.screens.experiment import ExperimentChart, ExperimentScreen
@@ -263,6 +263,25 @@ async def test_turning_the_load_dial_up_raises_the_achieved_rate_and_its_request
     [bench] = saved_runs(runs_dir)
     assert bench["kind"] == "bench" and bench["params"]["request_rate"] == 8.0
     assert bench["result"]["completed"] == len([r for r in bench["requests"] if r["ok"]])
+
+
+async def test_the_load_dials_run_is_judged_against_the_decode_ceiling_as_bench_judges_it(sim_url, tmp_path):
+    """A ceiling given at a tenth of what the simulator decodes: every request of the dial's load beats it, so the
+    dial's medians leave them out while it runs and the saved run marks them, as `phasetop bench` would."""
+    seen = []
+    runs_dir = tmp_path / "runs"
+    low = (CEILING[0] / 10, *CEILING[1:])
+    app = PhasetopApp(settings(runs_dir), sim_url, None, low)
+    async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
+        await wait_for(pilot, lambda: seen_of(seen, SessionIdentified), what="server identified")
+        await pilot.press("l")
+        await wait_for(pilot, lambda: any(m.bursts for m in seen_of(seen, LoadProgressed)), 30, "a flagged request")
+        await pilot.press("l")
+        await wait_for(pilot, lambda: seen_of(seen, LoadStopped), 30, "load stopped")
+        await wait_for(pilot, lambda: saved_runs(runs_dir), 10, "bench run saved")
+    [bench] = saved_runs(runs_dir)
+    done = [r for r in bench["requests"] if r["ok"] and len(r["token_offsets_s"]) > 5]
+    assert done and all(r["burst"] and "above the bandwidth ceiling" in r["burst"] for r in done), [r["burst"] for r in done]
 
 
 async def test_lab_keys_are_in_help_and_palette_and_idle_ones_say_why_not(tmp_path):

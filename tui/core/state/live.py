@@ -152,9 +152,14 @@ class LiveSession:
     # ---- the server ----------------------------------------------------------------------------
 
     @property
+    def bandwidth_ceiling_tok_s(self) -> float | None:
+        """One stream's decode ceiling from the bandwidth alone: given, or derived for the server described."""
+        return self._given_ceiling[0] if self._given_ceiling else self.derived.decode_ceiling_tok_s if self.derived else None
+
+    @property
     def decode_ceiling_tok_s(self) -> float | None:
         """The bandwidth's ceiling, × the tokens a step of a server that speculates (`speculation_factor`)."""
-        base = self._given_ceiling[0] if self._given_ceiling else self.derived.decode_ceiling_tok_s if self.derived else None
+        base = self.bandwidth_ceiling_tok_s
         factor = self.speculation_factor
         return base * factor if base is not None and factor else base
 
