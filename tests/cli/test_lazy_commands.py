@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from tui.cli.commands import COMMANDS, MODULES
-from tui.cli.main import build_parser
+from tui.cli.main import build_parser, parse_args
 
 SERVER_STACK = ("uvicorn", "starlette", "tui.sim", "tui.sources.otlp_receiver", "textual", "aiohttp")
 
@@ -48,3 +48,11 @@ def test_every_command_is_listed_with_its_own_help_and_registers_under_its_name(
         assert name in listed and summary.split()[0] in listed
         parser = build_parser(name).commands()[name]
         assert parser.prog == f"phasetop {name}" and any(a.option_strings == ["-h", "--help"] for a in parser._actions)
+
+
+def test_words_the_first_reading_cannot_place_still_run_the_command_typed():
+    """`--mod` (argparse's abbreviation of --model), which flag hoisting leaves in place, before the command: its value
+    `sim` looks like a command, the command typed is probe, and probe's own parser reads its flags (not a bare entry
+    with no handler)."""
+    args = parse_args(["--mod", "sim", "probe", "--repeat", "2"])
+    assert args.command == "probe" and args.repeat == 2 and callable(args.handler)

@@ -159,11 +159,15 @@ def chosen_command(words: list[str]) -> str | None:
     return next((word for word in hoist_flags(names, words) if word in COMMANDS), None)
 
 
-def parse_args(argv: list[str] | None = None, parser: Parser | None = None) -> argparse.Namespace:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line read, flags before a subcommand moved after it; a usage error exits 2 with one line."""
     words = list(sys.argv[1:] if argv is None else argv)
-    parser = parser or build_parser(chosen_command(words))
+    chosen = chosen_command(words)
+    parser = build_parser(chosen)
     args, extras = parser.parse_known_args(hoist_flags(parser, words))
+    if args.command is not None and args.command != chosen:  # words the first reading could not place (`--mod sim probe`)
+        parser = build_parser(args.command)
+        args, extras = parser.parse_known_args(hoist_flags(parser, words))
     if extras:
         parser.commands().get(args.command, parser).refuse_unknown(extras)
     return args
@@ -171,11 +175,9 @@ def parse_args(argv: list[str] | None = None, parser: Parser | None = None) -> a
 
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand (the headless entry used by tests and scripts)."""
-    words = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(chosen_command(words))
-    args = parse_args(words, parser)
+    args = parse_args(argv)
     if args.command is None:
-        parser.print_help(sys.stderr)
+        build_parser().print_help(sys.stderr)
         return EXIT_USAGE
     return run_command(args)
 
