@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tui.cli.commands import COMMANDS, MODULES
+from tui.cli.commands import COMMANDS, module_of
 from tui.cli.main import build_parser, parse_args
 
 SERVER_STACK = ("uvicorn", "starlette", "tui.sim", "tui.sources.otlp_receiver", "textual", "aiohttp")
@@ -37,7 +37,7 @@ def test_help_and_version_load_no_server_stack(argv):
 def test_a_commands_help_loads_its_module_and_no_other_commands():
     modules = loaded_after("probe", "--help")
     assert "tui.cli.probe" in modules
-    others = {f"tui.cli.{module}" for name, module in MODULES.items() if name != "probe"}
+    others = {module_of(name) for name in COMMANDS if name != "probe"}
     assert not modules & others, sorted(modules & others)
     assert "uvicorn" not in modules
 

@@ -24,23 +24,7 @@ COMMANDS = {
 }
 """Each command's one-line help, in the order `phasetop --help` lists them."""
 
-MODULES = {
-    "ceiling": "ceiling",
-    "probe": "probe",
-    "sim": "sim",
-    "metrics": "metrics",
-    "gpu": "gpu",
-    "serve-llamacpp": "serve_llamacpp",
-    "serve-vllm": "serve_vllm",
-    "runs": "runs",
-    "compare": "compare",
-    "sweep": "sweep",
-    "bench": "bench",
-    "tune": "tune",
-    "fleet": "fleet",
-    "sim-dcgm": "sim_dcgm",
-    "web": "web",
-    "traces": "traces",
-    "roofline": "roofline",
-}
-"""The module of `tui.cli` that registers each command (`register(subparsers)`) and runs it."""
+
+def module_of(command: str) -> str:
+    """The module of `tui.cli` that registers `command` (`register(subparsers)`) and runs it: its name, `_` for `-`."""
+    return f"tui.cli.{command.replace('-', '_')}"

@@ -11,7 +11,7 @@ import sys
 from typing import NoReturn
 
 from tui import __version__
-from tui.cli.commands import COMMANDS, MODULES
+from tui.cli.commands import COMMANDS, module_of
 from tui.cli.options import MAX_METERS, METERS_HELP, add_server_options, whole_number
 from tui.cli.output import EXIT_USAGE, CliError, note
 
@@ -147,27 +147,24 @@ def build_parser(chosen: str | None = None) -> Parser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, summary in COMMANDS.items():
         if name == chosen:
-            importlib.import_module(f"tui.cli.{MODULES[name]}").register(subparsers)
+            importlib.import_module(module_of(name)).register(subparsers)
         else:
             subparsers.add_parser(name, help=summary, add_help=False)
     return parser
 
 
 def chosen_command(words: list[str]) -> str | None:
-    """The command these words run, as the parser will read them (flags before it moved after it); None for none."""
+    """The command these words run, read by the parser with every command bare (a usage error, `--help` and
+    `--version` are answered here as the whole parser would); None for none."""
     names = build_parser()
-    return next((word for word in hoist_flags(names, words) if word in COMMANDS), None)
+    return names.parse_known_args(hoist_flags(names, words))[0].command
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line read, flags before a subcommand moved after it; a usage error exits 2 with one line."""
     words = list(sys.argv[1:] if argv is None else argv)
-    chosen = chosen_command(words)
-    parser = build_parser(chosen)
+    parser = build_parser(chosen_command(words))
     args, extras = parser.parse_known_args(hoist_flags(parser, words))
-    if args.command is not None and args.command != chosen:  # words the first reading could not place (`--mod sim probe`)
-        parser = build_parser(args.command)
-        args, extras = parser.parse_known_args(hoist_flags(parser, words))
     if extras:
         parser.commands().get(args.command, parser).refuse_unknown(extras)
     return args

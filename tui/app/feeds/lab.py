@@ -71,7 +71,7 @@ class LoadDriver:
     or near a core is marked, and left out of the dial's medians)."""
 
     def __init__(self, settings: Settings, url: str, meter_for: Callable[[ServerClient], Meter], post: Post,
-                 save: bool, take_ids: Callable[[int], int], ceilings: tuple[float | None, float | None] = (None, None)) -> None:
+                 save: bool, take_ids: Callable[[int], int], ceilings: tuple[float | None, float | None]) -> None:
         self._settings = settings
         self._bandwidth_ceiling_tok_s, self._shown_ceiling_tok_s = ceilings
         """The session's decode ceilings when the load started: the bandwidth's, which the saved run is judged by once

@@ -161,7 +161,7 @@ class LoadMeasured:
     run: dict | None
 
 
-async def measure_load(runner: LoadRunner, params: dict | Callable[[], dict], guard: Guard = Guard(),
+async def measure_load(runner: LoadRunner, params: dict | Callable[[], dict], guard: Guard,
                        slo_s: tuple[float | None, float | None] = (None, None),
                        on_finished: Callable[[StreamRequest, RequestTiming], None] | None = None) -> LoadMeasured:
     """Run `runner` to its end (the caller may stop it, turn its dial, read its progress meanwhile); `params` are the
