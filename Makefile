@@ -48,6 +48,7 @@ NOT_REAL := not real_engine and not real_vllm
 test: $(STAMP)
 	scripts/test_tools.sh
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist worksteal -m "not timing and $(NOT_REAL)"
 
 test-timing: $(STAMP)

@@ -57,6 +57,13 @@ def test_the_copy_and_nvml_far_apart_is_a_warning_that_names_the_peak():
     assert "NVML / copy = 0.56" in check.text and "4,800 GB/s phasetop assumes" in check.text
 
 
+def test_far_apart_on_a_gpu_with_no_known_peak_still_warns():
+    unknown = GpuReading(index="0", name="NVIDIA Next", mem_bw_util=0.5, mem_bw_gbs=2000.0, mem_bw_source="gpm",
+                         gpm_status="ok")
+    check = bandwidth_check(COPY, [unknown], 0.5)
+    assert check.verdict == "warn" and "NVML / copy = 0.47" in check.text and "a peak phasetop assumes" in check.text
+
+
 def test_zero_from_gpm_under_load_fails():
     check = bandwidth_check(COPY, [gpm(0.0)], 0.5)
     assert check.verdict == "fail" and "not counting" in check.text

@@ -136,6 +136,7 @@ def test_compare_before_waits_for_the_new_servers_flags_and_then_compares_the_sa
 def test_the_load_dial_starts_only_on_a_known_server_turns_on_its_ladder_and_stops_with_its_note():
     lab = Lab("http://h:8000", saving=False)
     assert lab.why_disabled("turn_rate") is not None and lab.why_disabled("compare_before") is not None
+    assert lab.turn_rate(2.0) == lab.turn_concurrency(2.0) == [Notify(lab.why_disabled("turn_rate"), "", "warning")]
     assert lab.toggle_load() == [Notify(NOT_KNOWN_YET, "", "warning")] and not lab.load_running
     lab.server_up(at(0))
     known(lab, 1)

@@ -76,6 +76,12 @@ def test_phasetops_sends_sit_beside_their_spans_and_the_difference_is_the_networ
                                       "p50 6 ms, max 9 ms")
 
 
+def test_a_send_of_phasetops_with_no_first_token_is_counted_but_not_differenced():
+    spans = [record("cmpl-a-0", ttft_s=0.100)]
+    pairs = [(spans[0], RequestTiming(False, T0, (), completion_id="cmpl-a", error="cut"))]
+    assert own_line(spans, pairs) == "yours: 1 of 1 served · none with a first token on the client's side"
+
+
 def test_each_phase_beside_the_servers_histogram_with_its_bounds_said():
     records = [record(str(i), queue_s=0.001 * i) for i in range(1, 101)]
     queue = HistogramQuantiles(p50=0.15, p90=0.27, p99=0.297, mean=0.1, n=100, n_total=100, first_le=0.3, last_le=None,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from tui.core.experiments.findings import number
 
@@ -25,7 +26,7 @@ class Column:
     scale: float = 1.0
     unit: str = ""
 
-    def show(self, row: dict, mark: str = "") -> str:
+    def show(self, row: dict[str, Any], mark: str = "") -> str:
         """The value, and where the row holds its interval, the interval's ends: "11.1 [10.8…67.0]"; else the value
         and `mark` (the note that says why it has none)."""
         value = row.get(self.key)
@@ -41,7 +42,7 @@ class Column:
         low, high = kept["ci"]
         return f"{number(value * self.scale)} [{number(low * self.scale)}…{number(high * self.scale)}]"
 
-    def missing_interval(self, row: dict) -> str | None:
+    def missing_interval(self, row: dict[str, Any]) -> str | None:
         """Why the row's value has no interval, where its row looked for one (`Interval.reason`); None otherwise."""
         kept = _kept(row, self.key)
         if not isinstance(row.get(self.key), float) or not kept or kept["ci"]:
@@ -49,7 +50,7 @@ class Column:
         return kept.get("reason")
 
 
-def _kept(row: dict, key: str) -> dict | None:
+def _kept(row: dict[str, Any], key: str) -> dict[str, Any] | None:
     return (row.get("intervals") or {}).get(key)
 
 
@@ -62,7 +63,7 @@ class Table:
     """"¹ fewer than 5 draws": the mark the cells carry, and the reason."""
 
 
-def table(vary: str, rows: Sequence[dict]) -> Table:
+def table(vary: str, rows: Sequence[dict[str, Any]]) -> Table:
     """The rows' cells, each value without an interval marked by its reason's note (one mark per distinct reason)."""
     marks: dict[str, str] = {}
     cells = []
@@ -107,7 +108,7 @@ COLUMNS = {
 """The table each experiment shows, first column the value swept (disaggregation's: its setup, then the value)."""
 
 
-def describe_row(vary: str, row: dict) -> str:
+def describe_row(vary: str, row: dict[str, Any]) -> str:
     """A row as one line of `label value unit` pairs, for progress lines and logs."""
     parts = []
     for column in COLUMNS[vary]:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from tui.core.experiments.speculation import speculation_finding
-from tui.core.runs.compare_text import interval_text, verdict_text
+from tui.core.experiments.speculation import Gain, speculation_finding
 from tui.core.measure.uncertainty import (
     BETTER,
     NOT_ENOUGH,
@@ -25,6 +25,7 @@ from tui.core.measure.uncertainty import (
     judge_intervals,
     worst_verdict,
 )
+from tui.core.runs.compare_text import interval_text, verdict_text
 
 PREFIX_HIT_RATIO = 0.5
 """A second TTFT below this share of the first reads as a prefix-cache hit."""
@@ -50,7 +51,7 @@ class Compared:
     after: float
     judged: Judged
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         delta = self.after - self.before
         return {"figure": self.figure, "label": self.label, "unit": self.unit, "from": self.before_at,
                 "to": self.after_at, "before": self.before, "after": self.after, "delta": delta,
@@ -64,7 +65,7 @@ class Compared:
         return verdict_text(figure)
 
 
-def finding(vary: str, rows: Sequence[dict], bursts: int = 0, slos: tuple[float | None, float | None] = (None, None)) -> str:
+def finding(vary: str, rows: Sequence[dict[str, Any]], bursts: int = 0, slos: tuple[float | None, float | None] = (None, None)) -> str:
     """The experiment's result in one line, from its rows; `bursts` requests timed as delivery were left out
     of the rows (tui.core.measure.delivery), and the line says so. `slos` (TTFT, worst gap, in seconds): what the
     disaggregation experiment judges its setups by, where given."""
@@ -74,18 +75,19 @@ def finding(vary: str, rows: Sequence[dict], bursts: int = 0, slos: tuple[float 
     return line
 
 
-def finding_figures(vary: str, rows: Sequence[dict], slos: tuple[float | None, float | None] = (None, None)) -> list[dict]:
+def finding_figures(vary: str, rows: Sequence[dict[str, Any]], slos: tuple[float | None, float | None] = (None, None)) -> list[dict[str, Any]]:
     """Each change the finding names, with its value, interval and verdict (the JSON of a compared figure)."""
     return [compared.to_json() for compared in _found(vary, rows, slos)[1]]
 
 
-def _found(vary: str, rows: Sequence[dict], slos: tuple[float | None, float | None]) -> tuple[str, list[Compared]]:
+def _found(vary: str, rows: Sequence[dict[str, Any]],
+           slos: tuple[float | None, float | None]) -> tuple[str, Sequence[Compared | Gain]]:
     if vary == "speculation":
         return speculation_finding(rows)
     return _disaggregation_finding(list(rows), slos) if vary == "disaggregation" else FINDINGS[vary](list(rows))
 
 
-def _compared(key: str, label: str, unit: str, a: dict, b: dict, at: tuple[str, str], higher_is_better: bool) -> Compared:
+def _compared(key: str, label: str, unit: str, a: dict[str, Any], b: dict[str, Any], at: tuple[str, str], higher_is_better: bool) -> Compared:
     """Row a's `key` against row b's, judged from their intervals; `at`: the rows' key that says where each was, and
     how to say it ("{:,} prompt tokens")."""
     judged = judge_intervals(a[key], b[key], Interval.of_row(a, key), Interval.of_row(b, key), higher_is_better)
@@ -93,7 +95,7 @@ def _compared(key: str, label: str, unit: str, a: dict, b: dict, at: tuple[str, 
     return Compared(key, label, unit, said.format(a[where]), said.format(b[where]), a[key], b[key], judged)
 
 
-def _prompt_finding(rows: list[dict]) -> tuple[str, list[Compared]]:
+def _prompt_finding(rows: list[dict[str, Any]]) -> tuple[str, list[Compared]]:
     rows = [r for r in rows if r["ttft_s"] is not None]
     if len(rows) < 2:
         return "not enough prompt lengths measured to compare", []
@@ -108,7 +110,7 @@ def _prompt_finding(rows: list[dict]) -> tuple[str, list[Compared]]:
     return line, [ttft, decode]
 
 
-def _prefix_finding(rows: list[dict]) -> tuple[str, list[Compared]]:
+def _prefix_finding(rows: list[dict[str, Any]]) -> tuple[str, list[Compared]]:
     rows = [r for r in rows if r["second_vs_first"] is not None]
     if not rows:
         return "no shared prefix measured twice", []
@@ -126,7 +128,7 @@ def _prefix_finding(rows: list[dict]) -> tuple[str, list[Compared]]:
     return line, [again]
 
 
-def _concurrency_finding(rows: list[dict]) -> tuple[str, list[Compared]]:
+def _concurrency_finding(rows: list[dict[str, Any]]) -> tuple[str, list[Compared]]:
     rows = [r for r in rows if r["aggregate_tok_s"] and r["itl_p99_s"]]
     if len(rows) < 2:
         return "not enough stream counts measured to compare", []
@@ -139,7 +141,7 @@ def _concurrency_finding(rows: list[dict]) -> tuple[str, list[Compared]]:
             f"{tail.sureness()})"), [aggregate, tail]
 
 
-def _interference_finding(rows: list[dict]) -> tuple[str, list[Compared]]:
+def _interference_finding(rows: list[dict[str, Any]]) -> tuple[str, list[Compared]]:
     rows = [r for r in rows if r["itl_before_s"] is not None]
     if not rows:
         return "no running stream measured before the long prompt landed", []
@@ -157,7 +159,7 @@ def _interference_finding(rows: list[dict]) -> tuple[str, list[Compared]]:
     return line, [during]
 
 
-def _stall_sureness(stall: dict, rounds: int) -> str:
+def _stall_sureness(stall: dict[str, Any], rounds: int) -> str:
     """Whether the stall is surely above every gap before it: each round's stall is one draw, so one round can only
     hint (its worst gap above every stretch before it is what 1 in that many alike stretches would do)."""
     if stall["verdict"] == WORSE:
@@ -167,7 +169,7 @@ def _stall_sureness(stall: dict, rounds: int) -> str:
     return f"not sure from {rounds} round{'s' if rounds != 1 else ''}: more rounds (--repeat) would tell"
 
 
-def _context_finding(rows: list[dict]) -> tuple[str, list[Compared]]:
+def _context_finding(rows: list[dict[str, Any]]) -> tuple[str, list[Compared]]:
     rows = [r for r in rows if r["itl_mean_s"]]
     if len(rows) < 2:
         return "not enough token positions measured to compare", []
@@ -181,7 +183,7 @@ COLOCATED, APART = ("one-device", "chunked"), ("1p1d", "split")
 """The disaggregation experiment's setups: prefill and decode on one device, or served apart."""
 
 
-def _disaggregation_finding(rows: list[dict], slos: tuple[float | None, float | None] = (None, None)) -> tuple[str, list[Compared]]:
+def _disaggregation_finding(rows: list[dict[str, Any]], slos: tuple[float | None, float | None] = (None, None)) -> tuple[str, list[Compared]]:
     """Each setup that serves prefill apart judged on both phases against the best colocated setup (the streams'
     worst gap against the lowest colocated one, the long prompt's TTFT against the lowest colocated one): worth it
     only when it is better on one and no worse on the other, or, with SLOs (TTFT, worst gap), when it meets both and
@@ -201,7 +203,7 @@ def _disaggregation_finding(rows: list[dict], slos: tuple[float | None, float | 
     slo_ttft_s, slo_gap_s = slos
     judged_by_slo = slo_ttft_s is not None and slo_gap_s is not None
 
-    def meets(row: dict) -> bool:
+    def meets(row: dict[str, Any]) -> bool:
         return judged_by_slo and row["ttft_s"] <= slo_ttft_s and row["itl_worst_s"] <= slo_gap_s
 
     parts, figures = [], []
@@ -218,7 +220,7 @@ def _disaggregation_finding(rows: list[dict], slos: tuple[float | None, float | 
                 f"{_times(row['itl_worst_s'] / gap_row['itl_worst_s'])} of the best colocated "
                 f"({_short(gap_row)}: {_ms(gap_row['itl_worst_s'])} → {_ms(row['itl_worst_s'])} ms, {gap.call}), long-prompt TTFT "
                 f"{_times(row['ttft_s'] / ttft_row['ttft_s'])} ({_ms(ttft_row['ttft_s'])} → {_ms(row['ttft_s'])} ms{transfer}, {ttft.call})")
-        if judged_by_slo:
+        if slo_ttft_s is not None and slo_gap_s is not None:
             part += (f"; {'meets' if meets(row) else 'misses'} the SLOs (TTFT ≤ {_ms(slo_ttft_s)} ms, worst gap ≤ "
                      f"{_ms(slo_gap_s)} ms){', as a colocated setup does' if any(meets(r) for r in colocated) else ''}")
         parts.append(part)
@@ -248,7 +250,7 @@ class _Call:
     compared: Compared
 
 
-def _setup_call(row: dict, reference: dict, key: str, label: str) -> _Call:
+def _setup_call(row: dict[str, Any], reference: dict[str, Any], key: str, label: str) -> _Call:
     """One setup's figure against a reference setup's (lower is better): ranked over their rounds where each has
     `draws_to_rank`, else "better", "worse" or "no worse" on ±`PRACTICAL` of the medians (its verdict, not sure)."""
     ours, theirs = _rounds(row, key), _rounds(reference, key)
@@ -262,7 +264,7 @@ def _setup_call(row: dict, reference: dict, key: str, label: str) -> _Call:
     return _Call(call, Compared(key, label, "s", reference["setup"], row["setup"], reference[key], row[key], judged))
 
 
-def _rounds(row: dict, key: str) -> list[float]:
+def _rounds(row: dict[str, Any], key: str) -> list[float]:
     """A setup's value in each round (the median alone, for a row saved before rounds were kept)."""
     kept = (row.get("rounds") or {}).get(key)
     return [v for v in kept if v is not None] if kept else [row[key]]
@@ -277,8 +279,8 @@ def _band_call(value: float, reference: float) -> str:
     return TIE_CALL
 
 
-def _short(row: dict) -> str:
-    return row["setup"].removeprefix("one device, ")
+def _short(row: dict[str, Any]) -> str:
+    return str(row["setup"]).removeprefix("one device, ")
 
 
 FINDINGS = {

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-
+from typing import Any
 
 EXPERIMENT_NAMES = {"prompt-tokens": "prompt-length sweep", "prefix": "prefix cache", "concurrency": "concurrency sweep",
                     "interference": "long-prompt interference", "context": "context growth",
@@ -64,7 +64,7 @@ class Plan:
     slos: tuple[float | None, float | None] = (None, None)
     """Disaggregation: the TTFT and worst gap (seconds) its setups are judged by, where given."""
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         slos = dict(zip(("slo_ttft_s", "slo_itl_s"), self.slos, strict=True)) if any(v is not None for v in self.slos) else {}
         return {"vary": self.vary, "values": list(self.values), "max_tokens": self.max_tokens, "repeat": self.repeat, **slos}
 
@@ -133,11 +133,12 @@ def make_plan(
     if max_model_len is not None:
         fits = f"to fit max_model_len {max_model_len:,} ({fit_margin(max_model_len):,} tokens kept free)"
         budget = max_model_len - fit_margin(max_model_len)
-        if vary in ("concurrency", "interference", "disaggregation", "speculation"):
+        if tokens is not None and vary in ("concurrency", "interference", "disaggregation", "speculation"):
             tokens = _fit_stream_tokens(vary, tokens, max_tokens is not None, budget, fits, scaled)
         chosen = _fit_values(vary, chosen, tokens, values is not None, budget, fits, scaled)
     if vary == "context":
         tokens = chosen[-1] - CONTEXT_PROMPT_TOKENS + 1
+    assert tokens is not None  # the default or the flag, for every experiment but context
     return Plan(vary, chosen, tokens, repeat, tuple(scaled))
 
 
@@ -169,10 +170,9 @@ def _fit_values(vary: str, values: tuple[int, ...], max_tokens: int | None, give
     """The values whose longest request fits `budget`: defaults above it come down to it, given ones are refused."""
     if vary not in VALUE_LABELS:
         return values
-    if vary == "prompt-tokens":
-        largest = budget - max_tokens
-    elif vary == "prefix":
-        largest = budget - PREFIX_TAIL_TOKENS - max_tokens
+    if vary in ("prompt-tokens", "prefix"):
+        assert max_tokens is not None  # only context's plan has none
+        largest = budget - max_tokens - (PREFIX_TAIL_TOKENS if vary == "prefix" else 0)
     else:  # interference, disaggregation: the long prompt asks for one token; context: p takes p − prompt + 1 tokens
         largest = budget - 1
     over = [v for v in values if v > largest]
@@ -190,7 +190,7 @@ def _fit_values(vary: str, values: tuple[int, ...], max_tokens: int | None, give
 
 def _two_figures(n: int) -> int:
     """`n` rounded down to two significant figures (3,967 → 3,900): a fitted value that reads as a plain number."""
-    step = 10 ** max(len(str(n)) - 2, 0)
+    step = int(10 ** max(len(str(n)) - 2, 0))
     return n - n % step
 
 

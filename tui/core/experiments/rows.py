@@ -5,16 +5,23 @@ value swept, `tui.core.experiments.columns`), with their intervals. Pure: the dr
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
+from typing import Any
 
 from tui.core.experiments.plans import CONTEXT_WINDOW
 from tui.core.measure.records import RequestTiming
-from tui.core.runs.run_record import draw_block_of, request_figures, request_samples
 from tui.core.measure.stats import summarize
 from tui.core.measure.together import together_decode_tok_s
-from tui.core.measure.uncertainty import BLOCK_GAPS, NOT_ENOUGH, by_block, interval, worst_verdict
+from tui.core.measure.uncertainty import (
+    BLOCK_GAPS,
+    NOT_ENOUGH,
+    by_block,
+    interval,
+    worst_verdict,
+)
+from tui.core.runs.run_record import draw_block_of, request_figures, request_samples
 
 
 def finished(timings: Sequence[RequestTiming]) -> list[RequestTiming]:
@@ -22,16 +29,16 @@ def finished(timings: Sequence[RequestTiming]) -> list[RequestTiming]:
     return [t for t in timings if t.ok and not t.burst]
 
 
-def _bursts(timings) -> int:
+def _bursts(timings: Iterable[RequestTiming]) -> int:
     """How many finished requests a row leaves out because they were timed in bursts."""
     return sum(1 for t in timings if t.ok and t.burst)
 
 
-def p50_of(values) -> float | None:
+def p50_of(values: Iterable[float | None]) -> float | None:
     return summarize(values).p50
 
 
-def _request_intervals(timings: Sequence[RequestTiming], row: dict, figures: dict[str, tuple[str, str]]) -> dict:
+def _request_intervals(timings: Sequence[RequestTiming], row: dict[str, Any], figures: dict[str, tuple[str, str]]) -> dict[str, Any]:
     """`{key: interval}` for the row's figures that are a statistic of these requests (key: (request figure, stat)),
     each over the requests' draws (`tui.core.runs.run_record.request_samples`: requests sent together are one)."""
     requests = [t.to_json() for t in timings]
@@ -40,7 +47,7 @@ def _request_intervals(timings: Sequence[RequestTiming], row: dict, figures: dic
             for key, (name, stat) in figures.items()}
 
 
-def _rounds_interval(values: Sequence[float | None], value: float | None) -> dict:
+def _rounds_interval(values: Sequence[float | None], value: float | None) -> dict[str, Any]:
     """A median over rounds' interval, each round a draw."""
     return interval([(v,) for v in values if v is not None], "p50", value).to_json()
 
@@ -48,7 +55,7 @@ def _rounds_interval(values: Sequence[float | None], value: float | None) -> dic
 # Rows: one per value; JSON-ready dicts with the unit in each key, and "intervals": {key: tui.core.measure.uncertainty.Interval}.
 
 
-def prompt_length_row(prompt_tokens: int, timings: Sequence[RequestTiming]) -> dict:
+def prompt_length_row(prompt_tokens: int, timings: Sequence[RequestTiming]) -> dict[str, Any]:
     """TTFT and decode rate (medians over the repeats) for one prompt length."""
     done = finished(timings)
     row = {
@@ -69,7 +76,7 @@ def prefix_row(
     unique: Sequence[RequestTiming],
     first: Sequence[RequestTiming],
     second: Sequence[RequestTiming],
-) -> dict:
+) -> dict[str, Any]:
     """TTFT of a unique prompt, and of one shared prefix sent the first and the second time (medians)."""
     first_ttft = p50_of(t.ttft_s for t in finished(first))
     second_ttft = p50_of(t.ttft_s for t in finished(second))
@@ -95,15 +102,16 @@ def aggregate_tok_s(timings: Sequence[RequestTiming]) -> float | None:
 
     Every finished request counts, bursts too: tokens read late only stretch the span, so a client that
     falls behind makes this a lower bound, never an overstatement."""
-    done = [t for t in timings if t.ok and t.e2e_s is not None and t.output_tokens]
+    done = [(t.t_sent_unix, t.t_sent_unix + t.e2e_s, t.output_tokens) for t in timings
+            if t.ok and t.e2e_s is not None and t.output_tokens]
     if not done:
         return None
-    start = min(t.t_sent_unix for t in done)
-    end = max(t.t_sent_unix + t.e2e_s for t in done)
-    return sum(t.output_tokens for t in done) / (end - start) if end > start else None
+    start = min(sent for sent, _, _ in done)
+    end = max(last for _, last, _ in done)
+    return sum(tokens for _, _, tokens in done) / (end - start) if end > start else None
 
 
-def concurrency_row(streams: int, rounds: Sequence[Sequence[RequestTiming]]) -> dict:
+def concurrency_row(streams: int, rounds: Sequence[Sequence[RequestTiming]]) -> dict[str, Any]:
     """Aggregate tok/s (median over rounds) and ITL percentiles (every gap of every stream) at one stream count."""
     done = [t for batch in rounds for t in finished(batch)]
     itl = summarize(gap for t in done for gap in t.itl_s)
@@ -172,7 +180,7 @@ def interference_gaps(background: Sequence[RequestTiming], intruder: RequestTimi
     return gaps, sent, first
 
 
-def interference_row(prompt_tokens: int, rounds: Sequence[tuple[Sequence[RequestTiming], RequestTiming]]) -> dict:
+def interference_row(prompt_tokens: int, rounds: Sequence[tuple[Sequence[RequestTiming], RequestTiming]]) -> dict[str, Any]:
     """The running streams' ITL before (mean), during (worst gap) and after (mean) the long prefill.
 
     Means, as in `context_rows`, so tokens read in bursts by a busy client do not fake a short ITL.
@@ -185,7 +193,7 @@ def interference_row(prompt_tokens: int, rounds: Sequence[tuple[Sequence[Request
     phases: dict[str, list[float]] = {"before": [], "during": [], "after": []}
     draws: dict[str, list[tuple[float, ...]]] = {"before": [], "during": [], "after": []}
     worst: list[float] = []
-    windows = []
+    windows: list[tuple[float | None, float | None, float | None, float | None]] = []
     for background, intruder in rounds:
         gaps, sent, first = interference_gaps(finished(background), intruder)
         block_s = draw_block_of(request_figures([t.to_json() for t in background]))
@@ -198,7 +206,7 @@ def interference_row(prompt_tokens: int, rounds: Sequence[tuple[Sequence[Request
             worst.append(max(during))
         windows.append((sent, first, max((g.end_s for g in gaps), default=None), intruder.ttft_s))
     before, during_worst = summarize(phases["before"]).mean, p50_of(worst)
-    sent, first, end, ttft = windows[0] if windows else (None, None, None, None)
+    prefill_start, prefill_end, streams_end, prefill_ttft = windows[0] if windows else (None, None, None, None)
     intervals = {"itl_before_s": interval(draws["before"], "mean", before).to_json(),
                  "itl_after_s": interval(draws["after"], "mean", summarize(phases["after"]).mean).to_json()}
     stalled = (worst_verdict(draws["before"], draws["during"], max(phases["before"]), during_worst, higher_is_better=False)
@@ -206,10 +214,10 @@ def interference_row(prompt_tokens: int, rounds: Sequence[tuple[Sequence[Request
     return {
         "prompt_tokens": prompt_tokens,
         "streams": max((len(b) for b, _ in rounds), default=0),
-        "prefill_start_s": sent,
-        "prefill_end_s": first,
-        "streams_end_s": end,
-        "prefill_ttft_s": ttft,
+        "prefill_start_s": prefill_start,
+        "prefill_end_s": prefill_end,
+        "streams_end_s": streams_end,
+        "prefill_ttft_s": prefill_ttft,
         "itl_before_s": before,
         "itl_during_s": during_worst,
         "itl_during_rounds_s": worst,
@@ -223,7 +231,7 @@ def interference_row(prompt_tokens: int, rounds: Sequence[tuple[Sequence[Request
     }
 
 
-def context_rows(positions: Sequence[int], generations: Sequence[RequestTiming], prompt_tokens: int) -> list[dict]:
+def context_rows(positions: Sequence[int], generations: Sequence[RequestTiming], prompt_tokens: int) -> list[dict[str, Any]]:
     """ITL (mean and p50) over the window of gaps ending at each token position, pooled over generations.
 
     The gap before output token i (0-based, i ≥ 1) is the step that ran at context position

@@ -8,9 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from tui.core.experiments.disaggregation import KV_LINKS, KvLink
-from tui.core.experiments.rows import aggregate_tok_s, finished, interference_row, p50_of
+from tui.core.experiments.rows import (
+    aggregate_tok_s,
+    finished,
+    interference_row,
+    p50_of,
+)
 from tui.core.measure.records import RequestTiming
 from tui.core.measure.stats import summarize
 
@@ -39,7 +45,7 @@ def setups(link: KvLink) -> tuple[Setup, ...]:
     )
 
 
-def setups_server(link: KvLink, gpu: str, model: str) -> dict:
+def setups_server(link: KvLink, gpu: str, model: str) -> dict[str, Any]:
     """The run's `server` for this experiment: phasetop's simulator on `gpu` with `model`, in each setup over `link`
     (there is no one server to identify)."""
     return {"kind": "openai", "simulator": "phasetop sim", "gpu": gpu, "model": model, "kv_link": link.name,
@@ -48,7 +54,7 @@ def setups_server(link: KvLink, gpu: str, model: str) -> dict:
 
 
 def disaggregation_row(setup: Setup, prompt_tokens: int,
-                       rounds: Sequence[tuple[Sequence[RequestTiming], RequestTiming]]) -> dict:
+                       rounds: Sequence[tuple[Sequence[RequestTiming], RequestTiming]]) -> dict[str, Any]:
     """The running streams' worst gap while the long prompt was in flight (its median round's) against their ITL over
     the whole run, the long prompt's TTFT and the share of it its KV transfer took, and the aggregate rate; `rounds`
     keeps each round's worst gap and TTFT, which the finding ranks to say how sure it is."""

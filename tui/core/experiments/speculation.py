@@ -14,11 +14,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
+from typing import Any
 
 from tui.core.measure.chunk_tokens import per_token_gaps
 from tui.core.measure.records import RequestTiming
 from tui.core.measure.stats import summarize
-from tui.core.measure.uncertainty import BETTER, BLOCK_GAPS, TIE, WORSE, Interval, interval, judge_intervals
+from tui.core.measure.uncertainty import (
+    BETTER,
+    BLOCK_GAPS,
+    TIE,
+    WORSE,
+    Interval,
+    interval,
+    judge_intervals,
+)
 
 METHOD = "ngram"
 NUM_SPECULATIVE_TOKENS = 3
@@ -47,14 +56,14 @@ def setups(k: int = NUM_SPECULATIVE_TOKENS, acceptance: float = ACCEPTANCE, meth
                   ("--speculative", method, "--num-speculative-tokens", str(k), "--acceptance", f"{acceptance:g}")))
 
 
-def speculation_server(gpu: str, model: str, chosen: Sequence[Setup]) -> dict:
+def speculation_server(gpu: str, model: str, chosen: Sequence[Setup]) -> dict[str, Any]:
     """The run's `server`: phasetop's simulator on `gpu` with `model`, in each setup (no one server to identify)."""
     return {"kind": "openai", "simulator": "phasetop sim", "gpu": gpu, "model": model,
             "setups": [{"key": s.key, "label": s.label, "sim_args": list(s.sim_args)} for s in chosen]}
 
 
 def speculation_row(setup: Setup, streams: int, rounds: Sequence[Sequence[RequestTiming]],
-                    sim_lag_p99_s: float | None = None) -> dict:
+                    sim_lag_p99_s: float | None = None) -> dict[str, Any]:
     """One setup at one batch: the streams' decode rate (1 / mean per-token ITL while the whole batch decoded:
     `_steady_gaps`), their tokens a chunk (a speculative step's accepted tokens come in one), with the mean ITL's
     interval over blocks of `BLOCK_GAPS` gaps; a row whose simulator fell behind (`sim_lag_p99_s` over
@@ -127,12 +136,12 @@ class Gain:
                 else ", tie" if self.verdict == TIE else ", not enough requests to tell")
         return f"×{self.factor:.2f} at batch {self.streams}{sure}"
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"streams": self.streams, "factor": self.factor, "ci_low": self.low, "ci_high": self.high,
                 "verdict": self.verdict}
 
 
-def gains(rows: Sequence[dict]) -> list[Gain]:
+def gains(rows: Sequence[dict[str, Any]]) -> list[Gain]:
     """Per batch measured both ways: the decode rate's factor (mean ITL off / on), judged from the two intervals."""
     off = {r["streams"]: r for r in rows if r["setup_key"] == "off" and r["itl_mean_s"] and not r.get("sim_behind")}
     on = {r["streams"]: r for r in rows if r["setup_key"] == "on" and r["itl_mean_s"] and not r.get("sim_behind")}
@@ -148,7 +157,7 @@ def gains(rows: Sequence[dict]) -> list[Gain]:
     return found
 
 
-def speculation_finding(rows: Sequence[dict]) -> tuple[str, list[Gain]]:
+def speculation_finding(rows: Sequence[dict[str, Any]]) -> tuple[str, list[Gain]]:
     """"speculation ×2.46 at batch 1 (sure …), ×1.9 at batch 8 (…), ×0.81 at batch 32 (…): worth it up to batch 8"."""
     found = gains(rows)
     behind = sorted({r["streams"] for r in rows if r.get("sim_behind")})

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
-from tui.core.hardware.devices import UnknownDeviceError, find_device
 from tui.core.fleet.queries import DCGM_FIELDS, Sample, Want
+from tui.core.hardware.devices import UnknownDeviceError, find_device
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +49,7 @@ class FleetGpu:
         """DRAM active × the device's peak: the bandwidth used, GB/s."""
         return self.dram_active * self.peak_gbs if self.dram_active is not None and self.peak_gbs is not None else None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "dram_gbs": self.dram_gbs}
 
 

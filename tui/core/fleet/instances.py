@@ -10,12 +10,31 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from tui.core.fleet.gpus import FleetGpu, JoinRules, gpus_from, host_part
-from tui.core.fleet.queries import GAUGE_FIELDS, HISTOGRAM_FIELDS, QUANTILES, RATE_FIELDS, Discovered, Sample, Want
-from tui.core.telemetry.metric_names import COUNTERS, ENGINE_PREFIXES, GAUGES, HISTOGRAMS
-from tui.core.telemetry.promstats import hit_rate, histogram_quantile, quantile_edge
-from tui.core.hardware.server_ceiling import ServerCeiling, server_ceiling, simulator_ceiling
+from tui.core.fleet.queries import (
+    GAUGE_FIELDS,
+    HISTOGRAM_FIELDS,
+    QUANTILES,
+    RATE_FIELDS,
+    Discovered,
+    Sample,
+    Want,
+)
+from tui.core.hardware.server_ceiling import (
+    ServerCeiling,
+    server_ceiling,
+    simulator_ceiling,
+)
+from tui.core.measure.stats import total_of_all
+from tui.core.telemetry.metric_names import (
+    COUNTERS,
+    ENGINE_PREFIXES,
+    GAUGES,
+    HISTOGRAMS,
+)
+from tui.core.telemetry.promstats import histogram_quantile, hit_rate, quantile_edge
 
 SATURATED_KV_USAGE = 0.90
 """KV usage from which a fleet row is called saturated (with any request waiting): a fleet view warns while there
@@ -50,7 +69,7 @@ class Latency:
     bucket_rates: tuple[tuple[float, float], ...] = ()
     """(le, observations per second) summed over the instance's label sets: what a merged quantile adds up."""
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         del out["bucket_rates"]
         return out
@@ -122,7 +141,7 @@ class FleetRow:
     def saturated(self) -> bool:
         return self.up and bool((self.waiting or 0) > 0 or (self.kv_cache_usage or 0) >= SATURATED_KV_USAGE)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         out = {name: getattr(self, name) for name in self.__slots__ if name not in ("ttft", "itl", "gpus", "ceiling")}
         c = self.ceiling
         out.update(up=self.up, saturated=self.saturated, dram_pct_of_peak=self.dram_pct_of_peak,
@@ -147,7 +166,7 @@ class Pool:
     """Merged: quantiles of the pool's summed bucket rates."""
     itl: Latency
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {**{name: getattr(self, name) for name in self.__slots__}, "ttft": self.ttft.to_json(), "itl": self.itl.to_json()}
 
 
@@ -175,12 +194,13 @@ class Fleet:
     def slowest(self) -> str | None:
         """The instance whose ITL p99 is the highest, when it is above every other one's and is not a bound that
         only says "within the first bucket" (then the figures do not tell them apart)."""
-        timed = sorted((r for r in self.instances if r.up and r.itl.p99_s is not None), key=lambda r: r.itl.p99_s, reverse=True)
-        if len(timed) < 2 or timed[0].itl.p99_s <= timed[1].itl.p99_s or timed[0].itl.edges.get("p99") == "first":
+        timed = sorted(((r.itl.p99_s, r) for r in self.instances if r.up and r.itl.p99_s is not None),
+                       key=lambda pair: pair[0], reverse=True)
+        if len(timed) < 2 or timed[0][0] <= timed[1][0] or timed[0][1].itl.edges.get("p99") == "first":
             return None
-        return timed[0].key
+        return timed[0][1].key
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "t_unix": self.t_unix, "read_s": self.read_s, "instances": [r.to_json() for r in self.instances],
             "pools": [p.to_json() for p in self.pools], "kv_transfer_tok_s": self.kv_transfer_tok_s,
@@ -225,19 +245,17 @@ def read_fleet_results(t_unix: float, discovered: Mapping[str, Discovered], resu
     gpus = gpus_from(answers.raw, rules)
     hosts = {key: host_part(d.labels.get(rules.instance_label, "")) for key, d in discovered.items()}
     sharing = {host: sum(1 for h in hosts.values() if h == host) for host in hosts.values()}
-    rows = []
-    for key, d in sorted(discovered.items()):
-        host = hosts[key] or None
-        on_host = tuple(g for g in gpus if host and g.host == host)
-        rows.append(_row(d, answers, (targets or {}).get(key, {}), host, on_host, sharing.get(hosts[key], 1), role_label))
-    rows = tuple(rows)
-    decode = [r for r in rows if r.role == "decode" and r.kv_transfer_tok_s is not None]
+    rows = tuple(_row(d, answers, (targets or {}).get(key, {}), hosts[key] or None,
+                      tuple(g for g in gpus if hosts[key] and g.host == hosts[key]), sharing.get(hosts[key], 1),
+                      role_label)
+                 for key, d in sorted(discovered.items()))
+    decode = [r.kv_transfer_tok_s for r in rows if r.role == "decode" and r.kv_transfer_tok_s is not None]
     return Fleet(
         t_unix=t_unix,
         instances=rows,
         gpus=tuple(gpus),
         pools=_pools(rows),
-        kv_transfer_tok_s=sum(r.kv_transfer_tok_s for r in decode) if decode else None,
+        kv_transfer_tok_s=sum(decode) if decode else None,
         merged={name: merged_latency(rows, name) for name in ("ttft", "itl")},
     )
 
@@ -292,8 +310,8 @@ def _row(d: Discovered, answers: Results, target: Mapping[str, str], host: str |
         generation_tokens_total=answers.value(Want("total", "generation_tokens_total", gen_name), key) if gen_name else None,
         prefix_cache_hit_rate=hit, preemptions_per_s=rates["preemptions_total"], kv_transfer_tok_s=kv_transfer,
         ttft=latencies["ttft_s"], itl=latencies["itl_s"], gpus=gpus, gpu_shared_by=shared_by,
-        dram_gbs=sum(dram) if dram and None not in dram else None,
-        peak_gbs=sum(peaks) if peaks and None not in peaks else None,
+        dram_gbs=total_of_all(dram),
+        peak_gbs=total_of_all(peaks),
         ceiling=ceiling, decode_pct_of_ceiling=decode_pct,
         source_names={**sources, **{f: lat.source for f, lat in latencies.items() if lat.source}},
     )
@@ -322,10 +340,10 @@ def _ceiling(sim_info: list[Sample], model: str | None, gpus: tuple[FleetGpu, ..
     """A phasetop simulator's own (its simulated device); else the model's on the peak bandwidth of the host's GPUs."""
     if sim_info:
         return simulator_ceiling(sim_info[0][0])
-    peaks = [g.peak_gbs for g in gpus]
-    if not model or not peaks or None in peaks:
+    peaks = total_of_all(g.peak_gbs for g in gpus)
+    if not model or peaks is None:
         return None
-    return server_ceiling(model, [], server_is_local=False, bandwidth_gbs=sum(peaks))
+    return server_ceiling(model, [], server_is_local=False, bandwidth_gbs=peaks)
 
 
 def _engine(names: Iterable[str]) -> str | None:

@@ -14,8 +14,16 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from tui.core.fleet import promql
-from tui.core.telemetry.metric_names import COUNTERS, FRACTION_GAUGES, GAUGES, HISTOGRAMS, LABELLED_COUNTERS, LABELLED_GAUGES, PROCESS_START
 from tui.core.fleet.promql import Matcher
+from tui.core.telemetry.metric_names import (
+    COUNTERS,
+    FRACTION_GAUGES,
+    GAUGES,
+    HISTOGRAMS,
+    LABELLED_COUNTERS,
+    LABELLED_GAUGES,
+    PROCESS_START,
+)
 
 GAUGE_FIELDS = ("running", "waiting", "kv_cache_usage", "prefix_cache_hit_rate")
 RATE_FIELDS = ("prompt_tokens_total", "generation_tokens_total", "preemptions_total", "prefix_cache_queries_total",

@@ -10,11 +10,11 @@ from __future__ import annotations
 import shlex
 from collections.abc import Iterable
 
-from tui.core.fleet.instances import SATURATED_KV_USAGE, Fleet, FleetRow, Latency, Pool
+from tui.core.filled import filled
 from tui.core.fleet.gpus import FleetGpu
+from tui.core.fleet.instances import SATURATED_KV_USAGE, Fleet, FleetRow, Latency, Pool
 from tui.core.fleet.promql import Matcher, parse_matcher
 from tui.core.untrusted import one_line
-from tui.core.filled import filled
 
 CELLS = ("instance", "role", "status", "run/wait", "KV", "TTFT p99", "ITL p99", "gen tok/s", "DRAM GB/s", "decode", "engine",
          "model", "host")

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from tui.core.telemetry.readings import GpuSample, ServerReading
+from tui.core.telemetry.readings import GpuSample, ServerReading, measured_dram_gbs, serving_devices
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +36,7 @@ class DecodeWindow:
     def decode_tok_s(self) -> float:
         return self.generated_tokens / self.seconds
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"seconds": self.seconds, "generated_tokens": self.generated_tokens, "decode_tok_s": self.decode_tok_s,
                 "batch": self.batch, "batch_source": self.batch_source}
 
@@ -114,10 +115,10 @@ def gpm_bytes_per_s(samples: Sequence[GpuSample | None], window: DecodeWindow) -
     for sample in samples[window.first + 1:window.last + 1]:
         if sample is None or not sample.devices:
             return None, sample.reason if sample is not None and sample.reason else "NVML sees no GPU"
-        serving = [d for d in sample.devices if d.server_mem_bytes] or [sample.devices[0]]
-        if any(d.mem_bw_source != "gpm" or d.mem_bw_gbs is None for d in serving):
+        gbs = measured_dram_gbs(serving_devices(sample.devices))
+        if gbs is None:
             return None, "NVML gives no DRAM bandwidth for this GPU (GPM needs Hopper or newer), only busy time"
-        rates.append(sum(d.mem_bw_gbs for d in serving) * 1e9)
+        rates.append(gbs * 1e9)
     if not rates:
         return None, "no NVML sample inside the decode stretch"
     return sum(rates) / len(rates), "NVML GPM DRAM bandwidth"

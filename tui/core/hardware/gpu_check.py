@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from tui.core.hardware.devices import Device, UnknownDeviceError, find_device
 from tui.core.telemetry.readings import GpuReading
@@ -51,14 +52,14 @@ class Check:
     verdict: str
     """"ok", "warn", "fail" or "skip"."""
     text: str
-    figures: dict = field(default_factory=dict)
+    figures: dict[str, Any] = field(default_factory=dict[str, Any])
     """The numbers behind the line, for --json."""
 
     @property
     def line(self) -> str:
         return f"{MARKS[self.verdict]} {self.name}: {self.text}"
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "verdict": self.verdict, "line": self.line, "figures": dict(self.figures)}
 
 
@@ -77,7 +78,7 @@ class CopyRun:
     def gbs(self) -> float:
         return self.bytes_moved / self.seconds / 1e9
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"kind": "copy", "buffer_mib": self.buffer_mib, "bytes_moved": self.bytes_moved, "seconds": self.seconds,
                 "device": self.device, "torch_version": self.torch_version, "copy_gbs": self.gbs}
 
@@ -102,7 +103,7 @@ class DecodeRun:
     note: str | None = None
     """Why a figure is missing (no /metrics)."""
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"kind": "decode", "url": self.url, "model": self.model, "streams": self.streams,
                 "prompt_tokens": self.prompt_tokens, "max_tokens": self.max_tokens, "seconds": self.seconds,
                 "decode_tok_s": self.decode_tok_s, "est_read_gbs": self.est_read_gbs, "simulated": self.simulated,
@@ -116,7 +117,7 @@ class NoLoad:
     reason: str
     failed: bool = False
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"kind": None, "reason": self.reason, "failed": self.failed}
 
 
@@ -136,7 +137,7 @@ def _mean(values: Sequence[float | None]) -> float | None:
     return sum(known) / len(known) if known else None
 
 
-def _windows(a: dict, interval_s: float) -> str:
+def _windows(a: dict[str, Any], interval_s: float) -> str:
     """"5 windows of 0.5 s", and how many were left out of the means for another source (GPM failing in one)."""
     n, other = a["windows"], a["windows_of_another_source"]
     text = f"{n} window{'s' if n != 1 else ''} of {interval_s:g} s"
@@ -222,7 +223,7 @@ def _source(readings: Sequence[GpuReading], field: str) -> str | None:
     return "gpm" if "gpm" in sources else (sources[-1] if sources else None)
 
 
-def _activity(readings: Sequence[GpuReading]) -> dict:
+def _activity(readings: Sequence[GpuReading]) -> dict[str, Any]:
     """Means over the windows of one source: DRAM GB/s and share, SM and tensor activity, and GB/s's range."""
     memory_source, sm_source = _source(readings, "mem_bw_source"), _source(readings, "sm_util_source")
     memory = [r for r in readings if r.mem_bw_source == memory_source]
@@ -242,7 +243,7 @@ def _activity(readings: Sequence[GpuReading]) -> dict:
     }
 
 
-def _dram_words(a: dict, peak: float | None) -> str:
+def _dram_words(a: dict[str, Any], peak: float | None) -> str:
     if a["mem_bw_source"] == "gpm" and a["mem_bw_gbs"] is not None:
         return f"DRAM {_gbs(a['mem_bw_gbs'])} ({_pct(a['mem_bw_util'])} of {_gbs(peak)})" if peak else \
             f"DRAM {_gbs(a['mem_bw_gbs'])}"
@@ -253,7 +254,7 @@ def _dram_words(a: dict, peak: float | None) -> str:
     return "DRAM –"
 
 
-def _sm_words(a: dict) -> str:
+def _sm_words(a: dict[str, Any]) -> str:
     if a["sm_util_source"] == "utilization":
         return f"kernels running {_pct(a['sm_util'])} of the time"
     return f"SM {_pct(a['sm_util'])}, tensor {_pct(a['tensor_util'])}"
@@ -279,8 +280,8 @@ def load_check(load: Load, peak: float | None) -> Check:
         share = load.gbs / peak if peak else None
         text = (f"device-to-device copy of 2 × {load.buffer_mib:,} MiB on {load.device} for {load.seconds:.1f} s: "
                 f"{_gbs(load.gbs)} (bytes × 2 / time)")
-        if share is not None:
-            text += f" = {_pct(share)} of the {_gbs(peak)} peak"
+        if peak:
+            text += f" = {_pct(load.gbs / peak)} of the {_gbs(peak)} peak"
         if share is not None and share < SLOW_COPY_SHARE:
             return Check("load", "warn", f"{text}: slow for a plain copy (throttled, shared, or not this part)",
                          load.to_json())
@@ -332,8 +333,9 @@ def bandwidth_check(load: Load, readings: Sequence[GpuReading], interval_s: floa
             a["mem_bw_gbs_on_clock_peak"] = on_clock = a["mem_bw_util"] * clock
             text += f" (× NVML's clock × bus peak instead: {_gbs(on_clock)}, {on_clock / load.gbs:.2f})"
         if abs(ratio - 1) > AGREEMENT:
+            assumed = f"the {_gbs(peak)}" if peak else "a peak"
             return Check("bandwidth", "warn", f"{text}, more than {AGREEMENT:.0%} apart (GPM's figure is a share of "
-                         f"the {_gbs(peak)} phasetop assumes, so a wrong peak scales it)", a)
+                         f"{assumed} phasetop assumes, so a wrong peak scales it)", a)
         return Check("bandwidth", "ok", text, a)
     if load.est_read_gbs is not None:
         a["nvml_over_estimate"] = a["mem_bw_gbs"] / load.est_read_gbs if load.est_read_gbs > 0 else None

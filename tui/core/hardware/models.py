@@ -6,6 +6,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,7 +24,7 @@ class ModelLayout:
     max_model_len: int = 131072
 
     @classmethod
-    def from_config(cls, config: dict, name: str = "config.json") -> "ModelLayout":
+    def from_config(cls, config: dict[str, Any], name: str = "config.json") -> "ModelLayout":
         """Read a Hugging Face `config.json` (Llama-style keys; `head_dim` = hidden / heads unless given)."""
         try:
             hidden = int(config["hidden_size"])
@@ -47,7 +48,7 @@ class ModelLayout:
         return cls.from_config(config, name=config.get("_name_or_path") or path.parent.name or path.name)
 
 
-def params_from_config(config: dict) -> float:
+def params_from_config(config: dict[str, Any]) -> float:
     """Parameter count of a Llama-style model: embeddings, attention, gated MLP, norms, LM head."""
     hidden = int(config["hidden_size"])
     heads = int(config["num_attention_heads"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from tui.core.hardware.devices import Device
 from tui.core.hardware.models import ModelLayout
@@ -30,7 +31,7 @@ def decode_ceiling_tok_s(bandwidth_gbs: float, bytes_per_token: float) -> float:
     return bandwidth_gbs * GB / bytes_per_token
 
 
-def forward_flops(params: float, layout: ModelLayout, new_tokens: int, context_before: int = 0) -> float:
+def forward_flops(params: float, layout: ModelLayout, new_tokens: int, context_before: float = 0) -> float:
     """FLOPs to push `new_tokens` through the model after `context_before` tokens already cached.
 
     2 × params per token for the matrix work, plus attention's 4 × layers × hidden × new tokens ×
@@ -142,7 +143,7 @@ class Roofs:
         """"compute" at or past the ridge, else "bandwidth"."""
         return "compute" if intensity >= self.ridge_flop_per_byte else "bandwidth"
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"device": self.device, "peak_flops": self.peak_flops, "peak_bytes_per_s": self.peak_bytes_per_s,
                 "ridge_flop_per_byte": self.ridge_flop_per_byte}
 
@@ -198,7 +199,7 @@ class PhasePoint:
             return f"{where} (MFU); a longer prompt stays at this roof and costs more time"
         return f"{where}; too short a prompt to be compute bound"
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"source": self.source, "intensity_flop_per_byte": self.intensity_flop_per_byte,
                 "achieved_flops": self.achieved_flops, "roof_flops": self.roof_flops, "roof_share": self.roof_share,
                 "bound": self.bound, "batch": self.batch, "tokens": self.tokens, "verified": self.verified,

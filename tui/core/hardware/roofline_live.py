@@ -12,13 +12,24 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from tui.core.measure.records import RequestTiming
 from tui.core.hardware.roofline import PhasePoint, Roofs, estimated_point
 from tui.core.hardware.roofline_phases import decode_from_streams, prefill_model_point
-from tui.core.hardware.roofline_target import RooflineTarget, served_target, simulator_target
-from tui.core.hardware.roofline_traces import TRACED, Trace, experiment_trace, narrower_decode, narrower_reading
-from tui.core.telemetry.readings import GpuReading, MetricsSnapshot
+from tui.core.hardware.roofline_target import (
+    RooflineTarget,
+    served_target,
+    simulator_target,
+)
+from tui.core.hardware.roofline_traces import (
+    TRACED,
+    Trace,
+    experiment_trace,
+    narrower_decode,
+    narrower_reading,
+)
+from tui.core.measure.records import RequestTiming
+from tui.core.telemetry.readings import GpuReading, MetricsSnapshot, measured_dram_gbs, serving_devices
 from tui.core.telemetry.speculation import Speculation
 
 SERVER = "server"
@@ -70,7 +81,7 @@ def live_target(simulator_flags: Mapping[str, str] | None, model_id: str | None,
 
 def live_roofline(target: RooflineTarget | str, timings: Sequence[RequestTiming], metrics: MetricsSnapshot | None,
                   devices: Sequence[GpuReading] | None = None,
-                  swept: Mapping[str, Sequence[Mapping]] | None = None) -> LiveRoofline:
+                  swept: Mapping[str, Sequence[Mapping[str, Any]]] | None = None) -> LiveRoofline:
     """The points of the timeline's requests and the server's window, for `target` (or the line saying why none);
     `swept`: the rows of the last sweep of each experiment run on this server, by its `--vary` name."""
     if isinstance(target, str):
@@ -81,10 +92,10 @@ def live_roofline(target: RooflineTarget | str, timings: Sequence[RequestTiming]
     decode, decode_why = _decode(target, timings, metrics.speculation if metrics is not None else None)
     ghost = narrower_decode(target, decode)
     estimate, no_estimate = _estimate(target, metrics)
-    traces = tuple(trace for vary in TRACED if vary in (swept or {})
-                   if (trace := experiment_trace(target, vary, swept[vary])) is not None)
+    traces = tuple(trace for vary in TRACED if (rows := (swept or {}).get(vary)) is not None
+                   if (trace := experiment_trace(target, vary, rows)) is not None)
     lines = [prefill.reading if prefill else NO_PREFILL, decode.reading if decode else decode_why]
-    lines += [narrower_reading(target, decode, ghost)] if ghost else []
+    lines += [narrower_reading(target, decode, ghost)] if ghost and decode else []
     lines += [trace.reading for trace in traces]
     lines += [no_estimate] if no_estimate else []
     lines += [line] if (line := _nvml_line(target, devices)) else []
@@ -179,10 +190,10 @@ def _nvml_line(target: RooflineTarget, devices: Sequence[GpuReading] | None) -> 
     """NVML's measured DRAM bandwidth now, against the bandwidth roof, for a server on this host's GPU."""
     if target.device_source != "NVML" or not devices:
         return None
-    serving = [d for d in devices if d.server_mem_bytes] or [devices[0]]
-    if any(d.mem_bw_source != "gpm" or d.mem_bw_gbs is None for d in serving):
+    gbs = measured_dram_gbs(serving_devices(devices))
+    if gbs is None:
         return "NVML: no measured DRAM bandwidth on this GPU (GPM needs Hopper or newer), only busy time"
-    bytes_per_s = sum(d.mem_bw_gbs for d in serving) * 1e9
+    bytes_per_s = gbs * 1e9
     return (f"NVML measures {bytes_per_s / 1e9:,.0f} GB/s of DRAM traffic now: "
             f"{bytes_per_s / target.roofs.peak_bytes_per_s * 100:.0f} % of the bandwidth roof")
 

@@ -8,9 +8,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tui.core.hardware.decode_window import DecodeWindow
-from tui.core.measure.records import RequestTiming
-from tui.core.hardware.roofline import DECODE, PREFILL, PhasePoint, decode_point, estimated_point, prefill_point
+from tui.core.hardware.roofline import (
+    DECODE,
+    PREFILL,
+    PhasePoint,
+    decode_point,
+    estimated_point,
+    prefill_point,
+)
 from tui.core.hardware.roofline_target import RooflineTarget
+from tui.core.measure.records import RequestTiming
+from tui.core.measure.stats import total_of_all
 from tui.core.telemetry.readings import ServerReading
 from tui.core.telemetry.speculation import Speculation
 
@@ -87,11 +95,11 @@ def decode_from_streams(target: RooflineTarget, timings: Sequence[RequestTiming]
     flagged = next((t.burst for t in timings if t.burst), None)
     if flagged:
         return None, f"a decode stream timed the delivery, not the generation: {flagged}"
-    rates = [t.decode_tok_s for t in timings]
-    if any(rate is None for rate in rates):
+    rates = total_of_all(t.decode_tok_s for t in timings)
+    if rates is None:
         return None, "a decode stream gave fewer than two tokens"
     context = sum((t.prompt_tokens or 0) + (t.output_tokens or 0) / 2 for t in timings) / len(timings)
     layout = target.layout
-    point = decode_point(target.roofs, layout, layout.params, target.weight_bytes, len(timings), context, sum(rates),
+    point = decode_point(target.roofs, layout, layout.params, target.weight_bytes, len(timings), context, rates,
                          *verification(speculation))
     return point, None

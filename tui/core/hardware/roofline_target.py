@@ -11,11 +11,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from tui.core.hardware.devices import Device, UnknownDeviceError, find_device
 from tui.core.hardware.models import ModelLayout, find_preset, find_served_model
 from tui.core.hardware.roofline import Roofs, device_roofs, weight_bytes
-from tui.core.telemetry.readings import GpuReading
+from tui.core.telemetry.readings import GpuReading, serving_devices
 from tui.core.untrusted import one_line
 
 
@@ -40,7 +41,7 @@ class RooflineTarget:
     def weight_bytes(self) -> float:
         return weight_bytes(self.layout.params, self.bits)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"device": self.roofs.device, "device_source": self.device_source, "gpus": self.gpus,
                 "model": self.layout.name, "params": self.layout.params, "bits": self.bits,
                 "weight_bytes": self.weight_bytes, "model_source": self.model_source, "chunk_tokens": self.chunk_tokens}
@@ -86,7 +87,7 @@ def served_target(model_id: str | None, devices: Sequence[GpuReading], server_is
     if not devices:
         return RooflineTarget(device_roofs(find_device("cpu")), layout, bits or 16, chunk, "CPU row (no GPU seen)",
                               model_source)
-    serving = [d for d in devices if d.server_mem_bytes] or [devices[0]]
+    serving = serving_devices(devices)
     if any(d.is_mig for d in serving):
         return "the server runs on a MIG slice, whose share of the roofs is not published: name a device with --gpu"
     try:

@@ -9,10 +9,17 @@ is a projection (the same share of the roof it would then sit under), and says s
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
-from tui.core.hardware.roofline import PROJECTED, PhasePoint, decode_point, decode_step_traffic, weight_bytes
+from tui.core.hardware.roofline import (
+    PROJECTED,
+    PhasePoint,
+    decode_point,
+    decode_step_traffic,
+    weight_bytes,
+)
 from tui.core.hardware.roofline_phases import prefill_model_point
 from tui.core.hardware.roofline_target import RooflineTarget
 
@@ -34,7 +41,7 @@ class RowPoint:
     point: PhasePoint | None
     reason: str | None = None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """The point in `phasetop roofline --json`'s fields, or those fields null and the reason."""
         if self.point is not None:
             return self.point.to_json() | {"reason": None}
@@ -56,7 +63,7 @@ class Trace:
         return tuple(row.point for row in self.rows if row.point is not None)
 
 
-def experiment_trace(target: RooflineTarget, vary: str, rows: Sequence[Mapping]) -> Trace | None:
+def experiment_trace(target: RooflineTarget, vary: str, rows: Sequence[Mapping[str, Any]]) -> Trace | None:
     """The trace of an experiment's rows; None for an experiment that has none (only two have)."""
     if vary == CONCURRENCY:
         placed = tuple(concurrency_point(target, row) for row in rows)
@@ -67,7 +74,7 @@ def experiment_trace(target: RooflineTarget, vary: str, rows: Sequence[Mapping])
     return None
 
 
-def concurrency_point(target: RooflineTarget, row: Mapping) -> RowPoint:
+def concurrency_point(target: RooflineTarget, row: Mapping[str, Any]) -> RowPoint:
     """Decode at a batch of the row's streams: their decode rate while all of them decoded, at their mean context."""
     streams, tok_s, context = row["streams"], row.get("batch_decode_tok_s"), row.get("context_tokens")
     if not tok_s:
@@ -79,7 +86,7 @@ def concurrency_point(target: RooflineTarget, row: Mapping) -> RowPoint:
                                           tok_s))
 
 
-def prompt_length_point(target: RooflineTarget, row: Mapping) -> RowPoint:
+def prompt_length_point(target: RooflineTarget, row: Mapping[str, Any]) -> RowPoint:
     """Prefill of the row's prompt: its prefill rate (the server's split where it gives one, else prompt tokens over
     TTFT, which adds the queue and the network: a lower bound on the share)."""
     tokens, rate = row["prompt_tokens"], row.get("prefill_tok_s")
@@ -112,13 +119,15 @@ def concurrency_reading(target: RooflineTarget, placed: Sequence[RowPoint]) -> s
     compute = [p for p in points if p.bound == "compute"]
     if compute:
         return f"{line}; at the compute roof from ×{compute[0].batch:g}"
+    if last.context is None:  # a decode point placed from the layout always has its context
+        return line
     meets = ridge_batch(target, last.context)
     if meets is None:
         return f"{line}; the KV each sequence reads keeps it under the ridge ({ridge:,.0f}) at any batch"
     return f"{line}; ridge near ×{meets:,.0f}"
 
 
-def prompt_length_reading(target: RooflineTarget, placed: Sequence[RowPoint], rows: Sequence[Mapping]) -> str:
+def prompt_length_reading(target: RooflineTarget, placed: Sequence[RowPoint], rows: Sequence[Mapping[str, Any]]) -> str:
     """ "prefill at the compute roof from 500 to 2,000 tokens (47–49 %, MFU) while TTFT grows 17 → 68 ms; …"."""
     ttft = {row["prompt_tokens"]: row.get("ttft_s") for row in rows}
     points = [row.point for row in placed if row.point is not None]
@@ -126,13 +135,14 @@ def prompt_length_reading(target: RooflineTarget, placed: Sequence[RowPoint], ro
         return f"prompt length: no prefill point ({placed[0].reason if placed else 'no rows'})"
     compute = [p for p in points if p.bound == "compute"]
     short = [p for p in points if p.bound != "compute"]
-    under = f"{_listed(p.tokens for p in short)} under the ridge" if short else ""
+    under = f"{_listed(p.tokens for p in short if p.tokens is not None)} under the ridge" if short else ""
     if not compute:
         return f"prefill under the ridge ({target.roofs.ridge_flop_per_byte:,.0f} FLOP/byte) at every length: {under}"
     first, last = compute[0], compute[-1]
     grows = ""
-    if ttft.get(first.tokens) is not None and ttft.get(last.tokens) is not None:
-        grows = f" while TTFT grows {_ms(ttft[first.tokens])} → {_ms(ttft[last.tokens])} ms"
+    ttft_first, ttft_last = ttft.get(first.tokens), ttft.get(last.tokens)
+    if ttft_first is not None and ttft_last is not None:
+        grows = f" while TTFT grows {_ms(ttft_first)} → {_ms(ttft_last)} ms"
     line = (f"prefill at the compute roof from {first.tokens:,} to {last.tokens:,} tokens ({_shares(compute)}, MFU)"
             f"{grows}")
     return f"{line}; {under}" if short else line
@@ -175,5 +185,5 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:,.1f}" if seconds < 0.01 else f"{seconds * 1e3:,.0f}"
 
 
-def _listed(values) -> str:
+def _listed(values: Iterable[int]) -> str:
     return ", ".join(f"{v:,}" for v in values)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from tui.core.hardware.devices import Device, UnknownDeviceError, find_device
 from tui.core.hardware.models import ModelLayout, find_preset, find_served_model
 from tui.core.hardware.roofline import kv_bytes_per_token, served_ceiling, weight_bytes
-from tui.core.telemetry.readings import GpuReading
+from tui.core.telemetry.readings import GpuReading, serving_devices
 from tui.core.untrusted import one_line
 
 MIN_BITS, MAX_BITS = 1, 64
@@ -67,6 +67,7 @@ def server_ceiling(model_id: str | None, devices: Sequence[GpuReading], server_i
     if model_bytes:
         weights, what = float(model_bytes), "the size the server reports"
     else:
+        assert served is not None  # neither a layout nor a size returned above
         layout, bits = served
         weights, what = weight_bytes(layout.params, bits), f"{layout.name} at {bits} bit"
     tok_s, line = served_ceiling(f"{device}; {what}", device_gbs, weights)
@@ -162,7 +163,7 @@ def _bandwidth(devices: Sequence[GpuReading]) -> tuple[str, float] | str:
     if not devices:
         cpu = find_device("cpu")
         return f"{cpu.name} (no GPU seen)", cpu.mem_bandwidth_gbs
-    serving = [d for d in devices if d.server_mem_bytes] or [devices[0]]
+    serving = serving_devices(devices)
     if any(d.is_mig for d in serving):
         return "ceiling: unknown device (a MIG slice's share of the bandwidth is not published)"
     per_device = []

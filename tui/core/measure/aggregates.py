@@ -17,7 +17,7 @@ import random
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from tui.core.measure.records import RequestTiming
 from tui.core.measure.stats import Summary, summarize
@@ -36,7 +36,7 @@ class Distribution:
     """Mean and p50/p90/p99 of a stream of values, in bounded memory: exact up to `exact_values`, then buckets."""
 
     def __init__(self, exact_values: int = EXACT_VALUES, relative_accuracy: float = RELATIVE_ACCURACY) -> None:
-        self._exact: array | None = array("d")
+        self._exact: array[float] | None = array("d")
         self._cap = exact_values
         self._gamma = (1 + relative_accuracy) / (1 - relative_accuracy)
         self._log_gamma = math.log(self._gamma)
@@ -219,14 +219,15 @@ class LoadFigures:
         self.itl_s.extend(timing.itl_s)
         self.chunk_gaps_s.extend(timing.chunk_gaps_s)
         self.e2el_s.add(timing.e2e_s)
-        self.peak.add(timing.t_sent_unix, timing.t_sent_unix + timing.e2e_s)
+        if timing.e2e_s is not None:  # as bench.peak_concurrency counts
+            self.peak.add(timing.t_sent_unix, timing.t_sent_unix + timing.e2e_s)
 
     @property
     def exact(self) -> bool:
         """Every percentile is the exact one (no distribution has folded into buckets yet)."""
         return all(d.exact for d in (self.ttft_s, self.tpot_s, self.itl_s, self.chunk_gaps_s, self.e2el_s))
 
-    def figures(self, duration_s: float) -> dict:
+    def figures(self, duration_s: float) -> dict[str, Any]:
         """The dict `bench_figures` returns for the same requests (goodput is not kept: no SLOs in an endless load)."""
         per_s = (lambda count: count / duration_s) if duration_s > 0 else (lambda count: None)
         return {
@@ -253,8 +254,9 @@ class EndlessRecord:
     """What an endless load keeps of its requests: figures over all of them, and a uniform sample of the raw ones."""
 
     def __init__(self, sample_size: int, rng: random.Random | None = None, exact_values: int = EXACT_VALUES) -> None:
-        self.figures = LoadFigures(**{name: Distribution(exact_values)
-                                      for name in ("ttft_s", "tpot_s", "itl_s", "chunk_gaps_s", "e2el_s")})
+        self.figures = LoadFigures(ttft_s=Distribution(exact_values), tpot_s=Distribution(exact_values),
+                                   itl_s=Distribution(exact_values), chunk_gaps_s=Distribution(exact_values),
+                                   e2el_s=Distribution(exact_values))
         self.sample: Reservoir[RequestTiming] = Reservoir(sample_size, rng)
 
     def add(self, index: int, timing: RequestTiming) -> None:
@@ -270,7 +272,7 @@ class EndlessRecord:
     def total(self) -> int:
         return self.sample.seen
 
-    def note(self) -> dict:
+    def note(self) -> dict[str, Any]:
         return sample_note(len(self.sample), self.total, self.figures.exact)
 
 
@@ -299,13 +301,13 @@ class RequestFigures:
     def exact(self) -> bool:
         return all(d.exact for d in self.figures.values())
 
-    def summary(self) -> dict[str, dict]:
+    def summary(self) -> dict[str, Any]:
         """The dict `summarize_requests` returns over every request added."""
         return {"bursts_excluded": self.bursts_excluded,
                 **{name: distribution.summary().to_json() for name, distribution in self.figures.items()}}
 
 
-def sample_note(kept: int, of: int, exact: bool) -> dict:
+def sample_note(kept: int, of: int, exact: bool) -> dict[str, Any]:
     """The run's word on its raw requests: a sample of `kept` of `of`, and how exact the figures over all are."""
     return {
         "kept": kept,

@@ -24,6 +24,7 @@ total_token_throughput in tok/s, request_goodput in req/s); the summaries are in
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from tui.core.measure.records import RequestTiming
 from tui.core.measure.stats import summarize, summarize_with_max
@@ -39,7 +40,7 @@ def bench_figures(
     duration_s: float,
     slo_ttft_s: float | None = None,
     slo_tpot_s: float | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """`vllm bench serve`'s figures over a run: counts, throughputs, goodput, and TTFT/TPOT/ITL/E2EL summaries in seconds."""
     done = completed(requests)
     total_input = sum(r.prompt_tokens or 0 for r in done)
@@ -69,7 +70,7 @@ def bench_figures(
 
 
 def _within(request: RequestTiming, slo_ttft_s: float | None, slo_tpot_s: float | None) -> bool:
-    if slo_ttft_s is not None and request.ttft_s > slo_ttft_s:
+    if slo_ttft_s is not None and (request.ttft_s is None or request.ttft_s > slo_ttft_s):
         return False
     return slo_tpot_s is None or (request.tpot_s or 0.0) <= slo_tpot_s
 

@@ -12,6 +12,7 @@ Both decode rates count tokens − 1 gaps over first → last token (Ollama: all
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from tui.core.measure.records import RequestTiming
 
@@ -39,7 +40,7 @@ class Reconciled:
     """client TTFT − server queue − server prefill-and-first-step: where the server gives both (vLLM)."""
     gap_is: str = TTFT_GAP_NAME
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         fields = asdict(self)
         return {**{k: v for k, v in fields.items() if k != "gap_is"}, "ttft_gap_is": self.gap_is}
 
@@ -59,7 +60,8 @@ def reconcile(timing: RequestTiming) -> Reconciled | None:
     client_ttft, server_prompt = timing.ttft_s, split.prefill_s
     client_decode, server_decode = timing.decode_tok_s, split.decode_tok_s
     gap = client_ttft - server_prompt if client_ttft is not None and server_prompt is not None else None
-    apart = split.prefill_includes_first_step and split.queue_s is not None and gap is not None
+    network = (gap - split.queue_s if split.prefill_includes_first_step and split.queue_s is not None
+               and gap is not None else None)
     return Reconciled(
         client_ttft_s=client_ttft,
         server_prompt_s=server_prompt,
@@ -69,6 +71,6 @@ def reconcile(timing: RequestTiming) -> Reconciled | None:
         decode_ratio=client_decode / server_decode if client_decode and server_decode else None,
         server_cached_tokens=split.cached_tokens,
         server_queue_s=split.queue_s,
-        network_s=gap - split.queue_s if apart else None,
+        network_s=network,
         gap_is=TTFT_GAP_NAME_FIRST_STEP_IN if split.prefill_includes_first_step else TTFT_GAP_NAME,
     )

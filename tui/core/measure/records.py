@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from itertools import pairwise
+from typing import Any
 
 from tui.core.measure.chunk_tokens import per_token_gaps, token_ends
 from tui.core.measure.stats import summarize
@@ -57,7 +58,7 @@ class ServerSplit:
         gaps = self.output_tokens if self.decode_spans_first_token else self.output_tokens - 1
         return gaps / self.decode_s if gaps > 0 else None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -202,7 +203,7 @@ class RequestTiming:
             return "server"
         return "client" if self.client_prefill_tok_s is not None else None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """The request object of SPEC's `probe` JSON."""
         return {
             "ok": self.ok,
@@ -236,7 +237,7 @@ def same_requests(these: Sequence[RequestTiming], those: Sequence[RequestTiming]
     return len(these) == len(those) and all(a is b for a, b in zip(these, those))
 
 
-def summarize_requests(requests: list[RequestTiming]) -> dict[str, dict]:
+def summarize_requests(requests: list[RequestTiming]) -> dict[str, Any]:
     """SPEC's probe summary: mean/p50/p90/p99/n of each figure over the requests that finished and whose
     timing is generation, not delivery (`burst` unset); `bursts_excluded` counts the others.
 
@@ -267,7 +268,7 @@ def chunking_line(requests: Sequence[RequestTiming]) -> str | None:
     grouped = [r for r in answered if r.tokens_per_chunk is not None]
     if not grouped:
         return None
-    sizes = [size for r in grouped for size in r.tokens_per_chunk]
+    sizes = [size for r in grouped for size in r.tokens_per_chunk or ()]
     gaps = summarize(gap for r in done for gap in r.chunk_gaps_s)
     per_chunk = f"; per chunk (as vllm bench serve counts ITL) p50 {gaps.p50 * 1e3:.2f} ms, p99 {gaps.p99 * 1e3:.2f} ms" if (
         gaps.p50 is not None and gaps.p99 is not None) else ""

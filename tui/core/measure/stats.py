@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,7 +21,7 @@ class Summary:
     p99: float | None
     n: int
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -57,11 +58,20 @@ def summarize(samples: Iterable[float | None]) -> Summary:
     )
 
 
-def summarize_with_max(samples: Iterable[float | None]) -> dict:
+def summarize_with_max(samples: Iterable[float | None]) -> dict[str, Any]:
     """`summarize` as JSON plus `max`: for gaps between tokens, where the worst one (a long prompt's stall on the
     streams it interrupts) is a handful among thousands and sits under any percentile."""
     values = [s for s in samples if s is not None and math.isfinite(s)]
     return {**summarize(values).to_json(), "max": max(values, default=None)}
+
+
+def total_of_all(values: Iterable[float | None]) -> float | None:
+    """The sum of the values when every one is known and there is at least one; None otherwise (a total with a part
+    missing is not the total)."""
+    known = list(values)
+    if not known or any(v is None for v in known):
+        return None
+    return sum(v for v in known if v is not None)
 
 
 def _mean(values: list[float]) -> float:

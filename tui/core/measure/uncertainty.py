@@ -28,6 +28,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # numpy loads with the first comparison, never at the UI's start
+    import numpy as np
+    from numpy.random import Generator
+    from numpy.typing import NDArray
 
 LEVEL = 0.99
 """The intervals' confidence level. A comparison judges nine figures at once: at 95 % a figure, the same workload
@@ -73,7 +79,7 @@ class Judged:
     level: float = LEVEL
     """How often the change's interval holds the change."""
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "ci_low": self.ci[0] if self.ci else None,
             "ci_high": self.ci[1] if self.ci else None,
@@ -139,14 +145,14 @@ class Interval:
     same words for every row alike, so a table notes each reason once (`n` and `more` have the numbers)."""
 
     @classmethod
-    def of_row(cls, row: dict, key: str) -> Interval | None:
+    def of_row(cls, row: dict[str, Any], key: str) -> Interval | None:
         """The interval an experiment's row keeps for `key` (its `to_json`, under "intervals"); None where it keeps none."""
         kept = (row.get("intervals") or {}).get(key)
         if kept is None:
             return None
         return cls(tuple(kept["ci"]) if kept["ci"] else None, kept["n"], kept["more"], kept.get("reason"))
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         low, high = self.ci or (None, None)
         return {"ci": list(self.ci) if self.ci else None, "ci_low": low, "ci_high": high, "level": LEVEL, "n": self.n,
                 "more": self.more, "reason": self.reason}
@@ -182,7 +188,7 @@ def judge_intervals(before: float | None, after: float | None, before_ci: Interv
     n = min(before_ci.n, after_ci.n)
     if before_ci.ci is None or after_ci.ci is None:
         missing = [i.more for i in (before_ci, after_ci) if i.ci is None]
-        more = None if None in missing else max(missing)
+        more = None if any(m is None for m in missing) else max(m for m in missing if m is not None)
         return Judged(before_ci.ci, after_ci.ci, None, NOT_ENOUGH, more, before_ci.n, after_ci.n, JOINT_LEVEL)
     ci = (after_ci.ci[0] - before_ci.ci[1], after_ci.ci[1] - before_ci.ci[0])
     verdict, more = verdict_of(before, after, ci, n, higher_is_better)
@@ -259,7 +265,7 @@ def _ratio(allowed: float, extent: float) -> float:
     return allowed / extent if extent > 0 else math.inf
 
 
-def resampled(clusters: Clusters, stat: str, rng) -> list[float]:
+def resampled(clusters: Clusters, stat: str, rng: Generator) -> list[float]:
     """`stat` of RESAMPLES resamples of the requests (each drawn with all its values)."""
     import numpy as np  # here, not at import: numpy loads with the first comparison, never at the UI's start
 
@@ -269,11 +275,12 @@ def resampled(clusters: Clusters, stat: str, rng) -> list[float]:
     draws = rng.integers(0, n, size=(RESAMPLES, n))
     if all(len(values) == 1 for values in kept):  # one value a request: each resample's exact statistic
         drawn = np.array([values[0] for values in kept])[draws]
-        return (drawn.mean(axis=1) if stat == "mean" else np.percentile(drawn, _q(stat), axis=1)).tolist()
-    points, weights, owner = _points(kept, np)
+        exact: list[float] = (drawn.mean(axis=1) if stat == "mean" else np.percentile(drawn, _q(stat), axis=1)).tolist()
+        return exact
+    points, weights, owner = _points(kept)
     counts = np.zeros((RESAMPLES, n))
     np.add.at(counts, (np.repeat(np.arange(RESAMPLES), n), draws.ravel()), 1)
-    out = []
+    out: list[float] = []
     for start in range(0, RESAMPLES, BLOCK):
         weighed = counts[start:start + BLOCK][:, owner] * weights
         if stat == "mean":
@@ -286,10 +293,14 @@ def resampled(clusters: Clusters, stat: str, rng) -> list[float]:
     return out
 
 
-def _points(kept: list[list[float]], np):
+def _points(kept: list[list[float]]) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.intp]]:
     """Every request's values (or `POINTS_PER_REQUEST` of their quantiles), sorted together, each with its weight
     (the values it stands for) and its request's index."""
-    values, weights, owner = [], [], []
+    import numpy as np
+
+    values: list[float] = []
+    weights: list[float] = []
+    owner: list[int] = []
     for index, sorted_values in enumerate(kept):
         m = len(sorted_values)
         if m > POINTS_PER_REQUEST:
@@ -330,7 +341,7 @@ def _bounds(sorted_draws: list[float]) -> tuple[float, float]:
     return sorted_draws[round(tail * last)], sorted_draws[round((1 - tail) * last)]
 
 
-def _rng():
+def _rng() -> Generator:
     import numpy as np
 
     return np.random.default_rng(SEED)

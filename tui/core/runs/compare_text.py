@@ -6,6 +6,8 @@ Everything here may come from a server or a run file (keys, flag values, ids): i
 
 from __future__ import annotations
 
+from typing import Any
+
 from tui.core.untrusted import one_line
 
 
@@ -14,7 +16,7 @@ def started_text(started: object) -> str:
     return one_line(str(started or "-"), 40).replace("T", " ")[:19]
 
 
-def changes_lines(title: str, diff: list[dict]) -> list[str]:
+def changes_lines(title: str, diff: list[dict[str, Any]]) -> list[str]:
     """`title:` then one "  key  before → after" line per changed setting; nothing when nothing changed."""
     if not diff:
         return []
@@ -24,7 +26,7 @@ def changes_lines(title: str, diff: list[dict]) -> list[str]:
     ]
 
 
-def workload_line(comparison: dict) -> str | None:
+def workload_line(comparison: dict[str, Any]) -> str | None:
     """"the workloads differ: prompt_tokens 200 → 2000 (…)" where the runs did not run the same thing (another
     kind, other flags, a UI session's other sends)."""
     differs = comparison.get("workload_differs") or []
@@ -34,7 +36,7 @@ def workload_line(comparison: dict) -> str | None:
             "whatever the server's config)")
 
 
-def schedule_lines(comparison: dict) -> list[str]:
+def schedule_lines(comparison: dict[str, Any]) -> list[str]:
     """A different arrival seed, said apart from the workload: bench draws one at random each run."""
     return [f"arrival schedule: {one_line(row['key'], 20)} {_setting(row['before'])} → {_setting(row['after'])} "
             "(the same workload, arriving at other moments)" for row in comparison.get("schedule_diff") or ()]
@@ -57,7 +59,7 @@ def figure_delta(delta: float | None, delta_pct: float | None, unit: str) -> str
     return f"{shown:+,.{digits}f} {shown_unit}{percent}"
 
 
-def figure_change(figure: dict) -> str:
+def figure_change(figure: dict[str, Any]) -> str:
     """The change and its interval: "-9.80 ms [-12.10 … -7.60] (-12.3 %)"."""
     unit = figure["unit"]
     change = figure_delta(figure["delta"], None, unit)
@@ -75,13 +77,13 @@ def interval_text(low: float, high: float, unit: str, with_unit: bool = True) ->
     return f"[{low:+,.{digits}f} … {high:+,.{digits}f}]" + (f" {shown_unit}" if with_unit else "")
 
 
-def verdict_text(figure: dict) -> str:
+def verdict_text(figure: dict[str, Any]) -> str:
     """What a compared figure's interval allows, in a few words: "better", "tie (±5 %)", "not enough: n=4, ~16 more"."""
     verdict, n = figure.get("verdict"), min(figure.get("n_before") or 0, figure.get("n_after") or 0)
     if figure.get("delta") is None:
         return ""
     if verdict in ("better", "worse"):
-        return verdict
+        return str(verdict)
     if verdict == "tie":
         return f"tie (±{figure.get('practical_pct', 5):g} %)"
     if figure.get("ci_low") is None and n <= 1 and figure.get("more_requests") is None:

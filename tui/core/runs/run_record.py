@@ -10,13 +10,14 @@ from __future__ import annotations
 import math
 import secrets
 from datetime import UTC, datetime
+from typing import Any
 
 from tui import __version__
 from tui.core.measure.delivery import DELIVERY_NOT_GENERATION
-from tui.core.runs.schema import MAX_FIGURE, SCHEMA
-from tui.core.runs.sent import SENT_PARAM, sent_of, sent_settings, sent_text
 from tui.core.measure.stats import summarize, summarize_with_max
 from tui.core.measure.uncertainty import by_block, draw_block_s, judge, once_a_run
+from tui.core.runs.schema import MAX_FIGURE, SCHEMA
+from tui.core.runs.sent import SENT_PARAM, sent_of, sent_settings, sent_text
 
 UI_KIND = "ui"
 """A UI session's runs: what the app sent to one server process (`tui.core.runs.sessions`)."""
@@ -55,14 +56,14 @@ HIGHER_IS_BETTER = frozenset({"tok/s", "req/s"})
 
 def new_run(
     kind: str,
-    params: dict,
-    server: dict,
-    requests: list[dict],
-    result: dict,
+    params: dict[str, Any],
+    server: dict[str, Any],
+    requests: list[dict[str, Any]],
+    result: dict[str, Any],
     started: datetime,
     finished: datetime,
-    requests_sample: dict | None = None,
-) -> dict:
+    requests_sample: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """A run record with its schema, id and phasetop's version filled in.
 
     `params` must hold only the workload flags (never the API key, never settings wholesale).
@@ -90,7 +91,7 @@ def new_run(
     return run
 
 
-def run_header(run: dict) -> dict:
+def run_header(run: dict[str, Any]) -> dict[str, Any]:
     """What a listing shows of a run: id, kind (and its name for a person), times, which server, a one-line summary."""
     server = run.get("server") or {}
     return {
@@ -104,7 +105,7 @@ def run_header(run: dict) -> dict:
     }
 
 
-def kind_name(run: dict) -> str:
+def kind_name(run: dict[str, Any]) -> str:
     """A run's kind as a listing names it: a sweep by its experiment ("sweep: concurrency"), a UI session as such."""
     kind, vary = run.get("kind"), (run.get("params") or {}).get("vary")
     if kind == UI_KIND:
@@ -114,7 +115,7 @@ def kind_name(run: dict) -> str:
     return str(kind)
 
 
-def request_figures(requests: list[dict]) -> dict[str, dict]:
+def request_figures(requests: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Mean/p50/p90/p99/n of each request figure over the requests that finished and were timed as generation
     (a request flagged `burst` timed its delivery: tui.core.measure.delivery); ITL pools every gap."""
     done = [r for r in requests if r.get("ok") and not r.get("burst")]
@@ -124,12 +125,12 @@ def request_figures(requests: list[dict]) -> dict[str, dict]:
     return out
 
 
-def draw_block_of(figures: dict[str, dict]) -> float:
+def draw_block_of(figures: dict[str, dict[str, Any]]) -> float:
     """How long a stretch of a run is one draw, from its `request_figures` (`tui.core.measure.uncertainty.draw_block_s`)."""
     return draw_block_s(figures["itl_s"]["p50"], figures["ttft_s"]["p50"])
 
 
-def request_samples(requests: list[dict], name: str, block_s: float) -> list[tuple[float, ...]]:
+def request_samples(requests: list[dict[str, Any]], name: str, block_s: float) -> list[tuple[float, ...]]:
     """A figure's independent draws (`tui.core.measure.uncertainty`) over the requests `request_figures` counts: the values
     of the requests sent within one block of `block_s` (`draw_block_of`), or the gaps of every stream that ended in
     one. A request with no send time (an older file) is a draw of its own."""
@@ -160,12 +161,12 @@ def request_samples(requests: list[dict], name: str, block_s: float) -> list[tup
     return by_block(timed, block_s) + [draw for draw in alone if draw]
 
 
-def _streams(requests: list[dict]) -> int:
+def _streams(requests: list[dict[str, Any]]) -> int:
     """The requests whose gaps `request_figures` pools."""
     return sum(1 for r in requests if r.get("ok") and not r.get("burst") and r.get("itl_s"))
 
 
-def run_from_bench_document(document: dict, name: str) -> dict:
+def run_from_bench_document(document: dict[str, Any], name: str) -> dict[str, Any]:
     """The document `bench --save FILE` writes, as a bench run named `name` (the file's stem), so `compare` takes it."""
     started_unix = _number(document.get("started_unix"))
     started = _iso(datetime.fromtimestamp(started_unix, UTC)) if started_unix is not None and 0 <= started_unix < 1e11 else None
@@ -187,7 +188,7 @@ def is_bench_document(document: object) -> bool:
     return isinstance(document, dict) and "schema" not in document and BENCH_DOCUMENT_KEYS <= document.keys()
 
 
-def compare_runs(a: dict, b: dict) -> dict:
+def compare_runs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     """Run `a` (before) and run `b` (after) side by side: figures with deltas, what config and workload changed
     (`workload_differs`: each difference of kind or workload, in words; a figure then differs for that too)."""
     requests_a, requests_b = a.get("requests") or [], b.get("requests") or []
@@ -205,7 +206,8 @@ def compare_runs(a: dict, b: dict) -> dict:
         figures += result_figure_rows(a, b, BENCH_FIGURES, "value")
     server_a, server_b = a.get("server") or {}, b.get("server") or {}
     start_a, start_b = server_a.get("process_start_time"), server_b.get("process_start_time")
-    params_diff = _diff(*_workloads(a.get("params") or {}, b.get("params") or {}), "params")
+    workload_a, workload_b = _workloads(a.get("params") or {}, b.get("params") or {})
+    params_diff = _diff(workload_a, workload_b, "params")
     return {
         "before": run_header(a),
         "after": run_header(b),
@@ -214,14 +216,14 @@ def compare_runs(a: dict, b: dict) -> dict:
         "params_diff": params_diff,
         "workload_differs": ([f"kind {a.get('kind')} → {b.get('kind')}"] * (a.get("kind") != b.get("kind"))
                              + [f"{row['key']} {_shown(row['before'])} → {_shown(row['after'])}" for row in params_diff]),
-        "schedule_diff": _diff(*(_schedule(run.get("params") or {}) for run in (a, b)), "params"),
+        "schedule_diff": _diff(_schedule(a.get("params") or {}), _schedule(b.get("params") or {}), "params"),
         "restarted": None if start_a is None or start_b is None else start_a != start_b,
         "bursts_excluded": {side: sum(1 for r in run.get("requests") or [] if r.get("ok") and r.get("burst"))
                             for side, run in (("before", a), ("after", b))},
     }
 
 
-def result_figure_rows(a: dict, b: dict, names: tuple[tuple[str, str, str], ...], stat: str) -> list[dict]:
+def result_figure_rows(a: dict[str, Any], b: dict[str, Any], names: tuple[tuple[str, str, str], ...], stat: str) -> list[dict[str, Any]]:
     """Rows for figures the runs' `result` documents hold (name, label, unit), where either run has one."""
     result_a, result_b = a.get("result") or {}, b.get("result") or {}
     rows = []
@@ -232,15 +234,15 @@ def result_figure_rows(a: dict, b: dict, names: tuple[tuple[str, str, str], ...]
     return rows
 
 
-def config_diff(server_a: dict, server_b: dict) -> list[dict]:
+def config_diff(server_a: dict[str, Any], server_b: dict[str, Any]) -> list[dict[str, Any]]:
     """What changed in the server: model, context length, version, engine config, simulator flags and, for a
     server on this host, its command line's flags (vLLM's scheduler settings are in no metric).
 
     A key that changed the same way in two sources (the simulator's flags and vLLM's cache config
     both carry `enable_prefix_caching`) is listed once.
     """
-    rows: list[dict] = []
-    seen: set[tuple] = set()
+    rows: list[dict[str, Any]] = []
+    seen: set[tuple[str, Any, Any]] = set()
     identity_a = {k: server_a.get(k) for k in ("model", "max_model_len", "version")}
     identity_b = {k: server_b.get(k) for k in ("model", "max_model_len", "version")}
     for source, x, y in (
@@ -259,21 +261,21 @@ def config_diff(server_a: dict, server_b: dict) -> list[dict]:
     return rows
 
 
-def _workloads(a: dict, b: dict) -> tuple[dict, dict]:
+def _workloads(a: dict[str, Any], b: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """Two runs' workload settings, diffed key by key: their flags, and what a UI session sent (`tui.core.runs.sent`)."""
     sent_a, sent_b = sent_settings(sent_of(a), sent_of(b))
     return {**_workload(a), **sent_a}, {**_workload(b), **sent_b}
 
 
-def _workload(params: dict) -> dict:
+def _workload(params: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in params.items() if key not in (*SCHEDULE_PARAMS, *NOT_WORKLOAD_PARAMS, SENT_PARAM)}
 
 
-def _schedule(params: dict) -> dict:
+def _schedule(params: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in params.items() if key in SCHEDULE_PARAMS}
 
 
-def _diff(x: dict, y: dict, source: str) -> list[dict]:
+def _diff(x: dict[str, Any], y: dict[str, Any], source: str) -> list[dict[str, Any]]:
     """Keys whose values differ, compared as text ("512" and 512 are the same setting)."""
     rows = []
     for key in sorted(set(x) | set(y)):
@@ -283,7 +285,7 @@ def _diff(x: dict, y: dict, source: str) -> list[dict]:
     return rows
 
 
-def _figure_row(name: str, stat: str, label: str, unit: str, before: float | None, after: float | None) -> dict:
+def _figure_row(name: str, stat: str, label: str, unit: str, before: float | None, after: float | None) -> dict[str, Any]:
     delta = after - before if before is not None and after is not None else None
     return {
         "figure": name,
@@ -297,7 +299,7 @@ def _figure_row(name: str, stat: str, label: str, unit: str, before: float | Non
     }
 
 
-def _summary_line(run: dict) -> str:
+def _summary_line(run: dict[str, Any]) -> str:
     """"3 requests, TTFT p50 12.3 ms, ITL p50 4.8 ms, decode 208 tok/s", plus what a UI session sent ("3 requests
     sent as short 200 ×3, TTFT …") and a sweep's finding."""
     requests = run.get("requests") or []

@@ -192,7 +192,7 @@ _OURS = ("figure", "figure_range", "burst", "run_id")
 """Error types raised here, whose message already reads on from the field's name."""
 
 
-def _where(loc: tuple) -> str:
+def _where(loc: tuple[str | int, ...]) -> str:
     """("requests", 0, "ttft_s") as "requests[0].ttft_s"."""
     text = ""
     for part in loc:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from tui.core.measure.sends import Send
 
@@ -35,9 +36,9 @@ class SentBatch:
         return cls(send.label, send.concurrency, send.prompt_tokens, send.max_tokens, sent_unix)
 
 
-def tally(batches: Iterable[SentBatch]) -> dict[str, dict]:
+def tally(batches: Iterable[SentBatch]) -> dict[str, dict[str, Any]]:
     """Each label once, in the order first sent: how many sends and the sizes of its first."""
-    sent: dict[str, dict] = {}
+    sent: dict[str, dict[str, Any]] = {}
     for batch in batches:
         entry = sent.setdefault(batch.label, {"sends": 0, "concurrency": batch.concurrency,
                                               "prompt_tokens": batch.prompt_tokens, "max_tokens": batch.max_tokens})
@@ -45,18 +46,18 @@ def tally(batches: Iterable[SentBatch]) -> dict[str, dict]:
     return sent
 
 
-def sent_of(params: dict) -> dict | None:
+def sent_of(params: dict[str, Any]) -> dict[str, Any] | None:
     """A run's tally, or None where it kept none (not a UI session, or one an older phasetop saved)."""
     sent = params.get(SENT_PARAM)
     return sent if isinstance(sent, dict) else None
 
 
-def sent_text(sent: dict) -> str:
+def sent_text(sent: dict[str, Any]) -> str:
     """"short 200 ×3 + 8 at once ×1 + typed ×2"; "nothing" for a session that sent nothing."""
     return " + ".join(f"{label} ×{entry.get('sends')}" for label, entry in sent.items()) or "nothing"
 
 
-def sent_settings(before: dict | None, after: dict | None) -> tuple[dict, dict]:
+def sent_settings(before: dict[str, Any] | None, after: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
     """Two tallies as settings compare's workload diff takes key by key: "<label> sends" on both sides (0 where one
     never sent it: "short 200 sends 3 → 0") and, for a label both sent, its sizes ("8 at once concurrency 8 → 16").
     One side without a tally: "sent", the other side's sends in words."""
@@ -72,9 +73,9 @@ def sent_settings(before: dict | None, after: dict | None) -> tuple[dict, dict]:
     return x, y
 
 
-def _in_words(sent: dict | None) -> dict:
+def _in_words(sent: dict[str, Any] | None) -> dict[str, Any]:
     return {} if sent is None else {SENT_PARAM: sent_text(sent)}
 
 
-def _sends(entry: dict | None) -> int:
+def _sends(entry: dict[str, Any] | None) -> int:
     return 0 if entry is None else entry.get("sends") or 0

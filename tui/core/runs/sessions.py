@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from tui.core.measure.aggregates import Distribution, RequestFigures, sample_note
 from tui.core.measure.records import RequestTiming
@@ -39,7 +40,7 @@ class Session:
     number: int
     started: datetime
     url: str
-    identity: dict | None = None
+    identity: dict[str, Any] | None = None
     """`server_identity()`'s object, once read; None until then."""
     sends: list[SentBatch] = field(default_factory=list)
     """Every send of the session, in order (a key press each, so few): its workload. Add them with `add_send`."""
@@ -62,7 +63,7 @@ class Session:
     """Why this session began (the scraper's restart reasons); empty for the first."""
     run_id: str | None = None
     """The saved run's id, fixed at the first save so later saves replace the same file."""
-    sweeps: dict[str, list[dict]] = field(default_factory=dict)
+    sweeps: dict[str, list[dict[str, Any]]] = field(default_factory=dict[str, Any])
     """The rows of the last run of each experiment on this server, by its `--vary` name (the roofline traces some)."""
 
     def add_send(self, send: Send, sent_unix: float) -> None:
@@ -119,7 +120,7 @@ class SessionLog:
         """The session a request sent at `t_sent_unix` belongs to (one sent before a restart may end after it)."""
         return next((s for s in reversed(self.sessions) if s.started.timestamp() <= t_sent_unix), None)
 
-    def identified(self, number: int, identity: dict) -> bool:
+    def identified(self, number: int, identity: dict[str, Any]) -> bool:
         """Give session `number` its identity; True when it is the current one."""
         for session in self.sessions:
             if session.number == number:
@@ -127,7 +128,7 @@ class SessionLog:
         return bool(self.sessions) and number == self.sessions[-1].number
 
 
-def session_run(session: Session, finished: datetime, since_unix: float | None = None) -> dict:
+def session_run(session: Session, finished: datetime, since_unix: float | None = None) -> dict[str, Any]:
     """The session as a run record; keeps `session.run_id` once one was given, so saves overwrite one file.
 
     With `since_unix`, only what was sent from then on (a workload run again after a restart): its sends and their
@@ -150,7 +151,7 @@ def session_run(session: Session, finished: datetime, since_unix: float | None =
     return run
 
 
-def session_result(session: Session) -> dict:
+def session_result(session: Session) -> dict[str, Any]:
     """The run's `result`: probe's summary, the metrics seen, and bandwidth while busy."""
     summary = session.figures.summary()
     decode_p50 = summary["decode_tok_s"]["p50"]
@@ -174,14 +175,14 @@ def session_result(session: Session) -> dict:
     }
 
 
-def compare_sessions(before: dict, after: dict) -> dict:
+def compare_sessions(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     """`compare_runs`, plus bandwidth rows where either run has them (sessions saved by the UI do)."""
     comparison = compare_runs(before, after)
     comparison["figures"] += result_figure_rows(before, after, BANDWIDTH_FIGURES, "mean")
     return comparison
 
 
-def read_as_ui_session(run: dict) -> dict:
+def read_as_ui_session(run: dict[str, Any]) -> dict[str, Any]:
     """A UI session an older phasetop saved (kind "probe", `params.source` "ui session") as kind "ui"; its sends
     were not kept, so compare says so against one that kept them. Any other run as it is."""
     if run.get("kind") == "probe" and (run.get("params") or {}).get("source") == SESSION_SOURCE:

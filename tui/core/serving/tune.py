@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from tui.core.measure.uncertainty import BETTER, TIE, Clusters, Judged, judge
 from tui.core.runs.run_record import draw_block_of, request_figures, request_samples
-from tui.core.measure.uncertainty import BETTER, TIE, Judged, judge
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,7 +23,7 @@ class Objective:
     lower_is_better: bool
     label: str
 
-    def value(self, figures: dict | None) -> float | None:
+    def value(self, figures: dict[str, Any] | None) -> float | None:
         if not figures:
             return None
         figure = figures.get(self.key)
@@ -41,7 +42,7 @@ OBJECTIVES = {o.name: o for o in (
 )}
 
 
-def best(figures: Sequence[dict | None], objective: Objective) -> int | None:
+def best(figures: Sequence[dict[str, Any] | None], objective: Objective) -> int | None:
     """The index of the best setting by `objective` among those measured (a failed start has no figures);
     the first of equals; None when none has the figure."""
     ranked = ranking(figures, objective)
@@ -68,7 +69,7 @@ class Standing:
         return self.separated or (self.judged is not None and self.judged.verdict == TIE)
 
 
-def standing(figures: Sequence[dict | None], requests: Sequence[list[dict]], round_values: Sequence[Sequence[float]],
+def standing(figures: Sequence[dict[str, Any] | None], requests: Sequence[list[dict[str, Any]]], round_values: Sequence[Sequence[float]],
              objective: Objective) -> Standing:
     """The leader and runner-up by `objective` over each setting's figures, and the lead judged over their draws: the
     requests' (blocks of time, `tui.core.runs.run_record.request_samples`) for a distribution figure, the rounds' for a figure a
@@ -80,19 +81,23 @@ def standing(figures: Sequence[dict | None], requests: Sequence[list[dict]], rou
         return Standing(ranked[0], None, None)
     leader, runner_up = ranked[:2]
     if objective.quantile is None:
-        samples = [[(value,) for value in round_values[i]] for i in (runner_up, leader)]
+        samples: list[Clusters] = [[(value,) for value in round_values[i]] for i in (runner_up, leader)]
         stat = "mean"
     else:
         samples = [request_samples(requests[i], objective.key, draw_block_of(request_figures(requests[i])))
                    for i in (runner_up, leader)]
         stat = objective.quantile
     values = [objective.value(figures[i]) for i in (runner_up, leader)]
-    counts = tuple(sum(1 for r in requests[i] if r.get("ok")) for i in (runner_up, leader)) if objective.quantile else None
-    return Standing(leader, runner_up, judge(*samples, stat, *values, higher_is_better=not objective.lower_is_better,
-                                             requests=counts))
+    counts = (_ok_count(requests[runner_up]), _ok_count(requests[leader])) if objective.quantile else None
+    return Standing(leader, runner_up, judge(samples[0], samples[1], stat, values[0], values[1],
+                                             higher_is_better=not objective.lower_is_better, requests=counts))
 
 
-def ranking(figures: Sequence[dict | None], objective: Objective) -> list[int]:
+def _ok_count(requests: list[dict[str, Any]]) -> int:
+    return sum(1 for r in requests if r.get("ok"))
+
+
+def ranking(figures: Sequence[dict[str, Any] | None], objective: Objective) -> list[int]:
     """The measured settings' indexes, best first (the first of equals first)."""
     scored = [(value, i) for i, f in enumerate(figures) if (value := objective.value(f)) is not None]
     if objective.lower_is_better:

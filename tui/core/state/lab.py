@@ -10,13 +10,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Any
 
-from tui.core.state.effects import Notify
 from tui.core.experiments.plans import EXPERIMENT_NAMES, OWN_SIMULATORS, Plan, make_plan
-from tui.core.measure.load_steps import LOAD_CONCURRENCIES, LOAD_RATES, LoadProgress, step
+from tui.core.measure.load_steps import (
+    LOAD_CONCURRENCIES,
+    LOAD_RATES,
+    LoadProgress,
+    step,
+)
 from tui.core.measure.records import RequestTiming
 from tui.core.measure.sends import Send
 from tui.core.runs.sessions import Session, SessionLog, compare_sessions, session_run
+from tui.core.state.effects import Notify
 from tui.core.telemetry.readings import GpuSample, MetricsSnapshot
 
 SAVE_DELAY_S = 10.0
@@ -30,6 +36,7 @@ LOAD_MAX_TOKENS = 64
 LOAD_BACKLOG = 256
 """Arrivals waiting for a slot past this many pause the schedule: an endless load must not pile up without bound."""
 NOT_KNOWN_YET = "the server is not known yet: wait for the header to say it is up"
+DIAL_OFF = "the load dial is off: press l to start it, then + - ] [ turn it"
 
 SESSION = "session"
 """What a UI session's own save is called ("session 2"): it saves on a timer, quietly; every save a person asked for
@@ -61,7 +68,7 @@ class DialState:
 class SaveRun:
     """Write `run` to the runs dir (`what` names it in a note if that fails)."""
 
-    run: dict
+    run: dict[str, Any]
     what: str
 
 
@@ -107,7 +114,7 @@ class TurnLoad:
 
 @dataclass(frozen=True, slots=True)
 class OpenComparison:
-    comparison: dict
+    comparison: dict[str, Any]
     title: str
 
 
@@ -147,7 +154,7 @@ class Lab:
     def why_disabled(self, action: str) -> str | None:
         """Why a lab key cannot act now (its binding is shown disabled, and pressing it says this), or None."""
         if action in ("turn_rate", "turn_concurrency") and not self.load_running:
-            return "the load dial is off: press l to start it, then + - ] [ turn it"
+            return DIAL_OFF
         if action == "compare_before" and not self.sessions.has_before:
             return "nothing to compare with yet: b compares with the session before the server restarted"
         return None
@@ -181,7 +188,7 @@ class Lab:
         if self.sessions.current and decode_ceiling_tok_s is not None:
             self.sessions.current.decode_ceiling_tok_s = decode_ceiling_tok_s
 
-    def experiment_ran(self, run: dict) -> None:
+    def experiment_ran(self, run: dict[str, Any]) -> None:
         """An experiment's run finished: on the current server (not phasetop's own simulators), its rows are that
         session's last sweep of it; a sweep of the server before a restart is not the new one's."""
         vary = run["params"]["vary"]
@@ -208,7 +215,7 @@ class Lab:
             return [SaveSoon(SAVE_DELAY_S)]
         return []
 
-    def identified(self, number: int, identity: dict, info: object, max_model_len: int | None) -> bool:
+    def identified(self, number: int, identity: dict[str, Any], info: object, max_model_len: int | None) -> bool:
         """Session `number`'s server was read; True when it is the current session's (the screen then knows it)."""
         if not self.sessions.identified(number, identity):
             return False
@@ -223,7 +230,8 @@ class Lab:
     def save_due(self, now: datetime) -> list[LabEffect]:
         """The save timer fired: the current session is written."""
         self._save_pending = False
-        return [self._save(self.sessions.current, now)]
+        current = self.sessions.current
+        return [self._save(current, now)] if current is not None else []
 
     def closing(self, now: datetime) -> list[SaveRun]:
         """The screen closes: a session's last requests waiting on the save timer are written now (the screen
@@ -231,12 +239,13 @@ class Lab:
         if not self._save_pending:
             return []
         self._save_pending = False
-        return [self._save(self.sessions.current, now)]
+        current = self.sessions.current
+        return [self._save(current, now)] if current is not None else []
 
     # ---- the load dial --------------------------------------------------------------------------
 
     def toggle_load(self) -> list[LabEffect]:
-        if self.load_running:
+        if self.dial is not None and self.dial.running:
             self.dial = replace(self.dial, note="stopping: requests in flight finish…")
             return [StopLoad()]
         if self.server_info is None:
@@ -247,26 +256,31 @@ class Lab:
         return [StartLoad(rate, concurrency)]
 
     def turn_rate(self, factor: float) -> list[LabEffect]:
+        if self.dial is None or not self.dial.running:
+            return [Notify(DIAL_OFF, "", "warning")]
         self.dial = replace(self.dial, rate=step(LOAD_RATES, self.dial.rate, factor))
         return [TurnLoad(self.dial.rate, self.dial.concurrency)]
 
     def turn_concurrency(self, factor: float) -> list[LabEffect]:
+        if self.dial is None or not self.dial.running:
+            return [Notify(DIAL_OFF, "", "warning")]
         self.dial = replace(self.dial, concurrency=int(step(LOAD_CONCURRENCIES, self.dial.concurrency, factor)))
         return [TurnLoad(self.dial.rate, self.dial.concurrency)]
 
     def load_progressed(self, progress: LoadProgress, ttft_p50_s: float | None, itl_p50_s: float | None,
                         bursts: int) -> None:
-        if self.load_running:
+        if self.dial is not None and self.dial.running:
             self.dial = replace(self.dial, progress=progress, ttft_p50_s=ttft_p50_s, itl_p50_s=itl_p50_s, bursts=bursts)
 
-    def load_stopped(self, figures: dict | None, error: str | None) -> list[LabEffect]:
+    def load_stopped(self, figures: dict[str, Any] | None, error: str | None) -> list[LabEffect]:
         if figures is not None:
             note = f"stopped: {figures['completed']} done at {figures['request_throughput'] or 0:.2f} req/s overall"
         else:
             note = "could not run"
         if error:
             note += f": {error}"
-        self.dial = replace(self.dial, running=False, note=note)
+        if self.dial is not None:
+            self.dial = replace(self.dial, running=False, note=note)
         return [Notify(error, "load", "error")] if error else []
 
     # ---- keys -----------------------------------------------------------------------------------
@@ -305,7 +319,7 @@ class Lab:
         effects: list[LabEffect] = [DropSave()] if self._save_pending else []
         self._save_pending = False
         session = self.sessions.current
-        if session.requests and self.saving:
+        if session is not None and session.requests and self.saving:
             effects.append(self._save(session, now))
         return effects
 

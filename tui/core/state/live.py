@@ -13,16 +13,22 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from tui.core.hardware.server_ceiling import ServerCeiling, ceiling_for
 from tui.core.measure.chunk_tokens import compact, joined
 from tui.core.measure.delivery import burst_reason, flag_bursts
-from tui.core.view.diagnosis import LiveFigures, diagnose
 from tui.core.measure.gaps import SERVER, worst_gap
-from tui.core.view.lane_figures import NEWEST, after_send, diagnosis_text, moved, selected_index
 from tui.core.measure.records import RequestTiming
-from tui.core.hardware.server_ceiling import ServerCeiling, ceiling_for
 from tui.core.state.server_state import ServerState
 from tui.core.telemetry.readings import GpuReading, MetricsSnapshot
 from tui.core.untrusted import one_line
+from tui.core.view.diagnosis import LiveFigures, diagnose
+from tui.core.view.lane_figures import (
+    NEWEST,
+    after_send,
+    diagnosis_text,
+    moved,
+    selected_index,
+)
 from tui.core.view.timeline import KEEP_LANES, Lane, LaneJudge, batches, keep_count
 
 KEEP_REQUESTS = 40
@@ -392,8 +398,9 @@ class LiveSession:
         the timeline shows it)."""
         lane = index - (len(self._timings) - len(self._lanes))
         worst = worst_gap(self._lanes[lane].gaps) if 0 <= lane < len(self._lanes) else None
-        held = worst is not None and worst.cause == SERVER and worst.why.startswith("the prefill of")
-        return (worst.length_s, worst.why) if held else None
+        if worst is None or worst.cause != SERVER or not worst.why.startswith("the prefill of"):
+            return None
+        return worst.length_s, worst.why
 
     def _figures(self, selected: RequestTiming, stall: tuple[float, str] | None) -> LiveFigures:
         latest = selected if selected.ok and not selected.burst else None

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from tui.core.state.effects import Notify
 from tui.core.experiments.plans import EXPERIMENT_NAMES, OWN_SIMULATORS
-from tui.core.serving.serve_command import ServeCommand, changed_flags
 from tui.core.measure.sends import Send
+from tui.core.serving.serve_command import ServeCommand, changed_flags
+from tui.core.state.effects import Notify
 from tui.core.untrusted import one_line
 
 WORKLOAD_GAP_S = 5.0
@@ -115,8 +116,8 @@ class ReopenEditor:
 class CompareRuns:
     """Open before → after over two runs of one experiment."""
 
-    before: dict
-    after: dict
+    before: dict[str, Any]
+    after: dict[str, Any]
     title: str
 
 
@@ -140,7 +141,7 @@ class TuningLoop:
     probe: Workload
     workload: list[tuple[float, Send]] = field(default_factory=list)
     """The latest sends, each with its time after the first of them: what a flag change sends again."""
-    experiment: dict | None = None
+    experiment: dict[str, Any] | None = None
     """The last experiment's run (on this server): what an experiment rerun compares with."""
     _workload_started: float = 0.0
     _last_sent: float = 0.0
@@ -159,7 +160,7 @@ class TuningLoop:
     _unsent: int = 0
     """Sends of the workload playing not made yet."""
     _then: _Then | None = None
-    _experiment_before: dict | None = None
+    _experiment_before: dict[str, Any] | None = None
     """Set while an experiment reruns after a restart: its run from before."""
 
     # ---- what the editor offers ------------------------------------------------------------------
@@ -260,7 +261,7 @@ class TuningLoop:
             return self._begin_restart(then.restart, server)
         return [CompareBefore(then.since_unix)] if then.compare else []
 
-    def experiment_ran(self, run: dict) -> list[Effect]:
+    def experiment_ran(self, run: dict[str, Any]) -> list[Effect]:
         """An experiment ended with rows: after a restart's rerun, before → after over it; else it is the last."""
         before, self._experiment_before = self._experiment_before, None
         if run["params"]["vary"] in OWN_SIMULATORS:

@@ -9,11 +9,17 @@ SGLang's `dp_rank`, `is_streaming`), except that fractions are averaged.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from tui.core.telemetry.readings import Histogram, ServerReading
-from tui.core.telemetry.speculation import ACCEPTED, DRAFT_TOKENS, DRAFTS, position_counter
+from tui.core.telemetry.speculation import (
+    ACCEPTED,
+    DRAFT_TOKENS,
+    DRAFTS,
+    position_counter,
+)
 
 GAUGES: dict[str, tuple[str, ...]] = {
     "running": (
@@ -203,14 +209,14 @@ def read_wanted(text: str, t_mono: float, t_unix: float, extra_config: dict[str,
             source_names[field_name] = found[0]
     for table, out in ((LABELLED_GAUGES, gauges), (LABELLED_COUNTERS, counters)):
         for field_name, (raw, label, value) in table.items():
-            rows = [v for labels, v in samples.get(_base(raw), []) if labels.get(label) == value]
-            if rows:
-                out[field_name] = sum(rows)
+            matched = [v for labels, v in samples.get(_base(raw), []) if labels.get(label) == value]
+            if matched:
+                out[field_name] = sum(matched)
                 source_names[field_name] = f'{raw}{{{label}="{value}"}}'
-    for labels, value in samples.get(_base(ACCEPTED_PER_POSITION), []):
+    for labels, accepted in samples.get(_base(ACCEPTED_PER_POSITION), []):
         if (position := labels.get("position", "")).isdigit():
             name = position_counter(position)
-            counters[name] = counters.get(name, 0.0) + value
+            counters[name] = counters.get(name, 0.0) + accepted
             source_names[name] = f'{ACCEPTED_PER_POSITION}{{position="{position}"}}'
     if (size := _kv_cache_size_tokens(samples)) is not None:
         gauges["kv_cache_size_tokens"] = size
@@ -286,7 +292,7 @@ def _kv_cache_size_tokens(samples: Samples) -> float | None:
     return sum(per_engine.values()) if per_engine else None
 
 
-def _engine(raw_names) -> str | None:
+def _engine(raw_names: Iterable[str]) -> str | None:
     for raw in raw_names:
         for prefix, engine in ENGINE_PREFIXES:
             if raw.startswith(prefix):

@@ -17,7 +17,11 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
+from opentelemetry.proto.common.v1.common_pb2 import (
+    AnyValue,
+    InstrumentationScope,
+    KeyValue,
+)
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
@@ -41,8 +45,6 @@ SERVICE_NAME = "service.name"
 HOST_NAME = "host.name"
 SIM_SCOPE = "phasetop.sim"
 
-LATENCIES = (("queue_s", QUEUE), ("prefill_s", PREFILL), ("decode_s", DECODE), ("ttft_s", TTFT), ("e2e_s", E2E))
-COUNTS = (("prompt_tokens", PROMPT_TOKENS), ("completion_tokens", COMPLETION_TOKENS))
 NS_PER_S = 1e9
 
 
@@ -108,11 +110,14 @@ def read_request_span(span: Span, service: str | None = None, host: str | None =
     if not start_ns or end_ns < start_ns:
         raise Unreadable(f"{REQUEST_SPAN} span with start {start_ns} ns and end {end_ns} ns")
     attributes = _attributes(span.attributes)
-    figures = {name: _seconds(attributes, key) for name, key in LATENCIES}
-    counts = {name: _count(attributes, key) for name, key in COUNTS}
     kv = _seconds(attributes, KV_TRANSFER) if KV_TRANSFER in attributes else None
     return ServedRequest(request_id=_text(attributes.get(REQUEST_ID)), start_unix=start_ns / NS_PER_S,
-                         end_unix=end_ns / NS_PER_S, **figures, **counts, service=service, host=host, kv_transfer_s=kv)
+                         end_unix=end_ns / NS_PER_S, queue_s=_seconds(attributes, QUEUE),
+                         prefill_s=_seconds(attributes, PREFILL), decode_s=_seconds(attributes, DECODE),
+                         ttft_s=_seconds(attributes, TTFT), e2e_s=_seconds(attributes, E2E),
+                         prompt_tokens=_count(attributes, PROMPT_TOKENS),
+                         completion_tokens=_count(attributes, COMPLETION_TOKENS),
+                         service=service, host=host, kv_transfer_s=kv)
 
 
 def _attributes(pairs: Iterable[KeyValue]) -> dict[str, AnyValue]:

@@ -7,7 +7,9 @@ quantiles over the window between two readings.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from tui.core.telemetry.speculation import Speculation
 
@@ -70,7 +72,7 @@ class HistogramQuantiles:
     edges: dict[str, str] = field(default_factory=dict)
     """Quantile name ("p50") → "first" or "last", only for flagged quantiles."""
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         out["edges"] = dict(self.edges)
         return out
@@ -94,7 +96,7 @@ class Restart:
             if self.old_config.get(k) != self.new_config.get(k)
         }
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "reasons": list(self.reasons),
             "old_config": dict(self.old_config),
@@ -162,7 +164,7 @@ class MetricsSnapshot:
         waiting = self.waiting_capacity if self.waiting_capacity is not None else self.waiting
         return bool(waiting and self.kv_cache_usage is not None and self.kv_cache_usage >= SATURATED_KV_USAGE)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "t_unix": self.t_unix,
             "engine": self.engine,
@@ -258,8 +260,20 @@ class GpuReading:
     reason: str | None = None
     """Why some figures are missing: NVML errors, one line."""
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def serving_devices(devices: Sequence[GpuReading]) -> list[GpuReading]:
+    """The devices the server's process holds memory on; the first one where that is not known (a server
+    elsewhere, or NVML not naming processes). Empty for no devices."""
+    return [d for d in devices if d.server_mem_bytes] or list(devices[:1])
+
+
+def measured_dram_gbs(serving: Sequence[GpuReading]) -> float | None:
+    """GPM's DRAM GB/s summed over `serving`; None where one of them has no GPM reading (busy time is not GB/s)."""
+    known = [d.mem_bw_gbs for d in serving if d.mem_bw_source == "gpm" and d.mem_bw_gbs is not None]
+    return sum(known) if serving and len(known) == len(serving) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,7 +287,7 @@ class ProcessSample:
     rss_bytes: int
     num_threads: int
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -291,7 +305,7 @@ class HostSample:
     process_reason: str | None = None
     """Why `process` is None: no port given, nothing listening, not ours to read."""
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         out["process"] = self.process.to_json() if self.process else None
         return out
@@ -305,5 +319,5 @@ class GpuSample:
     devices: tuple[GpuReading, ...] = ()
     reason: str | None = None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"t_unix": self.t_unix, "devices": [d.to_json() for d in self.devices], "reason": self.reason}

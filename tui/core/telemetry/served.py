@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Collection, Iterable
 from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 from tui.core.measure.stats import summarize
 
@@ -51,7 +52,7 @@ class ServedRequest:
         """What `e2e_s` holds outside queue, prefill and decode (vLLM's API server: tokenizing, detokenizing)."""
         return self.e2e_s - (self.queue_s + self.prefill_s + self.decode_s)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "unaccounted_s": self.unaccounted_s}
 
 
@@ -69,7 +70,7 @@ class ServerSpan:
     def duration_s(self) -> float:
         return self.end_unix - self.start_unix
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "duration_s": self.duration_s}
 
 
@@ -124,7 +125,7 @@ class Tally:
         """A copy that shares nothing (the counts by reason too): safe to hand to another thread."""
         return replace(self, refused_spans=dict(self.refused_spans))
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """The counters (the refused spans by reason are `refused_json`'s)."""
         counts = asdict(self)
         del counts["refused_spans"]
@@ -169,7 +170,7 @@ def screened(records: Iterable[ServedRequest], received_unix: float) -> tuple[li
     return kept, refused
 
 
-def refused_json(tally: Tally) -> dict:
+def refused_json(tally: Tally) -> dict[str, Any]:
     """`phasetop traces --json`'s `refused`: how many request spans were refused, and how many for each reason."""
     return {"spans": sum(tally.refused_spans.values()),
             "by_reason": {reason: tally.refused_spans.get(reason, 0) for reason in REFUSALS}}
@@ -255,7 +256,7 @@ def senders(records: Iterable[ServedRequest]) -> list[str]:
     return sorted({f"{r.service or '?'}@{r.host or '?'}" for r in records})
 
 
-def served_summary(records: Collection[ServedRequest]) -> dict:
+def served_summary(records: Collection[ServedRequest]) -> dict[str, Any]:
     """Mean/p50/p90/p99/n of each phase over the records, their token totals and who sent them."""
     return {
         "requests": len(records),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,7 +25,7 @@ class SlotState:
     n_decoded: int | None = None
     """Tokens generated so far for its current (or last) request."""
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -35,7 +36,7 @@ def read_slots(body: object) -> list[SlotState] | None:
     return [_slot(s) for s in body]
 
 
-def _slot(raw: dict) -> SlotState:
+def _slot(raw: dict[str, Any]) -> SlotState:
     next_token = raw.get("next_token")
     # A list of one dict per sequence in current builds, a dict in older ones.
     first = next_token[0] if isinstance(next_token, list) and next_token else next_token

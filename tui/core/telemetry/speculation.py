@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 DRAFTS = "spec_drafts_total"
 DRAFT_TOKENS = "spec_draft_tokens_total"
@@ -69,7 +70,7 @@ class Speculation:
     def line(self) -> str:
         return ", ".join(self.parts())
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"drafts": self.drafts, "draft_tokens": self.draft_tokens, "accepted_tokens": self.accepted,
                 "accepted_per_position": list(self.accepted_per_position), "over": self.over,
                 "acceptance_rate": self.acceptance_rate, "mean_accepted_length": self.mean_accepted_length,

@@ -79,7 +79,7 @@ def tokens_per_cell(lanes: Sequence[tuple[Sequence[float], Sequence[int] | None]
                     cells: int) -> float:
     """The view's typical count of tokens in a cell a lane decodes through (the median over such cells, at least 1);
     `lanes` are each lane's arrivals on the axis and the tokens each carried (None: one each)."""
-    counts = []
+    counts: list[int] = []
     for ticks, tokens in lanes:
         per = token_counts(ticks, tokens, x_min, cell_s, cells)
         if per:  # a lane's first and last cells are partial

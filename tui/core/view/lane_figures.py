@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tui.core.measure.delivery import DELIVERY_NOT_GENERATION
-from tui.core.view.diagnosis import Finding
 from tui.core.measure.gaps import Gap, worst_gap
 from tui.core.measure.reconcile import reconcile
 from tui.core.measure.records import RequestTiming
 from tui.core.measure.stats import summarize
+from tui.core.view.diagnosis import Finding
 
 NEWEST = 0
 """The default selection: the newest request."""
@@ -54,7 +54,7 @@ def ttft_parts(timing: RequestTiming) -> str | None:
     both = reconcile(timing)
     if both is None or both.client_ttft_s is None:
         return None
-    if both.network_s is not None:
+    if both.network_s is not None and both.server_queue_s is not None and both.server_prompt_s is not None:
         return (f"TTFT = network {_ms(both.network_s)} + queue {_ms(both.server_queue_s)} "
                 f"+ prefill and first step {_ms(both.server_prompt_s)} ms (the server's clock)")
     if both.server_prompt_s is not None and both.ttft_gap_s is not None:

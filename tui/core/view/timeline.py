@@ -9,8 +9,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 
 from tui.core.measure.gaps import Gap, attribute, typical_gap_s
-from tui.core.view.lane_cells import Cell, lane_cells, tokens_per_cell
 from tui.core.measure.records import RequestTiming, same_requests
+from tui.core.view.lane_cells import Cell, lane_cells, tokens_per_cell
 
 
 @dataclass(frozen=True, slots=True)

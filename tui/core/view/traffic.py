@@ -17,15 +17,24 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from math import ceil, floor
 from statistics import median
+from typing import Any
 
 from tui.core.fleet.text import seconds
 from tui.core.measure.records import RequestTiming
-from tui.core.runs.run_record import new_run
-from tui.core.telemetry.served import ServedRequest, ServerSpan, Tally, TraceWindow, senders, sent_id, served_summary
 from tui.core.measure.stats import summarize
+from tui.core.runs.run_record import new_run
 from tui.core.telemetry.readings import HistogramQuantiles
-from tui.core.view.timeline import ALIGNED, WALL_CLOCK
+from tui.core.telemetry.served import (
+    ServedRequest,
+    ServerSpan,
+    Tally,
+    TraceWindow,
+    senders,
+    sent_id,
+    served_summary,
+)
 from tui.core.untrusted import one_line
+from tui.core.view.timeline import ALIGNED, WALL_CLOCK
 
 OUTSIDE, QUEUE, PREFILL, DECODE, EMPTY = "outside", "queue", "prefill", "decode", "empty"
 PAINT_ORDER = (OUTSIDE, QUEUE, DECODE, PREFILL)
@@ -189,9 +198,12 @@ def own_line(records: Sequence[ServedRequest], pairs: Sequence[tuple[ServedReque
     """How many of the requests served were phasetop's, and what the client's TTFT holds over the server's."""
     if not pairs:
         return f"yours: none of the {len(records):,} served (phasetop's sends are matched by their completion id)"
-    over = summarize(t.ttft_s - r.ttft_s for r, t in pairs)
-    return (f"yours: {len(pairs):,} of {len(records):,} served · client TTFT − server TTFT (the network and the "
-            f"client): p50 {seconds(over.p50)}, max {seconds(max(t.ttft_s - r.ttft_s for r, t in pairs))}")
+    overs = [t.ttft_s - r.ttft_s for r, t in pairs if t.ttft_s is not None]
+    yours = f"yours: {len(pairs):,} of {len(records):,} served"
+    if not overs:
+        return f"{yours} · none with a first token on the client's side"
+    return (f"{yours} · client TTFT − server TTFT (the network and the client): p50 {seconds(summarize(overs).p50)}, "
+            f"max {seconds(max(overs))}")
 
 
 PHASE_ROWS = (("queue_s", "queue", "queue_s"), ("prefill_s", "prefill", "prefill_s"), ("decode_s", "decode", "decode_s"),
@@ -225,7 +237,7 @@ def metrics_window_text(histograms: Mapping[str, HistogramQuantiles], window_s: 
     """The /metrics columns' window in words, and why they read "–" when they do."""
     if not histograms:
         return "not read yet"
-    shown = [histograms[name] for _, _, name in PHASE_ROWS if name in histograms]
+    shown = [histograms[name] for _, _, name in PHASE_ROWS if name is not None and name in histograms]
     if not shown:
         return "none of these histograms"
     window = f"its last {floor(window_s):,} s" if window_s is not None else "its scrape window"
@@ -244,10 +256,10 @@ def _bounded(quantiles: HistogramQuantiles, name: str) -> str:
     return seconds(getattr(quantiles, name))
 
 
-def run_requests(records: Iterable[ServedRequest]) -> list[dict]:
+def run_requests(records: Iterable[ServedRequest]) -> list[dict[str, Any]]:
     """The records as a run's requests: the figures any run compares on (TTFT, TPOT, decode and prefill rates, E2E),
     arrival as the send time (the interval's draws are blocks of it), and the span's own phases beside."""
-    out = []
+    out: list[dict[str, Any]] = []
     for r in records:
         steps = r.completion_tokens - 1
         out.append({
@@ -262,7 +274,7 @@ def run_requests(records: Iterable[ServedRequest]) -> list[dict]:
     return out
 
 
-def traffic_run(records: Sequence[ServedRequest], source: str, endpoint: str | None) -> dict:
+def traffic_run(records: Sequence[ServedRequest], source: str, endpoint: str | None) -> dict[str, Any]:
     """The window as a run of kind "traffic", from its first arrival to its last answer; `source` says who kept it
     ("phasetop traces", "ui traffic view"). The server is who sent the spans (service@host, untrusted text)."""
     started = datetime.fromtimestamp(min(r.start_unix for r in records), UTC)
