@@ -27,7 +27,7 @@ from real_common import itl_p50, ms
 from real_common import send as send_prompts
 
 from tui.cli.main import main as phasetop
-from tui.core.measure.delivery import flag_bursts
+from tui.core.measure.delivery import Guard
 from tui.core.experiments.rows import aggregate_tok_s
 from tui.core.measure.reconcile import reconcile
 from tui.core.measure.records import RequestTiming
@@ -53,7 +53,7 @@ class Tally:
 
     def trusted(self, what: str, timings: list[RequestTiming]) -> list[RequestTiming]:
         """The requests timed as generation; the others are counted under `what` with their reason."""
-        flagged = flag_bursts(timings)
+        flagged = Guard().flagged(timings)
         self.count(what, len(flagged), [t.burst for t in flagged if t.burst])
         return [t for t in flagged if not t.burst]
 
@@ -64,7 +64,7 @@ class Tally:
     def lines(self) -> list[str]:
         flagged = sum(len(reasons) for reasons in self.bursts.values())
         lines = [f"{flagged} of {sum(self.seen.values())} requests were timed in bursts (delivery, not generation: "
-                 "tui.core.measure.delivery `flag_bursts`) and left out of the medians; a 4-stream round with one counts "
+                 "tui.core.measure.delivery `Guard`) and left out of the medians; a 4-stream round with one counts "
                  "in no aggregate."]
         lines += [f"- {what}: {len(reasons)} of {self.seen[what]}, e.g. {reasons[0]}"
                   for what, reasons in self.bursts.items() if reasons]

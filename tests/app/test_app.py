@@ -9,7 +9,7 @@ from tui.app.messages import RequestCompleted, ServerCameUp, ServerWentDown
 from tui.app.screens.help import HelpScreen
 from tui.app.screens.main import MainScreen
 from tui.app.widgets.prompt_pane import AnswerView, PromptPane
-from tui.core.measure.delivery import flag_bursts
+from tui.core.measure.delivery import Guard
 
 
 async def test_short_preset_streams_and_the_figures_match_the_record(sim_url):
@@ -28,7 +28,7 @@ async def test_short_preset_streams_and_the_figures_match_the_record(sim_url):
         timing = done.timing
         assert timing.ok and timing.prompt_tokens == 200 and timing.output_tokens == 128
         # The screen keeps the message's timing, with the delivery-burst judgement a loaded box can add.
-        assert screen.timings[-1] == flag_bursts([timing], screen.decode_ceiling_tok_s)[0]
+        assert screen.timings[-1] == Guard(bandwidth_ceiling_tok_s=screen.decode_ceiling_tok_s).flagged([timing])[0]
         figures = str(screen.query_one("#timeline-figures").render())
         assert f"TTFT {timing.ttft_s * 1e3:,.1f} ms" in figures
         assert f"decode {timing.decode_tok_s:,.1f} tok/s" in figures

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tui.app.widgets.load_dial import DialState, describe
-from tui.core.measure.delivery import flag_bursts
+from tui.core.measure.delivery import Guard
 from tui.core.view.lane_figures import figures_line
 from tui.core.measure.records import RequestTiming, ServerSplit
 from tui.core.measure.load_steps import LoadProgress
@@ -17,7 +17,7 @@ def timing(offsets) -> RequestTiming:
 def test_the_figures_line_says_delivery_and_shows_no_itl_for_the_clumped_request():
     steady = timing([0.02 + 0.005 * i for i in range(64)])
     clumped = timing([0.5 + 30e-6 * i for i in range(64)])  # a whole answer read at once
-    shown = flag_bursts([steady, clumped])
+    shown = Guard().flagged([steady, clumped])
     line = figures_line(shown, None)  # the newest, the clumped one, selected
     assert "\ndelivery, not generation: 63 of 63 gaps under 0.2 ms" in line
     assert "ITL p50 – p99 –" in line  # its gaps time the delivery: not the clumped 0.03 ms

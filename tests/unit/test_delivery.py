@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tui.core.measure.delivery import burst_line, burst_reason, flag_bursts
+from tui.core.measure.delivery import Guard, burst_line, burst_reason
 from tui.core.measure.records import RequestTiming, ServerSplit, summarize_requests
 
 
@@ -66,9 +66,21 @@ def test_above_the_bandwidth_ceiling_is_delivery():
     assert burst_reason(fast, ceiling_tok_s=2000) is None
 
 
+def test_the_guards_ceiling_is_the_bandwidths_times_the_tokens_a_step_and_judges_a_fresh_servers_first_as_cold():
+    fast = timing(steady(itl=0.001))  # 1,000 tok/s: above 209, under 209 × 5
+    guard = Guard(fresh=True, bandwidth_ceiling_tok_s=209.0)
+    assert guard.flagged([fast])[0].burst and guard.ceiling_tok_s == 209.0
+    speculating = guard.speculating(5.0)
+    assert speculating.ceiling_tok_s == 1045.0 and speculating.flagged([fast])[0].burst is None
+    assert speculating.speculating(None) == speculating, "no word from the server: the last one stands"
+    first, second = speculating.judged([timing(steady()), timing(steady())])
+    assert first.cold and not second.cold
+    assert not Guard(fresh=False).judged([timing(steady()), timing(steady())])[0].cold
+
+
 def test_flagged_requests_stay_out_of_the_summary_and_are_counted():
     good, clumped = timing(steady()), timing([0.9] * 64)
-    flagged = flag_bursts([good, clumped])
+    flagged = Guard().flagged([good, clumped])
     assert flagged[0].burst is None and flagged[1].burst
     summary = summarize_requests(flagged)
     assert summary["bursts_excluded"] == 1

@@ -3,29 +3,31 @@
 from __future__ import annotations
 
 import argparse
-from datetime import UTC, datetime
 
 from tui.cli.commands import COMMANDS
-from tui.cli.common import base_url, check_url, meters, note_short_answers, settings_from
+from tui.cli.common import (
+    base_url,
+    check_url,
+    meters,
+    note_short_answers,
+    settings_from,
+)
 from tui.cli.options import add_json_option, add_meter_option, add_server_options
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note, say
 from tui.cli.runs_common import add_runs_options, save_run_from_cli
 from tui.config import Settings
-from tui.core.measure.delivery import DELIVERY_NOT_GENERATION, burst_line, flag_bursts
+from tui.core.measure.delivery import DELIVERY_NOT_GENERATION, burst_line
 from tui.core.measure.reconcile import reconcile
-from tui.core.telemetry.promstats import cached_prompt_tokens
-from tui.core.measure.records import RequestTiming, chunking_line, mark_cold, summarize_requests, with_cached_from_metrics
-from tui.core.runs.run_record import new_run
+from tui.core.measure.records import RequestTiming, chunking_line, summarize_requests
 from tui.core.measure.stats import summarize
 from tui.sources import loop
-from tui.sources.detect import WARM_UP_PATHS, ServerInfo, describe_configured
+from tui.sources.detect import ServerInfo, describe_configured
 from tui.sources.errors import SourceError
+from tui.sources.guard import guard_for
 from tui.sources.http import client_for
-from tui.sources.identity import server_identity
-from tui.sources.workloads.measure import Guard, guard_for, with_speculation
-from tui.sources.workloads.prompts import estimate_tokens, prompt_of
-from tui.sources.scrape import MetricsScraper
 from tui.sources.stream import StreamRequest
+from tui.sources.workloads.measure import ProbeMeasured, measure_probe
+from tui.sources.workloads.probe import ProbeParams
 
 DEFAULT_PROMPT_TOKENS = 200
 DEFAULT_MAX_TOKENS = 64
@@ -57,25 +59,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     _check(args, settings)
-    started = datetime.now(UTC)
-    server, guard, requests, failure = loop.run(_probe(settings, args))
-    finished = datetime.now(UTC)
-    requests = flag_bursts(mark_cold(requests, server_fresh=guard.fresh), guard.ceiling_tok_s)
+    probed = loop.run(_probe(settings, args))
+    requests = probed.requests
     if args.json:
         emit_json({
-            "server": server.to_json(),
+            "server": probed.server.to_json(),
             "requests": [{**r.to_json(), "reconcile": _reconciled_json(r)} for r in requests],
             "summary": summarize_requests(requests),
         })
     else:
-        say(_table(server, requests))
-    if not failure and not args.no_save:
-        identity = loop.run(_identity(settings, server))
-        run_record = new_run("probe", _params(args), identity, [r.to_json() for r in requests], summarize_requests(requests), started, finished)
-        save_run_from_cli(args, settings, run_record)
-    if failure:
-        raise CliError(failure)
-    note_short_answers("probe", server.kind, requests, args.max_tokens)
+        say(_table(probed.server, requests))
+    if probed.run is not None:
+        save_run_from_cli(args, settings, probed.run)
+    if probed.failure:
+        raise CliError(probed.failure)
+    note_short_answers("probe", probed.server.kind, requests, args.max_tokens)
     return EXIT_OK
 
 
@@ -89,106 +87,27 @@ def _check(args: argparse.Namespace, settings: Settings) -> None:
         raise CliError("--max-tokens and --repeat must be at least 1", EXIT_USAGE)
 
 
-async def _probe(settings: Settings, args: argparse.Namespace) -> tuple[ServerInfo, Guard, list[RequestTiming], str | None]:
-    """Detect, then run the requests; stops at the first failure and returns it as one line."""
-    base = base_url(settings.url)
+async def _probe(settings: Settings, args: argparse.Namespace) -> ProbeMeasured:
+    """Detect and read the guard, then run the requests (stopping at the first failure, returned as one line)."""
     try:
-        async with client_for(settings, base) as client:
+        async with client_for(settings, base_url(settings.url)) as client:
             server = await describe_configured(client, settings.api, settings.model)
             guard = await guard_for(client, server, settings.bandwidth_gbs)
     except SourceError as error:
         raise CliError(str(error)) from None
-    timings: list[RequestTiming] = []
-    async with client_for(settings, base) as metrics_client:
-        counters = CacheCounters(metrics_client) if server.kind != "ollama" else None
-        with meters(settings, "probe", 1) as meter_for:
-            for index in range(args.repeat):
-                # A fresh client per request: its connection is opened (and timed) by the warm-up, not inside TTFT.
-                async with client_for(settings, base) as client:
-                    meter = meter_for(client)
-                    try:
-                        connect_s = await meter.warm_up(WARM_UP_PATHS[server.kind])
-                        request = await _request(client, server, args, settings.exact_length)
-                    except SourceError as error:
-                        return server, guard, timings, f"request {index + 1} of {args.repeat}: {error}"
-                    _note_inexact_length(request, args, index)
-                    if counters:
-                        await counters.before_request()
-                    timing = await meter.measure(request, connect_s)
-                if counters:
-                    timing = with_cached_from_metrics(timing, await counters.cached_by_last_request())
-                timings.append(timing)
-                if not timing.ok:
-                    return server, guard, timings, f"request {index + 1} of {args.repeat} failed: {timing.error}"
-        guard = await with_speculation(guard, metrics_client)
-    return server, guard, timings, None
+    params = ProbeParams(args.prompt, args.prompt_tokens or DEFAULT_PROMPT_TOKENS, args.max_tokens, args.repeat,
+                         args.chat)
 
+    def note_inexact_length(index: int, request: StreamRequest) -> None:
+        """Say when the server's tokenizer would not give the asked length (too short for the nonce, or no
+        one-token pad), since every figure on a prompt-length axis depends on it."""
+        if args.prompt is None and not request.prompt_tokens_estimated and request.prompt_tokens != params.prompt_tokens:
+            note(f"phasetop probe: request {index + 1}: asked for {params.prompt_tokens} prompt tokens; the closest the "
+                 f"server's tokenizer allowed is {request.prompt_tokens}")
 
-class CacheCounters:
-    """The server's cache-hit counters read around each request: its cached prompt tokens where the reply has
-    no count of its own (vLLM without --enable-prompt-tokens-details). Requests run one at a time, so the
-    growth is that request's, and the reading after one is the reading before the next (one scrape a
-    request); a server with no /metrics gives None. Once a read failed none is tried again: a /metrics that
-    drips or floods would cost a deadline per request."""
-
-    def __init__(self, client) -> None:
-        self._scraper = MetricsScraper(client)
-        self._last = None
-        self._failed = False
-
-    async def before_request(self) -> None:
-        if self._last is None:
-            self._last = await self._reading()
-
-    async def cached_by_last_request(self) -> int | None:
-        before, self._last = self._last, await self._reading()
-        return cached_prompt_tokens(before, self._last) if before is not None and self._last is not None else None
-
-    async def _reading(self):
-        if self._failed:
-            return None
-        try:
-            await self._scraper.read()
-        except SourceError:
-            self._failed = True
-            return None
-        return self._scraper.last_reading
-
-
-async def _identity(settings: Settings, server: ServerInfo) -> dict:
-    async with client_for(settings, server.url) as client:
-        return await server_identity(client, server)
-
-
-def _note_inexact_length(request: StreamRequest, args: argparse.Namespace, index: int) -> None:
-    """Say when the server's tokenizer would not give the asked length (too short for the nonce, or no
-    one-token pad), since every figure on a prompt-length axis depends on it."""
-    wanted = args.prompt_tokens or DEFAULT_PROMPT_TOKENS
-    if args.prompt is None and not request.prompt_tokens_estimated and request.prompt_tokens != wanted:
-        note(f"phasetop probe: request {index + 1}: asked for {wanted} prompt tokens; the closest the server's "
-             f"tokenizer allowed is {request.prompt_tokens}")
-
-
-def _params(args: argparse.Namespace) -> dict:
-    """The flags that shaped the workload, for the saved run (never the key, never settings wholesale)."""
-    return {
-        "prompt": args.prompt,
-        "prompt_tokens": None if args.prompt is not None else args.prompt_tokens or DEFAULT_PROMPT_TOKENS,
-        "max_tokens": args.max_tokens,
-        "repeat": args.repeat,
-        "chat": args.chat,
-    }
-
-
-async def _request(client, server: ServerInfo, args: argparse.Namespace, exact_length: bool) -> StreamRequest:
-    if args.prompt is not None:
-        text, tokens, estimated = args.prompt, None, False
-    else:
-        prompt = await prompt_of(client, server.kind, server.model, args.prompt_tokens or DEFAULT_PROMPT_TOKENS)
-        text, tokens, estimated = prompt.text, prompt.tokens, prompt.estimated
-    if tokens is None:
-        tokens, estimated = estimate_tokens(text), True
-    return StreamRequest(server.kind, server.model, text, args.max_tokens, args.chat, tokens, estimated, exact_length)
+    with meters(settings, "probe", 1) as meter_for:
+        return await measure_probe(settings, server, guard, params, meter_for, note_inexact_length,
+                                   keep_run=not args.no_save)
 
 
 def _table(server: ServerInfo, requests: list[RequestTiming]) -> str:

@@ -12,7 +12,7 @@ from tui.cli.options import add_json_option, add_meter_option, add_server_option
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, say
 from tui.config import Settings
 from tui.core.hardware.decode_window import gpm_bytes_per_s
-from tui.core.measure.delivery import flag_bursts
+from tui.core.measure.delivery import Guard
 from tui.core.hardware.devices import Device, UnknownDeviceError, find_device
 from tui.core.hardware.models import ModelLayout, find_model
 from tui.core.hardware.roofline import measured_point
@@ -195,7 +195,8 @@ def _decode(m: Measured) -> dict:
     window = run.window
     speculation = speculation_of(run.readings[0].counters, run.readings[-1].counters) if run.readings else None
     tokens_a_step = verification(speculation)[1]
-    ceiling_tok_s = m.target.roofs.peak_bytes_per_s / m.target.weight_bytes * tokens_a_step
+    guard = Guard(bandwidth_ceiling_tok_s=m.target.roofs.peak_bytes_per_s / m.target.weight_bytes,
+                  tokens_per_step=tokens_a_step)
     if window is not None:
         context = window_context(window, _mean_prompt(run), run.readings[0].counters["generation_tokens_total"])
         point, why = decode_from_window(m.target, window, context, speculation), None
@@ -205,7 +206,7 @@ def _decode(m: Measured) -> dict:
         extra = {"context_tokens": context, "decode_tok_s": window.decode_tok_s, "window_s": window.seconds,
                  "batch_source": window.batch_source}
     else:
-        point, why = decode_from_streams(m.target, flag_bursts(list(run.timings), ceiling_tok_s), speculation)
+        point, why = decode_from_streams(m.target, guard.flagged(run.timings), speculation)
         estimate_why = measured_why = ("the server has no /metrics" if not run.readings else "the decode ended before "
                                        "two /metrics readings saw it alone (raise --decode-tokens)")
         estimate, measured_bps = None, None

@@ -23,7 +23,8 @@ from tui.sources.errors import SourceError
 from tui.sources.workloads.experiments import ExperimentResult, Progress
 from tui.sources.http import client_for
 from tui.sources.roofline_target import find_roofline_target
-from tui.sources.workloads.measure import Measured, OnOwnSimulators, OnServer, guard_for, measure
+from tui.sources.guard import guard_for
+from tui.sources.workloads.measure import Measured, OnOwnSimulators, OnServer, measure
 
 VALUES_HELP = "; ".join(f"{name}: {','.join(str(v) for v in values)}" for name, values in DEFAULT_VALUES.items())
 

@@ -31,7 +31,8 @@ from tui.sources.workloads.experiments import Progress
 from tui.sources.http import client_for
 from tui.sources.workloads.load import LoadDial, LoadRunner, Workload
 from tui.sources.servers.managed_server import ServerStartError
-from tui.sources.workloads.measure import OnServer, guard_for, measure, measure_load
+from tui.sources.guard import guard_for
+from tui.sources.workloads.measure import OnServer, measure, measure_load
 from tui.sources.servers.served_command import start_served
 
 

@@ -19,14 +19,15 @@ from tui.sources.servers.simulator_server import simulator_args
 from tui.sources.detect import ServerInfo
 from tui.sources.workloads.experiments import Progress
 from tui.sources.http import ServerClient, client_for
-from tui.sources.workloads.measure import Guard, Measured, OnOwnSimulators, OnServer, Target, measure
+from tui.core.measure.delivery import Guard
+from tui.sources.workloads.measure import Measured, OnOwnSimulators, OnServer, Target, measure
 from tui.sources.meter import Meter
 
 Post = Callable[[Message], object]
 
 
 async def measure_plan(plan: Plan, settings: Settings, server_url: str, info: ServerInfo | None,
-                       meter_for: Callable[[ServerClient], Meter], ceiling_tok_s: float | None, save: bool,
+                       meter_for: Callable[[ServerClient], Meter], guard: Guard, save: bool,
                        should_stop: Callable[[], bool], post: Post) -> None:
     """Measure `plan`, posting each step and the end (ExperimentFinished, then RunSaved when `save`); run it with
     `loop.run(…, cancelled)`, so leaving the screen cancels it and nothing is posted after."""
@@ -43,7 +44,7 @@ async def measure_plan(plan: Plan, settings: Settings, server_url: str, info: Se
         measured = await on(target)
     else:
         async with client_for(settings, server_url) as client:
-            measured = await on(OnServer(client, info, Guard(ceiling_tok_s=ceiling_tok_s)))
+            measured = await on(OnServer(client, info, guard))
     post(ExperimentFinished(measured.result, measured.error, measured.run))
     if save and measured.run is not None:
         post(save_quietly(measured.run, settings, f"{plan.vary} sweep"))

@@ -19,7 +19,7 @@ from textual.worker import get_current_worker
 from tui.app.feeds.requests import LaneMeter
 from tui.app.lab_messages import LoadProgressed, LoadStopped, RunSaved, SessionIdentified
 from tui.config import Settings
-from tui.core.measure.delivery import flag_bursts
+from tui.core.measure.delivery import Guard
 from tui.core.measure.records import RequestTiming
 from tui.core.measure.stats import summarize
 from tui.runs_store import default_runs_dir, save_run
@@ -28,7 +28,7 @@ from tui.sources.detect import ServerInfo, describe_configured
 from tui.sources.errors import SourceError
 from tui.sources.http import ServerClient, client_for
 from tui.sources.identity import server_identity
-from tui.sources.workloads.measure import Guard, measure_load
+from tui.sources.workloads.measure import measure_load
 from tui.sources.workloads.load import LoadDial, LoadRunner, Workload
 from tui.sources.meter import Meter
 
@@ -71,12 +71,12 @@ class LoadDriver:
     or near a core is marked, and left out of the dial's medians)."""
 
     def __init__(self, settings: Settings, url: str, meter_for: Callable[[ServerClient], Meter], post: Post,
-                 save: bool, take_ids: Callable[[int], int], ceilings: tuple[float | None, float | None]) -> None:
+                 save: bool, take_ids: Callable[[int], int], guard: Guard) -> None:
         self._settings = settings
-        self._bandwidth_ceiling_tok_s, self._shown_ceiling_tok_s = ceilings
-        """The session's decode ceilings when the load started: the bandwidth's, which the saved run is judged by once
-        the server's own tokens a step are read (as `phasetop bench` does), and the one the screen shows (× those
-        tokens a step as last scraped), which the dial's medians are judged by meanwhile, as the lanes are."""
+        self._guard = guard
+        """The live session's guard when the load started: the dial's medians are judged by it meanwhile, as the lanes
+        are, and the saved run by it once the server's own tokens a step are read at the end (as `phasetop bench`
+        does)."""
         self._url = url
         self._meter_for = meter_for
         self._post = post
@@ -106,8 +106,7 @@ class LoadDriver:
                     "seed": runner.seed,
                 }
 
-            guard = Guard(ceiling_tok_s=self._bandwidth_ceiling_tok_s)
-            task = asyncio.create_task(measure_load(runner, params, guard,
+            task = asyncio.create_task(measure_load(runner, params, self._guard,
                                                     on_finished=lambda _request, timing: recent.append(timing)))
             poster = asyncio.create_task(lanes.post_batches())
             try:
@@ -115,7 +114,7 @@ class LoadDriver:
                     await asyncio.wait({task}, timeout=LOAD_PROGRESS_S)
                     if stop.is_set():
                         runner.stop()  # requests in flight finish, so their timings count
-                    flagged = flag_bursts([r for r in recent if r.ok], self._shown_ceiling_tok_s)
+                    flagged = self._guard.flagged([r for r in recent if r.ok])
                     done = [r for r in flagged if not r.burst]
                     self._post(LoadProgressed(runner.progress(), summarize(r.ttft_s for r in done).p50,
                                               summarize(g for r in done for g in r.itl_s).p50, len(flagged) - len(done)))

@@ -28,6 +28,7 @@ from tui.config import Settings
 from tui.core.experiments.columns import COLUMNS, Column, notes_line, table
 from tui.core.experiments.disaggregation import DEFAULT_KV_LINK, find_link
 from tui.core.experiments.plans import OWN_SIMULATORS, Plan
+from tui.core.measure.delivery import Guard
 from tui.sources import loop
 from tui.sources.detect import ServerInfo
 from tui.sources.http import ServerClient
@@ -207,7 +208,7 @@ class ExperimentScreen(Screen[None]):
     """The one-line finding, once the experiment ended."""
 
     def __init__(self, plan: Plan, settings: Settings, server_url: str, info: ServerInfo | None, save_runs: bool,
-                 meter_for: Callable[[ServerClient], Meter], ceiling_tok_s: float | None = None,
+                 meter_for: Callable[[ServerClient], Meter], guard: Guard = Guard(),
                  on_run: Callable[[dict], None] | None = None, live: bool = True) -> None:
         super().__init__()
         self.live = live
@@ -216,8 +217,9 @@ class ExperimentScreen(Screen[None]):
         """What times the experiment's requests (the main screen's meter processes)."""
         self.on_run = on_run
         """Given the experiment's run once it ends with rows (the tuning loop compares it after a restart)."""
-        self.ceiling_tok_s = ceiling_tok_s
-        """The server's decode ceiling: no stream decodes faster, so a request that seems to is flagged."""
+        self.guard = guard
+        """The live session's guard: its decode ceiling (no stream decodes faster, so a request that seems to is
+        flagged)."""
         self.plan = plan
         self.settings = settings
         self.server_url = server_url
@@ -258,7 +260,7 @@ class ExperimentScreen(Screen[None]):
     @work(exclusive=True, group="experiment", thread=True, exit_on_error=False)
     def run_plan(self) -> None:
         cancelled: threading.Event = get_current_worker().cancelled_event
-        loop.run(measure_plan(self.plan, self.settings, self.server_url, self.info, self.meter_for, self.ceiling_tok_s,
+        loop.run(measure_plan(self.plan, self.settings, self.server_url, self.info, self.meter_for, self.guard,
                               self.save_runs, cancelled.is_set, self.post_message), cancelled)
 
     @on(ExperimentProgressed)

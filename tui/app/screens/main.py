@@ -634,7 +634,7 @@ class MainScreen(Screen):
                 case OpenExperiment(plan):
                     self.app.push_screen(ExperimentScreen(plan, self.settings, self.server_url, self.lab.server_info,
                                                           self.lab.saving, self.meters.meter_for,
-                                                          self.state.decode_ceiling_tok_s, self._experiment_ran))
+                                                          self.state.guard, self._experiment_ran))
                 case StartRestart(command, changes):
                     self.simulator_state = "starting"
                     self.state.restarting(changes)
@@ -677,7 +677,7 @@ class MainScreen(Screen):
         self._load_stop = threading.Event()
         workload = Workload(LOAD_PROMPT_TOKENS, LOAD_MAX_TOKENS, backlog=LOAD_BACKLOG, exact_length=self.settings.exact_length)
         driver = LoadDriver(self.settings, self.server_url, self.meters.meter_for, self.post_message, self.save_runs,
-                            self.state.take_ids, (self.state.bandwidth_ceiling_tok_s, self.state.decode_ceiling_tok_s))
+                            self.state.take_ids, self.state.guard)
         self.run_worker(partial(driver.run, self.lab.server_info, self._load_dial, workload, self._load_stop),
                         group="load", exclusive=True, thread=True, exit_on_error=False)
 

@@ -19,10 +19,11 @@ Signals, any of which flags a request:
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from itertools import groupby
 
-from tui.core.measure.records import RequestTiming
+from tui.core.measure.records import RequestTiming, mark_cold
 from tui.core.measure.stats import summarize
 
 BACK_TO_BACK_S = 200e-6
@@ -79,9 +80,38 @@ def burst_reason(timing: RequestTiming, ceiling_tok_s: float | None = None) -> s
     return None
 
 
-def flag_bursts(requests: list[RequestTiming], ceiling_tok_s: float | None = None) -> list[RequestTiming]:
-    """The requests with `burst` set on those whose timing is delivery, not generation."""
-    return [replace(r, burst=reason) if (reason := burst_reason(r, ceiling_tok_s)) else r for r in requests]
+@dataclass(frozen=True, slots=True)
+class Guard:
+    """What phasetop knows of a server that a request's own figures do not say, and every measurement is judged by:
+    whether the server was fresh (its first request pays its cold start; None: unknown), one stream's decode
+    ceiling from the bandwidth, and the tokens a step of a server that speculates (a step reads the weights once
+    for that many, so its streams may pass the bandwidth's ceiling by as much)."""
+
+    fresh: bool | None = None
+    bandwidth_ceiling_tok_s: float | None = None
+    tokens_per_step: float | None = None
+    """A speculating server's mean accepted length (its /metrics); None for one that does not speculate."""
+
+    @property
+    def ceiling_tok_s(self) -> float | None:
+        """No stream decodes faster: the bandwidth's ceiling × the tokens a step."""
+        base, factor = self.bandwidth_ceiling_tok_s, self.tokens_per_step
+        return base * factor if base is not None and factor else base
+
+    def speculating(self, tokens_per_step: float | None) -> Guard:
+        """This guard where the server's latest word on its tokens a step is `tokens_per_step` (None: no word, so
+        the last one stands)."""
+        return replace(self, tokens_per_step=tokens_per_step) if tokens_per_step else self
+
+    def flagged(self, requests: Sequence[RequestTiming]) -> list[RequestTiming]:
+        """The requests with `burst` set on those whose timing is delivery, not generation."""
+        ceiling = self.ceiling_tok_s
+        return [replace(r, burst=reason) if (reason := burst_reason(r, ceiling)) else r for r in requests]
+
+    def judged(self, requests: Sequence[RequestTiming]) -> list[RequestTiming]:
+        """The requests of one measurement, sent in order: the first marked cold where it paid a start-up cost
+        (`mark_cold`, knowing whether the server was fresh), and each flagged where it timed delivery."""
+        return self.flagged(mark_cold(list(requests), server_fresh=self.fresh))
 
 
 def burst_line(requests: list[RequestTiming], consequence: str = "kept out of the summary and findings") -> str | None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from tui.core.hardware.server_ceiling import ServerCeiling, ceiling_for
 from tui.core.measure.chunk_tokens import compact, joined
-from tui.core.measure.delivery import burst_reason, flag_bursts
+from tui.core.measure.delivery import Guard, burst_reason
 from tui.core.measure.gaps import SERVER, worst_gap
 from tui.core.measure.records import RequestTiming
 from tui.core.state.server_state import ServerState
@@ -163,11 +163,15 @@ class LiveSession:
         return self._given_ceiling[0] if self._given_ceiling else self.derived.decode_ceiling_tok_s if self.derived else None
 
     @property
+    def guard(self) -> Guard:
+        """What every measurement on this server is judged by: its bandwidth's ceiling and, for a server that
+        speculates, its tokens a step as its latest scrape says (the load dial's and the experiments' too)."""
+        return Guard(None, self.bandwidth_ceiling_tok_s, self.speculation_factor)
+
+    @property
     def decode_ceiling_tok_s(self) -> float | None:
         """The bandwidth's ceiling, × the tokens a step of a server that speculates (`speculation_factor`)."""
-        base = self.bandwidth_ceiling_tok_s
-        factor = self.speculation_factor
-        return base * factor if base is not None and factor else base
+        return self.guard.ceiling_tok_s
 
     @property
     def speculation_factor(self) -> float | None:
@@ -327,7 +331,7 @@ class LiveSession:
             self._answer_ended = True
         if request_id in self._records:  # not when it was dropped as one too many to keep
             # Clumped arrivals time the delivery, not the generation: flagged, shown as such, kept out of the diagnosis.
-            [judged] = flag_bursts([timing], self.decode_ceiling_tok_s)
+            [judged] = self.guard.flagged([timing])
             self._records[request_id] = judged
             if judged.burst and burst_reason(timing) is None:
                 self._over_ceiling.add(request_id)

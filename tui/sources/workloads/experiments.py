@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from tui.core.measure.delivery import flag_bursts
+from tui.core.measure.delivery import Guard
 from tui.core.experiments.findings import finding, finding_figures
 from tui.core.experiments.columns import describe_row
 from tui.core.experiments.plans import BACKGROUND_PROMPT_TOKENS, CONTEXT_PROMPT_TOKENS, INTERFERENCE_LEAD_TOKENS, INTERFERENCE_STREAMS, PREFIX_TAIL_WORDS, Plan
@@ -84,7 +84,7 @@ async def run_experiment(
     plan: Plan,
     on_progress: ProgressCallback | None = None,
     should_stop: Callable[[], bool] | None = None,
-    ceiling_tok_s: float | None = None,
+    guard: Guard = Guard(),
     exact_length: bool = True,
     meter: Meter | None = None,
 ) -> ExperimentResult:
@@ -94,11 +94,11 @@ async def run_experiment(
     as the plan runs streams at once (`http.make_client` pools 256). Raises `ExperimentFailed` when
     a request fails, and `SourceError` when the server cannot be reached at all. When `should_stop()`
     turns true (a first Ctrl-C), the experiment ends after the row under way with `ExperimentFailed`
-    ("interrupted") holding every row finished. Requests timed in bursts (faster than the server, or than
-    `ceiling_tok_s`, or clumped: `tui.core.measure.delivery`) are kept, flagged, and left out of the rows. `meter` times
+    ("interrupted") holding every row finished. Requests timed in bursts (faster than the server, or than the
+    `guard`'s ceiling, or clumped: `tui.core.measure.delivery`) are kept, flagged, and left out of the rows. `meter` times
     them (default: a `LocalMeter` over `client`).
     """
-    run = _Run(client, meter or LocalMeter(client), server, plan, on_progress, should_stop, ceiling_tok_s, exact_length)
+    run = _Run(client, meter or LocalMeter(client), server, plan, on_progress, should_stop, guard, exact_length)
     try:
         await run.warm()
         rows = await DRIVERS[plan.vary](run)
@@ -116,10 +116,10 @@ class _Run:
 
     def __init__(self, client: httpx.AsyncClient, meter: Meter, server: ServerInfo, plan: Plan,
                  on_progress: ProgressCallback | None, should_stop: Callable[[], bool] | None = None,
-                 ceiling_tok_s: float | None = None, exact_length: bool = True) -> None:
+                 guard: Guard = Guard(), exact_length: bool = True) -> None:
         self.client = client
         self.meter = meter
-        self.ceiling_tok_s = ceiling_tok_s
+        self.guard = guard
         self.exact_length = exact_length
         self.server = server
         self.plan = plan
@@ -147,7 +147,7 @@ class _Run:
     def record(self, timings: Sequence[RequestTiming], what: str) -> list[RequestTiming]:
         """Keep the timings, those that came in bursts flagged (rows leave them out); the first failure ends
         the experiment."""
-        flagged = flag_bursts(list(timings), self.ceiling_tok_s)
+        flagged = self.guard.flagged(timings)
         self.requests.extend(flagged)
         for timing in flagged:
             if not timing.ok:

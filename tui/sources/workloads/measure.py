@@ -3,71 +3,52 @@
 - an experiment: a plan run on a target (a server, or phasetop's own simulators in each setup), and what stopped it
   short;
 - a load: a `LoadRunner`'s requests, marked where the measurement guard knows better than their figures (a fresh
-  server's cold first request, delivery that was not generation), and `vllm bench serve`'s figures over them.
+  server's cold first request, delivery that was not generation), and `vllm bench serve`'s figures over them;
+- a probe: requests one after another, marked the same way, and their summary.
 
     measured = await measure(plan, OnServer(client, info), on_progress, should_stop, meter_for=meter_for)
     measured.result.finding, measured.error, measured.run    # run: None when no row finished
     loaded = await measure_load(LoadRunner(client, info, workload, dial, meter), params, guard)
     loaded.figures, loaded.run                                # run: None when no request produced a token
+    probed = await measure_probe(settings, info, guard, ProbeParams(None, 200, 64), meter_for)
+    probed.requests, probed.failure, probed.run               # run: None when a request failed
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from time import monotonic
+from typing import Any
 
-from tui.core.measure.bench import bench_figures
-from tui.core.measure.delivery import flag_bursts
+from tui.config import Settings
 from tui.core.experiments.disaggregation import KvLink
-from tui.core.experiments.setups import setups_server
 from tui.core.experiments.plans import Plan
+from tui.core.experiments.setups import setups_server
 from tui.core.experiments.speculation import setups as speculation_setups
 from tui.core.experiments.speculation import speculation_server
-from tui.core.measure.records import RequestTiming, mark_cold
+from tui.core.measure.bench import bench_figures
+from tui.core.measure.delivery import Guard
+from tui.core.measure.records import RequestTiming, summarize_requests
 from tui.core.runs.run_record import new_run
-from tui.sources.ceiling import server_decode_ceiling
 from tui.sources.detect import ServerInfo
-from tui.sources.workloads.disaggregation import run_disaggregation
-from tui.sources.workloads.speculation import run_speculation
 from tui.sources.errors import SourceError
-from tui.sources.workloads.experiments import ExperimentFailed, ExperimentResult, ProgressCallback, run_experiment
-from tui.sources.http import ServerClient
-from tui.sources.identity import server_identity, server_is_fresh
-from tui.sources.workloads.load import LoadResult, LoadRunner
+from tui.sources.guard import with_speculation
+from tui.sources.http import ServerClient, client_for
+from tui.sources.identity import server_identity
 from tui.sources.meter import LocalMeter, Meter
-from tui.sources.scrape import MetricsScraper
 from tui.sources.stream import StreamRequest
-
-
-@dataclass(frozen=True, slots=True)
-class Guard:
-    """What the measurement guard knows of a server before the first request: whether it was fresh (its
-    first request pays its cold start) and its single-stream decode ceiling (no stream decodes faster)."""
-
-    fresh: bool | None = None
-    ceiling_tok_s: float | None = None
-
-
-async def guard_for(client: ServerClient, server: ServerInfo, bandwidth_gbs: float | None) -> Guard:
-    """Read both from the server (its /metrics counters; its identity on this host's devices)."""
-    ceiling = await server_decode_ceiling(client, server, bandwidth_gbs)
-    return Guard(await server_is_fresh(client), ceiling.decode_ceiling_tok_s)
-
-
-async def with_speculation(guard: Guard, client: ServerClient) -> Guard:
-    """The guard after a run, its ceiling × the tokens a step of a server that speculated (its /metrics since start):
-    a step reads the weights once for that many tokens, so a speculating stream may pass the bandwidth's ceiling.
-    Unchanged where the server does not speculate or its metrics cannot be read."""
-    if guard.ceiling_tok_s is None:
-        return guard
-    try:
-        snapshot = await MetricsScraper(client).read()
-    except SourceError:
-        return guard
-    factor = snapshot.speculation.mean_accepted_length if snapshot.speculation is not None else None
-    return replace(guard, ceiling_tok_s=guard.ceiling_tok_s * factor) if factor else guard
+from tui.sources.workloads.disaggregation import run_disaggregation
+from tui.sources.workloads.experiments import (
+    ExperimentFailed,
+    ExperimentResult,
+    ProgressCallback,
+    run_experiment,
+)
+from tui.sources.workloads.load import LoadResult, LoadRunner
+from tui.sources.workloads.probe import ProbeParams, run_probe
+from tui.sources.workloads.speculation import run_speculation
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +127,7 @@ async def _run(plan: Plan, target: Target, on_progress: ProgressCallback | None,
     if isinstance(target, OnOwnSimulators):
         return await run_disaggregation(plan, target.link, on_progress, should_stop, target.sim_args, exact_length,
                                         meter_for)
-    return await run_experiment(target.client, target.info, plan, on_progress, should_stop, target.guard.ceiling_tok_s,
+    return await run_experiment(target.client, target.info, plan, on_progress, should_stop, target.guard,
                                 exact_length, meter_for(target.client))
 
 
@@ -176,7 +157,7 @@ async def measure_load(runner: LoadRunner, params: dict | Callable[[], dict], gu
     result = await runner.run(on_finished)
     finished = datetime.now(UTC)
     guard = await with_speculation(guard, runner.client)
-    requests = flag_bursts(mark_cold(result.requests, server_fresh=guard.fresh), guard.ceiling_tok_s)
+    requests = guard.judged(result.requests)
     figures = result.figures() if result.endless is not None else bench_figures(requests, result.duration_s, *slo_s)
     if not figures["completed"]:
         return LoadMeasured(result, requests, figures, None)
@@ -184,3 +165,32 @@ async def measure_load(runner: LoadRunner, params: dict | Callable[[], dict], gu
     run = new_run("bench", params() if callable(params) else params, identity, [r.to_json() for r in requests], figures, started, finished,
                   requests_sample=result.sample_note())
     return LoadMeasured(result, requests, figures, run)
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeMeasured:
+    """A probe, done or stopped at its first failure: its requests judged by the guard after it, why it stopped
+    (None when every request ran), and its run record (None when it stopped short or none was asked for)."""
+
+    server: ServerInfo
+    requests: list[RequestTiming]
+    failure: str | None
+    run: dict[str, Any] | None
+
+
+async def measure_probe(settings: Settings, server: ServerInfo, guard: Guard, params: ProbeParams,
+                        meter_for: Callable[[ServerClient], Meter] = LocalMeter,
+                        on_request: Callable[[int, StreamRequest], None] | None = None,
+                        keep_run: bool = True) -> ProbeMeasured:
+    """Probe `server` (`run_probe`); `keep_run`: build the run record (its identity is read from the server)."""
+    started = datetime.now(UTC)
+    probed = await run_probe(settings, server, guard, params, meter_for, on_request)
+    finished = datetime.now(UTC)
+    requests = probed.guard.judged(probed.requests)
+    if probed.failure or not keep_run:
+        return ProbeMeasured(server, requests, probed.failure, None)
+    async with client_for(settings, server.url) as client:
+        identity = await server_identity(client, server)
+    run = new_run("probe", params.to_json(), identity, [r.to_json() for r in requests], summarize_requests(requests),
+                  started, finished)
+    return ProbeMeasured(server, requests, None, run)
