@@ -35,7 +35,7 @@ from tui.sources.errors import SourceError
 from tui.sources.http import client_for
 from tui.sources.workloads.load import LoadDial, LoadResult, LoadRunner, Workload
 from tui.sources.guard import guard_for
-from tui.sources.workloads.measure import LoadMeasured, measure_load
+from tui.workflows.measure import LoadMeasured, measure_load
 
 DEFAULT_PROMPT_TOKENS = 1024
 DEFAULT_MAX_TOKENS = 128

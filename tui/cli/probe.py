@@ -5,13 +5,7 @@ from __future__ import annotations
 import argparse
 
 from tui.cli.commands import COMMANDS
-from tui.cli.common import (
-    base_url,
-    check_url,
-    meters,
-    note_short_answers,
-    settings_from,
-)
+from tui.cli.common import base_url, check_url, meters, note_short_answers, settings_from
 from tui.cli.options import add_json_option, add_meter_option, add_server_options
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note, say
 from tui.cli.runs_common import add_runs_options, save_run_from_cli
@@ -26,8 +20,8 @@ from tui.sources.errors import SourceError
 from tui.sources.guard import guard_for
 from tui.sources.http import client_for
 from tui.sources.stream import StreamRequest
-from tui.sources.workloads.measure import ProbeMeasured, measure_probe
 from tui.sources.workloads.probe import ProbeParams
+from tui.workflows.measure import ProbeMeasured, measure_probe
 
 DEFAULT_PROMPT_TOKENS = 200
 DEFAULT_MAX_TOKENS = 64

@@ -24,7 +24,7 @@ from tui.sources.workloads.experiments import ExperimentResult, Progress
 from tui.sources.http import client_for
 from tui.sources.roofline_target import find_roofline_target
 from tui.sources.guard import guard_for
-from tui.sources.workloads.measure import Measured, OnOwnSimulators, OnServer, measure
+from tui.workflows.measure import Measured, OnOwnSimulators, OnServer, measure
 
 VALUES_HELP = "; ".join(f"{name}: {','.join(str(v) for v in values)}" for name, values in DEFAULT_VALUES.items())
 

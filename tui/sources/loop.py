@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 T = TypeVar("T")
 
@@ -24,6 +24,10 @@ CANCEL_POLL_S = 0.05
 """How often a loop run with `cancelled` looks at it: quitting the UI waits at most this long for a thread."""
 
 
+@overload
+def run(main: Coroutine[Any, Any, T], cancelled: None = None) -> T: ...
+@overload
+def run(main: Coroutine[Any, Any, T], cancelled: threading.Event) -> T | None: ...
 def run(main: Coroutine[Any, Any, T], cancelled: threading.Event | None = None) -> T | None:
     """`asyncio.run(main)` on the fastest loop available.
 

@@ -20,7 +20,7 @@ from tui.sources.detect import ServerInfo
 from tui.sources.workloads.experiments import Progress
 from tui.sources.http import ServerClient, client_for
 from tui.core.measure.delivery import Guard
-from tui.sources.workloads.measure import Measured, OnOwnSimulators, OnServer, Target, measure
+from tui.workflows.measure import Measured, OnOwnSimulators, OnServer, Target, measure
 from tui.sources.meter import Meter
 
 Post = Callable[[Message], object]

@@ -28,7 +28,7 @@ from tui.sources.detect import ServerInfo, describe_configured
 from tui.sources.errors import SourceError
 from tui.sources.http import ServerClient, client_for
 from tui.sources.identity import server_identity
-from tui.sources.workloads.measure import measure_load
+from tui.workflows.measure import measure_load
 from tui.sources.workloads.load import LoadDial, LoadRunner, Workload
 from tui.sources.meter import Meter
 

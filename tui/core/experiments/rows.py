@@ -14,13 +14,7 @@ from tui.core.experiments.plans import CONTEXT_WINDOW
 from tui.core.measure.records import RequestTiming
 from tui.core.measure.stats import summarize
 from tui.core.measure.together import together_decode_tok_s
-from tui.core.measure.uncertainty import (
-    BLOCK_GAPS,
-    NOT_ENOUGH,
-    by_block,
-    interval,
-    worst_verdict,
-)
+from tui.core.measure.uncertainty import BLOCK_GAPS, NOT_ENOUGH, by_block, interval, worst_verdict
 from tui.core.runs.run_record import draw_block_of, request_figures, request_samples
 
 

@@ -11,12 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tui.core.experiments.disaggregation import KV_LINKS, KvLink
-from tui.core.experiments.rows import (
-    aggregate_tok_s,
-    finished,
-    interference_row,
-    p50_of,
-)
+from tui.core.experiments.rows import aggregate_tok_s, finished, interference_row, p50_of
 from tui.core.measure.records import RequestTiming
 from tui.core.measure.stats import summarize
 

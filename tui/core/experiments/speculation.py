@@ -19,15 +19,7 @@ from typing import Any
 from tui.core.measure.chunk_tokens import per_token_gaps
 from tui.core.measure.records import RequestTiming
 from tui.core.measure.stats import summarize
-from tui.core.measure.uncertainty import (
-    BETTER,
-    BLOCK_GAPS,
-    TIE,
-    WORSE,
-    Interval,
-    interval,
-    judge_intervals,
-)
+from tui.core.measure.uncertainty import BETTER, BLOCK_GAPS, TIE, WORSE, Interval, interval, judge_intervals
 
 METHOD = "ngram"
 NUM_SPECULATIVE_TOKENS = 3

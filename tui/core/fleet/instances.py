@@ -13,27 +13,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tui.core.fleet.gpus import FleetGpu, JoinRules, gpus_from, host_part
-from tui.core.fleet.queries import (
-    GAUGE_FIELDS,
-    HISTOGRAM_FIELDS,
-    QUANTILES,
-    RATE_FIELDS,
-    Discovered,
-    Sample,
-    Want,
-)
-from tui.core.hardware.server_ceiling import (
-    ServerCeiling,
-    server_ceiling,
-    simulator_ceiling,
-)
+from tui.core.fleet.queries import GAUGE_FIELDS, HISTOGRAM_FIELDS, QUANTILES, RATE_FIELDS, Discovered, Sample, Want
+from tui.core.hardware.server_ceiling import ServerCeiling, server_ceiling, simulator_ceiling
 from tui.core.measure.stats import total_of_all
-from tui.core.telemetry.metric_names import (
-    COUNTERS,
-    ENGINE_PREFIXES,
-    GAUGES,
-    HISTOGRAMS,
-)
+from tui.core.telemetry.metric_names import COUNTERS, ENGINE_PREFIXES, GAUGES, HISTOGRAMS
 from tui.core.telemetry.promstats import histogram_quantile, hit_rate, quantile_edge
 
 SATURATED_KV_USAGE = 0.90

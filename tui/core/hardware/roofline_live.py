@@ -16,18 +16,8 @@ from typing import Any
 
 from tui.core.hardware.roofline import PhasePoint, Roofs, estimated_point
 from tui.core.hardware.roofline_phases import decode_from_streams, prefill_model_point
-from tui.core.hardware.roofline_target import (
-    RooflineTarget,
-    served_target,
-    simulator_target,
-)
-from tui.core.hardware.roofline_traces import (
-    TRACED,
-    Trace,
-    experiment_trace,
-    narrower_decode,
-    narrower_reading,
-)
+from tui.core.hardware.roofline_target import RooflineTarget, served_target, simulator_target
+from tui.core.hardware.roofline_traces import TRACED, Trace, experiment_trace, narrower_decode, narrower_reading
 from tui.core.measure.records import RequestTiming
 from tui.core.telemetry.readings import GpuReading, MetricsSnapshot, measured_dram_gbs, serving_devices
 from tui.core.telemetry.speculation import Speculation

@@ -8,14 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tui.core.hardware.decode_window import DecodeWindow
-from tui.core.hardware.roofline import (
-    DECODE,
-    PREFILL,
-    PhasePoint,
-    decode_point,
-    estimated_point,
-    prefill_point,
-)
+from tui.core.hardware.roofline import DECODE, PREFILL, PhasePoint, decode_point, estimated_point, prefill_point
 from tui.core.hardware.roofline_target import RooflineTarget
 from tui.core.measure.records import RequestTiming
 from tui.core.measure.stats import total_of_all

@@ -13,13 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tui.core.hardware.roofline import (
-    PROJECTED,
-    PhasePoint,
-    decode_point,
-    decode_step_traffic,
-    weight_bytes,
-)
+from tui.core.hardware.roofline import PROJECTED, PhasePoint, decode_point, decode_step_traffic, weight_bytes
 from tui.core.hardware.roofline_phases import prefill_model_point
 from tui.core.hardware.roofline_target import RooflineTarget
 

@@ -13,12 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from tui.core.experiments.plans import EXPERIMENT_NAMES, OWN_SIMULATORS, Plan, make_plan
-from tui.core.measure.load_steps import (
-    LOAD_CONCURRENCIES,
-    LOAD_RATES,
-    LoadProgress,
-    step,
-)
+from tui.core.measure.load_steps import LOAD_CONCURRENCIES, LOAD_RATES, LoadProgress, step
 from tui.core.measure.records import RequestTiming
 from tui.core.measure.sends import Send
 from tui.core.runs.sessions import Session, SessionLog, compare_sessions, session_run

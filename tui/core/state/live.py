@@ -22,13 +22,7 @@ from tui.core.state.server_state import ServerState
 from tui.core.telemetry.readings import GpuReading, MetricsSnapshot
 from tui.core.untrusted import one_line
 from tui.core.view.diagnosis import LiveFigures, diagnose
-from tui.core.view.lane_figures import (
-    NEWEST,
-    after_send,
-    diagnosis_text,
-    moved,
-    selected_index,
-)
+from tui.core.view.lane_figures import NEWEST, after_send, diagnosis_text, moved, selected_index
 from tui.core.view.timeline import KEEP_LANES, Lane, LaneJudge, batches, keep_count
 
 KEEP_REQUESTS = 40

@@ -14,12 +14,7 @@ from collections.abc import Iterable
 from prometheus_client.parser import text_string_to_metric_families
 
 from tui.core.telemetry.readings import Histogram, ServerReading
-from tui.core.telemetry.speculation import (
-    ACCEPTED,
-    DRAFT_TOKENS,
-    DRAFTS,
-    position_counter,
-)
+from tui.core.telemetry.speculation import ACCEPTED, DRAFT_TOKENS, DRAFTS, position_counter
 
 GAUGES: dict[str, tuple[str, ...]] = {
     "running": (

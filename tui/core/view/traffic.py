@@ -24,15 +24,7 @@ from tui.core.measure.records import RequestTiming
 from tui.core.measure.stats import summarize
 from tui.core.runs.run_record import new_run
 from tui.core.telemetry.readings import HistogramQuantiles
-from tui.core.telemetry.served import (
-    ServedRequest,
-    ServerSpan,
-    Tally,
-    TraceWindow,
-    senders,
-    sent_id,
-    served_summary,
-)
+from tui.core.telemetry.served import ServedRequest, ServerSpan, Tally, TraceWindow, senders, sent_id, served_summary
 from tui.core.untrusted import one_line
 from tui.core.view.timeline import ALIGNED, WALL_CLOCK
 

@@ -40,12 +40,7 @@ from tui.sources.identity import server_identity
 from tui.sources.meter import LocalMeter, Meter
 from tui.sources.stream import StreamRequest
 from tui.sources.workloads.disaggregation import run_disaggregation
-from tui.sources.workloads.experiments import (
-    ExperimentFailed,
-    ExperimentResult,
-    ProgressCallback,
-    run_experiment,
-)
+from tui.sources.workloads.experiments import ExperimentFailed, ExperimentResult, ProgressCallback, run_experiment
 from tui.sources.workloads.load import LoadResult, LoadRunner
 from tui.sources.workloads.probe import ProbeParams, run_probe
 from tui.sources.workloads.speculation import run_speculation
@@ -82,14 +77,14 @@ class Measured:
 
     result: ExperimentResult | None
     error: str | None
-    server: dict
+    server: dict[str, Any]
     duration_s: float
-    run: dict | None = None
+    run: dict[str, Any] | None = None
 
 
 async def measure(plan: Plan, target: Target, on_progress: ProgressCallback | None = None,
                   should_stop: Callable[[], bool] | None = None, *, exact_length: bool = True,
-                  meter_for: Callable[[ServerClient], Meter] = LocalMeter, params: dict | None = None) -> Measured:
+                  meter_for: Callable[[ServerClient], Meter] = LocalMeter, params: dict[str, Any] | None = None) -> Measured:
     """Run `plan` on `target`; `params` are added to the run's (who ran it: "phasetop tune", its setting).
 
     A request that fails or `should_stop()` ends it with the rows finished so far; an unreachable server with none.
@@ -138,11 +133,11 @@ class LoadMeasured:
 
     result: LoadResult
     requests: list[RequestTiming]
-    figures: dict
-    run: dict | None
+    figures: dict[str, Any]
+    run: dict[str, Any] | None
 
 
-async def measure_load(runner: LoadRunner, params: dict | Callable[[], dict], guard: Guard,
+async def measure_load(runner: LoadRunner, params: dict[str, Any] | Callable[[], dict[str, Any]], guard: Guard,
                        slo_s: tuple[float | None, float | None] = (None, None),
                        on_finished: Callable[[StreamRequest, RequestTiming], None] | None = None) -> LoadMeasured:
     """Run `runner` to its end (the caller may stop it, turn its dial, read its progress meanwhile); `params` are the
