@@ -8,17 +8,16 @@ import os
 import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from tui.cli.output import EXIT_USAGE, CliError, note
-from tui.config import Settings, bad_url, load_settings
+from tui.config import Settings, load_settings
+from tui.core.urls import bad_url
 from tui.meter.pool import MeterPool, default_meters
 from tui.sources.http import ServerClient
 from tui.sources.meter import LocalMeter, Meter
-
 
 EXIT_INTERRUPTED = 130
 """Ctrl-C cut short a set amount of work (128 + SIGINT, as a shell reports it), after the command printed and saved

@@ -32,8 +32,9 @@ from tui.core.hardware.gpu_check import (
     summary_line,
 )
 from tui.core.telemetry.readings import GpuReading
-from tui.sources.workloads.copy_load import CopyLoad, LoadFailed, torch_installed
+from tui.core.urls import bad_url
 from tui.sources.gpu import GPM_MIN_WINDOW_S, GpuSampler
+from tui.sources.workloads.copy_load import CopyLoad, LoadFailed, torch_installed
 
 IDLE_WINDOWS = 2
 COPY_MARGIN_S = 1.0
@@ -128,11 +129,8 @@ def _check_args(args: argparse.Namespace) -> None:
                         ("--prompt-tokens", args.prompt_tokens), ("--max-tokens", args.max_tokens)):
         if value < 1:
             raise CliError(f"{flag} must be at least 1", EXIT_USAGE)
-    if args.url:
-        from tui.config import bad_url  # phasetop's settings: installed wherever --url is used
-
-        if problem := bad_url(args.url):
-            raise CliError(problem, EXIT_USAGE)
+    if args.url and (problem := bad_url(args.url)):
+        raise CliError(problem, EXIT_USAGE)
 
 
 def _no_gpu(args: argparse.Namespace, reason: str) -> int:
@@ -190,10 +188,10 @@ def _decode(args: argparse.Namespace, sample_under_load: Callable[[], list[GpuRe
     of it)."""
     from tui.cli.common import base_url, settings_from
     from tui.sources import loop
-    from tui.sources.workloads.decode_load import DecodePlan, decode_during
     from tui.sources.detect import describe_configured
     from tui.sources.errors import SourceError
     from tui.sources.http import client_for
+    from tui.sources.workloads.decode_load import DecodePlan, decode_during
 
     settings = settings_from(args)
     plan = DecodePlan(args.streams, args.prompt_tokens, args.max_tokens)

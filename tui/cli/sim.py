@@ -10,15 +10,15 @@ from tui.cli.commands import COMMANDS
 from tui.cli.common import settings_from
 from tui.cli.options import add_json_option, port_number
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note, say
-from tui.config import bad_url
-from tui.net import bind, url_of
-from tui.core.hardware.devices import UnknownDeviceError, find_device
 from tui.core.experiments.disaggregation import DEFAULT_KV_LINK, KV_LINKS, link_of_rate
+from tui.core.hardware.devices import UnknownDeviceError, find_device
 from tui.core.hardware.models import MODELS, find_model
+from tui.core.urls import bad_url
+from tui.net import bind, url_of
 from tui.sim.blocks import BLOCK_SIZE
 from tui.sim.options import QUANTIZATION_BITS, READY_PREFIX, WORKER_PREFIX, SimOptions, served_name
-from tui.sim.step_cost import ConfigError, EngineConfig
 from tui.sim.speculation import DEFAULT_SPECULATIVE_TOKENS, METHODS, Speculation, SpeculationError, speculation_of
+from tui.sim.step_cost import ConfigError, EngineConfig
 from tui.sources import loop
 
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048

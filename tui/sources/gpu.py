@@ -19,6 +19,7 @@ import psutil
 from tui.core.hardware.devices import UnknownDeviceError, find_device
 from tui.core.telemetry.readings import GpuReading, GpuSample
 from tui.sources.host import ListenerFinder
+from tui.sources.nvml_errors import gpm_status, init_reason, nvml_reason
 
 GPM_MIN_WINDOW_S = 0.1
 """nvml.h: GPM samples less than 100 ms apart read as zero."""
@@ -28,36 +29,6 @@ PRESET_TOLERANCE = 0.10
 
 Names match forgivingly (an A100 PCIe 40GB would find the 80GB preset); a figure that far off
 is another part, so the clock figure stands."""
-
-
-def _reason(error: BaseException) -> str:
-    name = type(error).__name__.removeprefix("NVMLError_")
-    return f"{name}: {error}" if str(error) and str(error) != name else name
-
-
-def _init_reason(n: Any, error: BaseException) -> str:
-    """Why NVML would not start, worded for a person."""
-    if isinstance(error, n.NVMLError_LibraryNotFound):
-        return f"no NVIDIA driver here (NVML: {error})"
-    if isinstance(error, n.NVMLError_DriverNotLoaded):
-        return f"the NVIDIA driver is not loaded (NVML: {error})"
-    if isinstance(error, n.NVMLError_LibRmVersionMismatch):
-        return f"NVML and the kernel driver differ in version; reload the driver or reboot (NVML: {error})"
-    return f"NVML failed to start: {_reason(error)}"
-
-
-_GPM_ABSENT = ("NVMLError_NotSupported", "NVMLError_FunctionNotFound", "NVMLError_ArgumentVersionMismatch")
-"""NVML's ways of saying there is no GPM: the GPU lacks it, the driver predates it, or speaks another struct version."""
-
-
-def _gpm_status(n: Any, error: BaseException) -> str:
-    """`GpuReading.gpm_status` for a failed GPM call: "no_permission", "unsupported" or "failed"."""
-    if isinstance(error, getattr(n, "NVMLError_NoPermission", ())):
-        return "no_permission"
-    absent = tuple(getattr(n, name) for name in _GPM_ABSENT if hasattr(n, name))
-    if isinstance(error, (AttributeError, *absent)):  # AttributeError: a binding without GPM's functions
-        return "unsupported"
-    return "failed"
 
 
 def _text(value: Any) -> str:
@@ -131,7 +102,7 @@ class GpuSampler:
         try:
             n.nvmlInit()
         except n.NVMLError as error:
-            self._reason = _init_reason(n, error)
+            self._reason = init_reason(n, error)
             return
         except AttributeError as error:  # a foreign `pynvml` module shadows nvidia-ml-py
             self._reason = f"no GPU telemetry: pynvml is not nvidia-ml-py ({error})"
@@ -141,13 +112,13 @@ class GpuSampler:
         try:
             count = n.nvmlDeviceGetCount()
         except n.NVMLError as error:
-            self._reason = f"NVML cannot count devices: {_reason(error)}"
+            self._reason = f"NVML cannot count devices: {nvml_reason(error)}"
             return
         for i in range(count):
             try:
                 self._leaves.extend(self._leaves_of(i))
             except n.NVMLError as error:
-                self._reason = f"GPU {i}: {_reason(error)}"
+                self._reason = f"GPU {i}: {nvml_reason(error)}"
         if not self._leaves and self._reason is None:
             self._reason = "NVML sees no GPU"
         for leaf in self._leaves:
@@ -234,14 +205,14 @@ class GpuSampler:
         n = self._nvml
         support, error = self._call(n.nvmlGpmQueryDeviceSupport, leaf.handle)
         if error is not None or not support.isSupportedDevice:
-            leaf.gpm_status = _gpm_status(n, error) if error is not None else "unsupported"
-            leaf.notes.append(f"no GPM ({_reason(error)})" if error else "no GPM on this GPU (Hopper or newer has it)")
+            leaf.gpm_status = gpm_status(n, error) if error is not None else "unsupported"
+            leaf.notes.append(f"no GPM ({nvml_reason(error)})" if error else "no GPM on this GPU (Hopper or newer has it)")
             return
         previous, error = self._call(n.nvmlGpmSampleAlloc)
         current, error2 = self._call(n.nvmlGpmSampleAlloc) if error is None else (None, None)
         if error is not None or error2 is not None:
-            leaf.gpm_status = _gpm_status(n, error or error2)
-            leaf.notes.append(f"no GPM: {_reason(error or error2)}")
+            leaf.gpm_status = gpm_status(n, error or error2)
+            leaf.notes.append(f"no GPM: {nvml_reason(error or error2)}")
             for sample in (previous, current):
                 if sample is not None:
                     self._try(n.nvmlGpmSampleFree, sample)
@@ -256,8 +227,8 @@ class GpuSampler:
 
     def _drop_gpm(self, leaf: _Leaf, error: BaseException) -> None:
         leaf.gpm = False
-        leaf.gpm_status = _gpm_status(self._nvml, error)
-        leaf.notes.append(f"GPM failed, memory busy time instead: {_reason(error)}")
+        leaf.gpm_status = gpm_status(self._nvml, error)
+        leaf.notes.append(f"GPM failed, memory busy time instead: {nvml_reason(error)}")
 
     def _gpm_take(self, leaf: _Leaf, sample: Any) -> BaseException | None:
         n = self._nvml
@@ -320,12 +291,12 @@ class GpuSampler:
         _, error = self._call(n.nvmlGpmMetricsGet, request)
         leaf.gpm_previous, leaf.gpm_current, leaf.gpm_previous_t = leaf.gpm_current, leaf.gpm_previous, now
         if error is not None:
-            reasons.append(f"GPM metrics: {_reason(error)}")
-            return {}, _gpm_status(n, error)
+            reasons.append(f"GPM metrics: {nvml_reason(error)}")
+            return {}, gpm_status(n, error)
         dram, sm, tensor = request.metrics[0], request.metrics[1], request.metrics[2]
         if dram.nvmlReturn != n.NVML_SUCCESS:
             reasons.append(f"GPM DRAM_BW_UTIL returned {dram.nvmlReturn}")
-            return {}, _gpm_status(n, n.NVMLError(dram.nvmlReturn))
+            return {}, gpm_status(n, n.NVMLError(dram.nvmlReturn))
         util = min(1.0, max(0.0, dram.value / 100))
         figures: dict[str, Any] = {
             "mem_bw_util": util,
@@ -388,7 +359,7 @@ class GpuSampler:
     def _try(self, fn: Any, *args: Any) -> tuple[Any, str | None]:
         """Call NVML; (value, None) or (None, reason)."""
         value, error = self._call(fn, *args)
-        return value, None if error is None else _reason(error)
+        return value, None if error is None else nvml_reason(error)
 
 
 def _descends_from(pid: int, roots: set[int]) -> bool:
