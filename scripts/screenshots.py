@@ -58,7 +58,7 @@ async def live_view(url: str) -> None:
     app = PhasetopApp(REAL_TIME, url, *simulated_server(REAL_TIME), save_runs=False)
     async with app.run_test(size=SIZE) as pilot:
         screen: MainScreen = app.screen
-        await until(pilot, lambda: screen.state.served is not None)
+        await until(pilot, lambda: screen.state.live.served is not None)
         for key, done in (("1", 1), ("1", 2), ("2", 3)):  # the first short pays the cold start: a second one
             await pilot.press(key)
             await settled(pilot, screen, done)
@@ -88,7 +88,7 @@ async def experiment(url: str) -> None:
     app = PhasetopApp(REAL_TIME, url, *simulated_server(REAL_TIME), save_runs=False)
     async with app.run_test(size=SIZE) as pilot:
         screen: MainScreen = app.screen
-        await until(pilot, lambda: screen.lab.server_info is not None)
+        await until(pilot, lambda: screen.state.lab.server_info is not None)
         await pilot.press("p")
         await until(pilot, lambda: isinstance(app.screen, ExperimentScreen) and app.screen.finding, 180)
         await pilot.pause(0.3)
@@ -106,7 +106,7 @@ async def disaggregation() -> None:
         app = PhasetopApp(REAL_TIME, sim.url, *simulated_server(slowed), save_runs=False)
         async with app.run_test(size=SIZE) as pilot:
             screen: MainScreen = app.screen
-            await until(pilot, lambda: screen.lab.server_info is not None)
+            await until(pilot, lambda: screen.state.lab.server_info is not None)
             await pilot.pause(1.5)  # the UI's first seconds keep its core busy: streams read then arrive in clumps
             await long_prompt_among_streams(pilot, screen)
             await settled(pilot, screen, 9)
@@ -127,10 +127,10 @@ async def long_prompt_among_streams(pilot, screen: MainScreen) -> None:
     # does not while streams run (2 s late here: the long prompt landed after them).
     screen.action_preset("concurrent")
     streams = range(first, first + 8)
-    await until(pilot, lambda: all(len(getattr(screen.state.record(i), "token_offsets_s", ())) >= 16 for i in streams))
+    await until(pilot, lambda: all(len(getattr(screen.state.live.record(i), "token_offsets_s", ())) >= 16 for i in streams))
     screen.action_preset("long")
     ended = range(first, first + 9)  # a finished record has its output count; one in flight has none yet
-    await until(pilot, lambda: all(getattr(screen.state.record(i), "output_tokens", None) for i in ended), 90)
+    await until(pilot, lambda: all(getattr(screen.state.live.record(i), "output_tokens", None) for i in ended), 90)
 
 
 async def roofline() -> None:
@@ -142,7 +142,7 @@ async def roofline() -> None:
             app = PhasetopApp(REAL_TIME, sim.url, *simulated_server(REAL_TIME), save_runs=False)
             async with app.run_test(size=size) as pilot:
                 screen: MainScreen = app.screen
-                await until(pilot, lambda: screen.state.simulator_flags is not None)
+                await until(pilot, lambda: screen.state.live.simulator_flags is not None)
                 done = len(screen.timings)
                 for key, more in (("2", 1), ("4", 8)):
                     await pilot.press(key)
@@ -164,10 +164,10 @@ async def roofline_sweeps() -> None:
         app = PhasetopApp(REAL_TIME, sim.url, *simulated_server(REAL_TIME), save_runs=False)
         async with app.run_test(size=SIZE) as pilot:
             screen: MainScreen = app.screen
-            await until(pilot, lambda: screen.lab.server_info is not None and screen.state.simulator_flags is not None)
+            await until(pilot, lambda: screen.state.lab.server_info is not None and screen.state.live.simulator_flags is not None)
             for key, vary in (("n", "concurrency"), ("p", "prompt-tokens")):
                 await pilot.press(key)
-                await until(pilot, lambda: vary in screen.lab.sessions.current.sweeps, 180)
+                await until(pilot, lambda: vary in screen.state.lab.sessions.current.sweeps, 180)
                 await pilot.press("escape")
                 await until(pilot, lambda: app.screen is screen)
             done = len(screen.timings)
@@ -207,12 +207,12 @@ async def before_after() -> None:
     try:
         async with app.run_test(size=SIZE) as pilot:
             screen: MainScreen = app.screen
-            await until(pilot, lambda: screen.lab.server_info is not None)
+            await until(pilot, lambda: screen.state.lab.server_info is not None)
             await long_prompt_among_streams(pilot, screen)
             first.stop()
             port = str(urlsplit(first.url).port)
             with SimulatorProcess.start([*simulator_args(REAL_TIME), "--max-num-batched-tokens", "256", "--port", port]):
-                await until(pilot, lambda: screen.has_before and screen.lab.server_info is not None, 90)
+                await until(pilot, lambda: screen.has_before and screen.state.lab.server_info is not None, 90)
                 await long_prompt_among_streams(pilot, screen)
             await pilot.press("b")
             await until(pilot, lambda: isinstance(app.screen, CompareScreen))
@@ -239,14 +239,14 @@ async def tuning_loop() -> None:
     try:
         async with app.run_test(size=SIZE) as pilot:
             screen: MainScreen = app.screen
-            await until(pilot, lambda: screen.lab.server_info is not None)
+            await until(pilot, lambda: screen.state.lab.server_info is not None)
             await pilot.pause(1.5)  # the UI's first seconds keep its core busy: streams read then arrive in clumps
             first = screen.state.next_id
-            screen.send_requests(Send(screen.state.send(8), "8 streams", None, 200, 8, 48))
-            await until(pilot, lambda: all(len(getattr(screen.state.record(i), "token_offsets_s", ())) >= 4
+            screen.send_requests(Send(screen.state.live.send(8), "8 streams", None, 200, 8, 48))
+            await until(pilot, lambda: all(len(getattr(screen.state.live.record(i), "token_offsets_s", ())) >= 4
                                            for i in range(first, first + 8)))
-            screen.send_requests(Send(screen.state.send(1), "long 2000", None, 2000, 1, 48))
-            await until(pilot, lambda: all(getattr(screen.state.record(i), "output_tokens", None) for i in range(first, first + 9)))
+            screen.send_requests(Send(screen.state.live.send(1), "long 2000", None, 2000, 1, 48))
+            await until(pilot, lambda: all(getattr(screen.state.live.record(i), "output_tokens", None) for i in range(first, first + 9)))
             await pilot.press("f")
             await until(pilot, lambda: isinstance(app.screen, FlagEditorScreen))
             app.screen.query_one(Input).value = str(command.with_setting(Setting("max-num-batched-tokens", "256")))

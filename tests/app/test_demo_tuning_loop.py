@@ -27,7 +27,7 @@ async def test_f_restarts_the_simulator_phasetop_started_with_a_changed_flag_and
                           served=served)
         async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
             screen = app.screen
-            await wait_for(pilot, lambda: screen.lab.server_info is not None)
+            await wait_for(pilot, lambda: screen.state.lab.server_info is not None)
             assert screen.why_disabled("edit_flags") is None and screen.why_disabled("server_log") is None
             await long_among_streams(pilot, screen, seen)
             await edit_flags(pilot, app, served.command.with_setting(Setting("max-num-batched-tokens", "256")))

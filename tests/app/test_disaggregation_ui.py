@@ -21,7 +21,7 @@ async def test_a_request_through_1p1d_is_prefill_then_kv_transfer_then_decode():
         app = PhasetopApp(settings(), sim.url, None, None)
         async with app.run_test(size=(160, 45), message_hook=seen.append) as pilot:
             screen = app.screen
-            await wait_for(pilot, lambda: screen.lab.server_info is not None, 30)
+            await wait_for(pilot, lambda: screen.state.lab.server_info is not None, 30)
             await pilot.press("2")
             await wait_for(pilot, lambda: len(completed(seen)) == 1, 60)
             [done] = completed(seen)

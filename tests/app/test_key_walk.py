@@ -151,7 +151,7 @@ async def test_every_key_on_every_screen_does_what_it_names(served_simulator, si
                       simulator=simulator, served=served)
     async with app.run_test(size=size, notifications=True) as pilot:
         main = app.screen
-        await wait_for(pilot, lambda: main.lab.server_info is not None, 30, "the server identified")
+        await wait_for(pilot, lambda: main.state.lab.server_info is not None, 30, "the server identified")
         await pilot.press("1")  # a request on the timeline: the lanes' and the roofline's keys have one to act on
         await wait_for(pilot, lambda: main.timings and main.timings[-1].e2e_s, 30, "the first answer")
         footer_inside(app)

@@ -248,7 +248,7 @@ async def test_turning_the_load_dial_up_raises_the_achieved_rate_and_its_request
         await wait_for(pilot, lambda: any(t.output_tokens for t in screen.timings), 10, "a load lane with tokens")
         labels = [lane.label for lane in screen.lanes]
         assert labels and all(label.startswith("load ") for label in labels), labels
-        assert screen.lab.sessions.current.requests == []
+        assert screen.state.lab.sessions.current.requests == []
         await pilot.press("l")
         await wait_for(pilot, lambda: seen_of(seen, LoadStopped), 30, "load stopped")
         [stopped] = seen_of(seen, LoadStopped)

@@ -118,12 +118,12 @@ async def test_a_restart_read_before_phasetop_restarted_the_server_opens_no_seco
     app = PhasetopApp(settings(), sim_url, None, None)
     async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
         screen: MainScreen = app.screen
-        await wait_for(pilot, lambda: screen.metrics is not None and screen.lab.sessions.current is not None)
+        await wait_for(pilot, lambda: screen.metrics is not None and screen.state.lab.sessions.current is not None)
         found = replace(screen.metrics, restart=Restart(("process_start_time_seconds changed",), {}, {}))
         read_in = screen.scraper.generation
         screen.scraper.forget()  # phasetop restarted the server (its NewSession effect tells the scraper)
         screen.post_message(MetricsScraped(found, read_in))
         await pilot.pause(0.3)
-        assert [s.number for s in screen.lab.sessions.sessions] == [1], "the stale restart opened no session"
+        assert [s.number for s in screen.state.lab.sessions.sessions] == [1], "the stale restart opened no session"
         screen.post_message(MetricsScraped(found, screen.scraper.generation))
-        await wait_for(pilot, lambda: len(screen.lab.sessions.sessions) == 2, what="a restart read now opens one")
+        await wait_for(pilot, lambda: len(screen.state.lab.sessions.sessions) == 2, what="a restart read now opens one")

@@ -39,7 +39,7 @@ async def back_on_the_last_good_flags(pilot, app, served, refused: ServeCommand,
     await wait_for(pilot, lambda: shows(app, FlagEditorScreen), 10)
     assert app.screen.query_one(Input).value == str(refused)
     assert served.running and served.command == served.first and screen.simulator_state == "running"
-    await wait_for(pilot, lambda: screen.server.down_since is None and screen.lab.server_info is not None, 60)
+    await wait_for(pilot, lambda: screen.server.down_since is None and screen.state.lab.server_info is not None, 60)
 
 
 def demo(*args: str) -> tuple[SimulatorProcess, ServedSimulator, PhasetopApp]:
@@ -55,7 +55,7 @@ async def test_a_flag_the_simulator_takes_then_exits_on_keeps_the_last_good_flag
     simulator, served, app = demo()
     try:
         async with app.run_test(size=(120, 40)) as pilot:
-            await wait_for(pilot, lambda: main_screen(app).lab.server_info is not None, 60)
+            await wait_for(pilot, lambda: main_screen(app).state.lab.server_info is not None, 60)
             exits = served.command.with_setting(Setting("gpu-memory-utilization", "0.01"))  # parsed, then no room
             await restart_with(pilot, app, exits)
             await back_on_the_last_good_flags(pilot, app, served, exits, "do not fit")
@@ -73,7 +73,7 @@ async def test_the_port_taken_while_the_simulator_was_down_is_said_and_r_starts_
     try:
         async with app.run_test(size=(120, 40)) as pilot:
             screen = main_screen(app)
-            await wait_for(pilot, lambda: screen.lab.server_info is not None, 60)
+            await wait_for(pilot, lambda: screen.state.lab.server_info is not None, 60)
             os.kill(simulator.pid, signal.SIGKILL)
             await wait_for(pilot, lambda: screen.simulator_state == "exited", 10)
             squatter, _ = listen(port)  # another program took the port meanwhile
@@ -113,7 +113,7 @@ async def test_a_command_that_never_becomes_healthy_times_out_and_the_last_good_
     try:
         app = PhasetopApp(settings(poll={"metrics_interval_s": 0.2}), served.url, save_runs=False, served=served)
         async with app.run_test(size=(120, 40)) as pilot:
-            await wait_for(pilot, lambda: main_screen(app).lab.server_info is not None, 60)
+            await wait_for(pilot, lambda: main_screen(app).state.lab.server_info is not None, 60)
             # It listens on the port and answers, but never 200 on /health: never healthy.
             mute = ServeCommand.parse(shlex.join([sys.executable, "-c", NEVER_HEALTHY, "--port", str(served.command.port)]))
             await restart_with(pilot, app, mute)
@@ -128,7 +128,7 @@ async def test_the_new_server_killed_while_it_starts_leaves_the_last_good_flags_
     try:
         app = PhasetopApp(settings(poll={"metrics_interval_s": 0.2}), served.url, save_runs=False, served=served)
         async with app.run_test(size=(120, 40)) as pilot:
-            await wait_for(pilot, lambda: main_screen(app).lab.server_info is not None, 60)
+            await wait_for(pilot, lambda: main_screen(app).state.lab.server_info is not None, 60)
             port = str(served.command.port)
             changed = ServeCommand((sys.executable, "-c", SLOW_START, "sim", "--port", port, *ARGS, "--max-num-seqs", "64"))
             await restart_with(pilot, app, changed)

@@ -18,7 +18,7 @@ DELIVERY_NO_POINT = "decode: the newest streams cannot place it: a decode stream
 def streams(main: MainScreen, count: int) -> Send:
     """`count` streams at once, as key 4 sends them, with shorter answers (128 tokens, not 512): their prefills fit one
     step, so they decode together from the first token, and a quarter of the tokens is a quarter of the time."""
-    return Send(main.state.send(count), f"{count} at once", None, 200, count, 128)
+    return Send(main.state.live.send(count), f"{count} at once", None, 200, count, 128)
 
 
 def batch_of(view) -> float | None:
@@ -33,7 +33,7 @@ async def test_w_opens_the_roofline_and_decode_moves_right_with_the_batch(slow_s
     async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
         main: MainScreen = app.screen
         await started(pilot, seen)
-        await wait_for(pilot, lambda: main.state.simulator_flags is not None, what="the simulator identified")
+        await wait_for(pilot, lambda: main.state.live.simulator_flags is not None, what="the simulator identified")
         await pilot.press("w")
         await wait_for(pilot, lambda: shows(app, RooflineScreen), what="the roofline screen")
         roofline: RooflineScreen = app.screen

@@ -30,7 +30,7 @@ async def test_the_concurrency_sweep_is_decodes_trace_on_the_roofline(tmp_path):
         async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
             main: MainScreen = app.screen
             await wait_for(pilot, lambda: seen_of(seen, SessionIdentified), what="server identified")
-            await wait_for(pilot, lambda: main.state.simulator_flags is not None, what="the simulator's flags read")
+            await wait_for(pilot, lambda: main.state.live.simulator_flags is not None, what="the simulator's flags read")
             await pilot.press("n")
             await wait_for(pilot, lambda: shows(app, ExperimentScreen), 5, "experiment screen")
             await wait_for(pilot, lambda: seen_of(seen, ExperimentFinished), 120, "experiment finished")
@@ -57,8 +57,8 @@ async def test_the_concurrency_sweep_is_decodes_trace_on_the_roofline(tmp_path):
             assert "the last sweeps" in str(app.screen.query_one("#roofline-legend").render())
             await pilot.press("escape")
             await wait_for(pilot, lambda: app.screen is main, 5, "back on the main screen")
-            main.lab.restarted(("process_start_time_seconds changed",), datetime.now().astimezone())
-            assert main.lab.sessions.sessions[0].sweeps, "the sweep stays with the session it ran in"
+            main.state.lab.restarted(("process_start_time_seconds changed",), datetime.now().astimezone())
+            assert main.state.lab.sessions.sessions[0].sweeps, "the sweep stays with the session it ran in"
             assert main.roofline_view().traces == ()
 
 

@@ -58,7 +58,7 @@ async def measuring(served, seen):
     """The UI on the served simulator, its server identified and its first seconds waited out (`SETTLE_S`)."""
     app = PhasetopApp(settings(), served.url, save_runs=False, served=served)
     async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
-        await wait_for(pilot, lambda: app.screen.lab.server_info is not None)
+        await wait_for(pilot, lambda: app.screen.state.lab.server_info is not None)
         await pilot.pause(SETTLE_S)
         yield app, pilot
 
@@ -77,7 +77,7 @@ async def test_a_flag_change_restarts_the_server_reruns_the_sends_and_compares(s
         itl_p99 = next(f for f in comparison["figures"] if f["label"] == "ITL p99")
         assert itl_p99["after"] < itl_p99["before"], "smaller prefill chunks: the streams' worst gaps shrink"
         assert served.command.value("max-num-batched-tokens") == "256"
-        assert len(screen.lab.sessions.sessions) == 2, "the restart and its metrics' new start time: one new session"
+        assert len(screen.state.lab.sessions.sessions) == 2, "the restart and its metrics' new start time: one new session"
         await pilot.press("escape", "q")
 
 
@@ -93,7 +93,7 @@ async def test_the_probe_runs_on_both_sides_of_the_restart_and_only_it_is_compar
     seen = []
     async with measuring(served, seen) as (app, pilot):
         screen = app.screen
-        screen.send_requests(Send(screen.state.send(1), "typed", "hello", None, 1, 16))  # before the probe: not in it
+        screen.send_requests(Send(screen.state.live.send(1), "typed", "hello", None, 1, 16))  # before the probe: not in it
         await wait_for(pilot, lambda: len(completed(seen)) == 1, 60)
         await edit_flags(pilot, app, served.command.with_setting(Setting("max-num-batched-tokens", "256")), "probe")
         await wait_for(pilot, lambda: shows(app, CompareScreen), 180)
@@ -112,7 +112,7 @@ async def test_the_last_experiment_runs_again_after_the_restart_and_is_compared(
     app = PhasetopApp(settings(), served.url, save_runs=False, served=served)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = app.screen
-        await wait_for(pilot, lambda: screen.lab.server_info is not None)
+        await wait_for(pilot, lambda: screen.state.lab.server_info is not None)
         await pilot.press("x")  # the prefix-cache experiment
         await wait_for(pilot, lambda: shows(app, ExperimentScreen))
         await wait_for(pilot, lambda: app.screen.finding, 180)
@@ -141,13 +141,13 @@ async def test_a_restart_its_metrics_do_not_show_is_still_a_new_session_and_only
     app = PhasetopApp(settings(poll=PollSettings(metrics_interval_s=3600)), served.url, save_runs=False, served=served)
     async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
         screen = app.screen
-        await wait_for(pilot, lambda: screen.lab.server_info is not None)
-        screen.send_requests(Send(screen.state.send(1), "typed", "hello", None, 1, 8))
+        await wait_for(pilot, lambda: screen.state.lab.server_info is not None)
+        screen.send_requests(Send(screen.state.live.send(1), "typed", "hello", None, 1, 8))
         await wait_for(pilot, lambda: len(completed(seen)) == 1, 60)
         await edit_flags(pilot, app, served.command.with_setting(Setting("max-num-batched-tokens", "256")))
         await wait_for(pilot, lambda: shows(app, CompareScreen), 60)
-        assert [session.number for session in screen.lab.sessions.sessions] == [1, 2]
-        assert screen.lab.sessions.current.restart_reasons == ("phasetop restarted it: --max-num-batched-tokens 2048 → 256",)
+        assert [session.number for session in screen.state.lab.sessions.sessions] == [1, 2]
+        assert screen.state.lab.sessions.current.restart_reasons == ("phasetop restarted it: --max-num-batched-tokens 2048 → 256",)
         assert len(completed(seen)) == 2
         await pilot.press("escape", "q")
 
@@ -157,7 +157,7 @@ async def test_a_refused_flag_keeps_the_last_good_flags_running_and_reopens_the_
     app = PhasetopApp(settings(), served.url, save_runs=False, served=served)
     async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
         screen = app.screen
-        await wait_for(pilot, lambda: screen.lab.server_info is not None)
+        await wait_for(pilot, lambda: screen.state.lab.server_info is not None)
         first_pid, notes = served.pid, []
         app.notify = lambda message, **kwargs: notes.append(message)
         typo = served.command.with_setting(Setting("max-num-batched-tokens", "bogus"))
@@ -201,7 +201,7 @@ async def test_after_a_restart_left_nothing_running_the_probe_restarts_it_then_p
         await wait_for(pilot, lambda: served.running, 60)
         await wait_for(pilot, lambda: len(completed(seen)) == 9, 120)
         assert any("the server is down: restarting now" in n for n in notes)
-        screen.send_requests(Send(screen.state.send(1), "typed", "hello", None, 1, 16))  # nothing left jammed
+        screen.send_requests(Send(screen.state.live.send(1), "typed", "hello", None, 1, 16))  # nothing left jammed
         await wait_for(pilot, lambda: len(completed(seen)) == 10, 60)
         await pilot.press("q")
 
@@ -213,7 +213,7 @@ async def test_o_shows_the_served_commands_log_filtered_as_you_type(served):
 
     app = PhasetopApp(settings(), served.url, save_runs=False, served=served)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.screen.lab.server_info is not None)
+        await wait_for(pilot, lambda: app.screen.state.lab.server_info is not None)
         await pilot.press("o")
         await wait_for(pilot, lambda: shows(app, ServerLogScreen))
         logged = served.log_tail(2000).splitlines()
@@ -239,7 +239,7 @@ async def test_the_flag_editor_completes_flags_from_the_servers_own_help(served_
     served = served_slow
     app = PhasetopApp(settings(), served.url, save_runs=False, served=served)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.screen.lab.server_info is not None)
+        await wait_for(pilot, lambda: app.screen.state.lab.server_info is not None)
         await pilot.press("f")
         await wait_for(pilot, lambda: shows(app, FlagEditorScreen))
         editor = app.screen

@@ -13,7 +13,7 @@ async def test_a_sentence_typed_at_start_lands_in_the_prompt_box_and_starts_noth
     app = PhasetopApp(settings(), sim_url, save_runs=False)
     async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
         screen = app.screen
-        await wait_for(pilot, lambda: screen.lab.server_info is not None)
+        await wait_for(pilot, lambda: screen.state.lab.server_info is not None)
         sentence = "Why is the sky blue? Explain it in 3 lines, please."
         await pilot.press(*[{" ": "space", "?": "question_mark", ",": "comma", ".": "full_stop"}.get(c, c) for c in sentence])
         await pilot.pause(0.2)
@@ -34,7 +34,7 @@ async def test_a_sentence_typed_at_start_lands_in_the_prompt_box_and_starts_noth
 async def test_tab_goes_to_the_prompt_box_not_through_every_button(sim_url):
     app = PhasetopApp(settings(), sim_url, save_runs=False)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.screen.lab.server_info is not None)
+        await wait_for(pilot, lambda: app.screen.state.lab.server_info is not None)
         await pilot.press("tab")
         assert app.focused is app.screen.query_one("#prompt-text", TextArea)
 
@@ -44,7 +44,7 @@ async def test_enter_in_the_prompt_box_sends_ctrl_j_breaks_the_line_and_the_foot
     app = PhasetopApp(settings(), sim_url, save_runs=False)
     async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
         screen = app.screen
-        await wait_for(pilot, lambda: screen.lab.server_info is not None)
+        await wait_for(pilot, lambda: screen.state.lab.server_info is not None)
         await pilot.press("tab", *"hi", "ctrl+j", *"there")  # (h alone is a shortcut: Tab goes to the box)
         box = screen.query_one("#prompt-text", TextArea)
         assert box.text == "hi\nthere", "Ctrl+J is a line break, not a send"

@@ -42,7 +42,7 @@ async def test_a_sentence_typed_in_one_burst_at_start_is_the_prompt_not_the_shor
     app = PhasetopApp(settings(), sim_url, save_runs=False)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = app.screen
-        await wait_for(pilot, lambda: screen.lab.server_info is not None)
+        await wait_for(pilot, lambda: screen.state.lab.server_info is not None)
         sentence = "Why is the sky blue?"  # h, i, s, t, b, l and ? are shortcuts outside the box
         burst(app, [KEY_NAMES.get(c, c) for c in sentence])
         await pilot.pause(0.5)

@@ -35,7 +35,7 @@ async def restart_with(pilot, app, command: ServeCommand, rerun: str | None = No
 
 async def long_among_streams(pilot, screen, seen) -> None:
     """8 short streams, then the long prompt among them (its prefill stalls them while it runs), to their end."""
-    screen.send_requests(Send(screen.state.send(8), "8 streams", None, 200, 8, 48))
+    screen.send_requests(Send(screen.state.live.send(8), "8 streams", None, 200, 8, 48))
     await wait_for(pilot, lambda: len(screen.timings) == 8 and all(len(t.token_offsets_s) >= 4 for t in screen.timings))
-    screen.send_requests(Send(screen.state.send(1), "long", None, 2000, 1, 48))
+    screen.send_requests(Send(screen.state.live.send(1), "long", None, 2000, 1, 48))
     await wait_for(pilot, lambda: len(completed(seen)) == 9, 60)

@@ -39,7 +39,7 @@ async def ui_on_llama() -> AsyncIterator[tuple[ServedCommand, int, PhasetopApp, 
         app = PhasetopApp(settings(timeout_s=float(CLIENT_TIMEOUT_S), poll={"metrics_interval_s": 0.5}), served.url,
                           save_runs=False, served=served)
         async with app.run_test(size=(120, 40), notifications=True) as pilot:
-            await wait_for(pilot, lambda: app.screen.lab.server_info is not None, 60)
+            await wait_for(pilot, lambda: app.screen.state.lab.server_info is not None, 60)
             yield served, port, app, pilot
     finally:
         served.stop()
@@ -58,7 +58,7 @@ async def test_a_flag_llama_server_refuses_keeps_the_last_good_flags_names_its_e
         await wait_for(pilot, lambda: shows(app, FlagEditorScreen), 10)
         assert app.screen.query_one(Input).value == str(refused), "the editor reopens on the refused command"
         assert served.running and served.command == served.first and served.pid != first_pid
-        await wait_for(pilot, lambda: screen.server.down_since is None and screen.lab.server_info is not None, 60)
+        await wait_for(pilot, lambda: screen.server.down_since is None and screen.state.lab.server_info is not None, 60)
         fixed = served.first.with_setting(Setting("parallel", "3"))
         app.screen.query_one(Input).value = str(fixed)
         app.screen.query_one(f"#rerun-{NOTHING}", RadioButton).value = True

@@ -43,8 +43,8 @@ async def test_f_restarts_real_vllm_with_a_changed_flag_and_compares(monkeypatch
         app = PhasetopApp(settings(timeout_s=float(CLIENT_TIMEOUT_S)), served.url, save_runs=False, served=served)
         async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
             screen = app.screen
-            await wait_for(pilot, lambda: screen.lab.server_info is not None, 120)
-            screen.send_requests(Send(screen.state.send(1), "short", None, 200, 1, 16))
+            await wait_for(pilot, lambda: screen.state.lab.server_info is not None, 120)
+            screen.send_requests(Send(screen.state.live.send(1), "short", None, 200, 1, 16))
             await wait_for(pilot, lambda: len(completed(seen)) == 1, 120)
             await pilot.press("f")
             await wait_for(pilot, lambda: shows(app, FlagEditorScreen))
