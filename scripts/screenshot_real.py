@@ -32,7 +32,7 @@ async def shoot(url: str, filename: str, ready: Callable[[MainScreen], bool], sh
     app = PhasetopApp(Settings(_env_file=None), url, None, None, save_runs=False)
     async with app.run_test(size=SIZE) as pilot:
         screen: MainScreen = app.screen
-        await until(pilot, lambda: screen.state.live.served is not None and screen.host is not None and ready(screen), 60)
+        await until(pilot, lambda: screen.state.server.served is not None and screen.host is not None and ready(screen), 60)
         await pilot.press("1")
         await until(pilot, lambda: len(screen.timings) == 1 and screen.timings[0].output_tokens, 120)
         await pilot.press("2")

@@ -58,7 +58,7 @@ async def live_view(url: str) -> None:
     app = PhasetopApp(REAL_TIME, url, *simulated_server(REAL_TIME), save_runs=False)
     async with app.run_test(size=SIZE) as pilot:
         screen: MainScreen = app.screen
-        await until(pilot, lambda: screen.state.live.served is not None)
+        await until(pilot, lambda: screen.state.server.served is not None)
         for key, done in (("1", 1), ("1", 2), ("2", 3)):  # the first short pays the cold start: a second one
             await pilot.press(key)
             await settled(pilot, screen, done)
@@ -142,7 +142,7 @@ async def roofline() -> None:
             app = PhasetopApp(REAL_TIME, sim.url, *simulated_server(REAL_TIME), save_runs=False)
             async with app.run_test(size=size) as pilot:
                 screen: MainScreen = app.screen
-                await until(pilot, lambda: screen.state.live.simulator_flags is not None)
+                await until(pilot, lambda: screen.state.server.simulator_flags is not None)
                 done = len(screen.timings)
                 for key, more in (("2", 1), ("4", 8)):
                     await pilot.press(key)
@@ -164,7 +164,7 @@ async def roofline_sweeps() -> None:
         app = PhasetopApp(REAL_TIME, sim.url, *simulated_server(REAL_TIME), save_runs=False)
         async with app.run_test(size=SIZE) as pilot:
             screen: MainScreen = app.screen
-            await until(pilot, lambda: screen.state.lab.server_info is not None and screen.state.live.simulator_flags is not None)
+            await until(pilot, lambda: screen.state.lab.server_info is not None and screen.state.server.simulator_flags is not None)
             for key, vary in (("n", "concurrency"), ("p", "prompt-tokens")):
                 await pilot.press(key)
                 await until(pilot, lambda: vary in screen.state.lab.sessions.current.sweeps, 180)

@@ -45,7 +45,7 @@ async def test_the_model_id_and_nvmls_gpu_give_the_ceiling(real_url, monkeypatch
     async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
         screen = app.screen
         await wait_for(pilot, lambda: screen.decode_ceiling_tok_s is not None)
-        assert screen.state.live.served.model == "meta-llama/Llama-3.1-8B-Instruct"
+        assert screen.state.server.served.model == "meta-llama/Llama-3.1-8B-Instruct"
         assert screen.decode_ceiling_tok_s == pytest.approx(3350e9 / 16e9)
         await pilot.pause(0.1)
         pane = shown(screen, "#gpu-text")
@@ -101,7 +101,7 @@ async def test_a_simulator_given_by_url_gets_its_own_ceiling_not_this_hosts(monk
         app = PhasetopApp(settings(), sim.url, save_runs=False)
         async with app.run_test(size=(120, 40)) as pilot:
             screen = app.screen
-            await wait_for(pilot, lambda: screen.state.live.simulator_flags is not None and screen.decode_ceiling_tok_s is not None)
+            await wait_for(pilot, lambda: screen.state.server.simulator_flags is not None and screen.decode_ceiling_tok_s is not None)
             await pilot.pause(0.2)
             assert screen.decode_ceiling_tok_s == pytest.approx(4800e9 / 16e9 / 2)
             pane = shown(screen, "#gpu-text")
@@ -119,7 +119,7 @@ async def test_the_command_line_gives_the_ceiling_the_ui_shows_for_a_real_server
         await wait_for(pilot, lambda: screen.decode_ceiling_tok_s is not None)
         cli = await command_line_ceiling(real_url)
         assert (cli.decode_ceiling_tok_s, cli.line, cli.kv_bytes_per_token) == (
-            screen.decode_ceiling_tok_s, screen.cpu_ceiling, screen.state.live.derived.kv_bytes_per_token)
+            screen.decode_ceiling_tok_s, screen.cpu_ceiling, screen.state.server.derived.kv_bytes_per_token)
 
 
 async def test_a_simulator_phasetop_started_keeps_its_own_ceiling(sim_url, monkeypatch):

@@ -33,7 +33,7 @@ async def test_w_opens_the_roofline_and_decode_moves_right_with_the_batch(slow_s
     async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
         main: MainScreen = app.screen
         await started(pilot, seen)
-        await wait_for(pilot, lambda: main.state.live.simulator_flags is not None, what="the simulator identified")
+        await wait_for(pilot, lambda: main.state.server.simulator_flags is not None, what="the simulator identified")
         await pilot.press("w")
         await wait_for(pilot, lambda: shows(app, RooflineScreen), what="the roofline screen")
         roofline: RooflineScreen = app.screen

@@ -30,7 +30,7 @@ async def test_the_concurrency_sweep_is_decodes_trace_on_the_roofline(tmp_path):
         async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
             main: MainScreen = app.screen
             await wait_for(pilot, lambda: seen_of(seen, SessionIdentified), what="server identified")
-            await wait_for(pilot, lambda: main.state.live.simulator_flags is not None, what="the simulator's flags read")
+            await wait_for(pilot, lambda: main.state.server.simulator_flags is not None, what="the simulator's flags read")
             await pilot.press("n")
             await wait_for(pilot, lambda: shows(app, ExperimentScreen), 5, "experiment screen")
             await wait_for(pilot, lambda: seen_of(seen, ExperimentFinished), 120, "experiment finished")

@@ -205,8 +205,8 @@ async def test_enter_opens_the_instance_and_escape_returns(loaded):
         instance = app.screen
         assert instance.server_url == sim.url
         # Its model from the server itself; its metrics through Prometheus: stamped with Prometheus's scrape of it.
-        await until(pilot, lambda: instance.state.live.served is not None and instance.metrics is not None, "the instance's metrics")
-        assert instance.state.live.served.model == "meta-llama/Llama-3.1-8B-Instruct"
+        await until(pilot, lambda: instance.state.server.served is not None and instance.metrics is not None, "the instance's metrics")
+        assert instance.state.server.served.model == "meta-llama/Llama-3.1-8B-Instruct"
         row = next(r for r in screen.fleet.instances if r.key == key)
         async with prometheus_client(Settings(_env_file=None), loaded.prometheus_url) as client:
             target = f'{{job="{row.job}",instance="{row.instance}"}}'

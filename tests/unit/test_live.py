@@ -6,12 +6,13 @@ from __future__ import annotations
 import pytest
 
 from tui.core.measure.gaps import worst_gap
-from tui.core.view.lane_figures import IN_FLIGHT
-from tui.core.state.live import KEEP_REQUESTS, LaneTokens, LiveSession, Served, said_on
-from tui.core.state.server_state import ServerState
 from tui.core.measure.records import RequestTiming
 from tui.core.runs.sessions import SessionLog
+from tui.core.state.live import KEEP_REQUESTS, LaneTokens, LiveSession, said_on
+from tui.core.state.server_state import ServerState
+from tui.core.state.server_watch import Served, ServerWatch
 from tui.core.telemetry.readings import GpuReading, MetricsSnapshot
+from tui.core.view.lane_figures import IN_FLIGHT
 from tui.core.view.timeline import KEEP_LANES
 
 T0 = 1_700_000_000.0
@@ -30,7 +31,7 @@ def send_one(live: LiveSession, label: str = "short 200", sent: float = T0) -> i
 
 
 def test_a_request_is_in_flight_with_its_offsets_then_whole_with_its_record():
-    live = LiveSession(CEILING)
+    live = LiveSession(ServerWatch(CEILING))
     request_id = send_one(live)
     live.tokens([LaneTokens.detailed(request_id, (0.05, 0.055), "Hel")])
     shown = live.publish()
@@ -45,7 +46,7 @@ def test_a_request_is_in_flight_with_its_offsets_then_whole_with_its_record():
 
 
 def test_a_lane_without_offsets_keeps_only_its_first_arrival_until_its_record():
-    live = LiveSession()
+    live = LiveSession(ServerWatch())
     request_id = send_one(live)
     live.tokens([LaneTokens(request_id, 5, 0.07, 0.09)])
     live.tokens([LaneTokens(request_id, 5, 0.10, 0.12)])
@@ -53,7 +54,7 @@ def test_a_lane_without_offsets_keeps_only_its_first_arrival_until_its_record():
 
 
 def test_only_the_newest_request_of_the_latest_send_writes_the_answer():
-    live = LiveSession()
+    live = LiveSession(ServerWatch())
     first = live.send(8)
     for n in range(8):
         live.started(first + n, f"8 at once {n + 1}", T0, 200)
@@ -67,7 +68,7 @@ def test_only_the_newest_request_of_the_latest_send_writes_the_answer():
 
 
 def test_the_load_dials_requests_join_the_timeline_but_not_the_answer_nor_the_selection():
-    live = LiveSession()
+    live = LiveSession(ServerWatch())
     for n in range(2):
         typed = live.send(1)
         live.started(typed, f"typed {n}", T0 + n, None)
@@ -92,7 +93,7 @@ def test_the_load_dials_requests_join_the_timeline_but_not_the_answer_nor_the_se
 
 
 def test_the_oldest_requests_past_the_keep_are_dropped_and_a_late_record_for_one_is_ignored():
-    live = LiveSession()
+    live = LiveSession(ServerWatch())
     ids = [send_one(live, sent=T0 + n) for n in range(KEEP_REQUESTS + 3)]
     shown = live.publish()
     assert len(shown.timings) == KEEP_REQUESTS == len(live)
@@ -102,7 +103,7 @@ def test_the_oldest_requests_past_the_keep_are_dropped_and_a_late_record_for_one
 
 
 def test_the_selection_moves_among_kept_lanes_and_a_new_send_selects_the_newest():
-    live = LiveSession()
+    live = LiveSession(ServerWatch())
     for n in range(3):
         request_id = send_one(live, f"r{n}", T0 + n)
         if n:  # r0 stays in flight: its diagnosis names it
@@ -120,7 +121,7 @@ def test_the_selection_moves_among_kept_lanes_and_a_new_send_selects_the_newest(
 
 
 def test_a_batch_bigger_than_the_lanes_kept_stays_whole_and_selectable():
-    live = LiveSession()
+    live = LiveSession(ServerWatch())
     count = KEEP_LANES + 4
     first = live.send(count)
     for n in range(count):
@@ -132,7 +133,7 @@ def test_a_batch_bigger_than_the_lanes_kept_stays_whole_and_selectable():
 
 
 def test_clumped_arrivals_are_flagged_and_kept_out_of_the_diagnosis():
-    live = LiveSession(CEILING)
+    live = LiveSession(ServerWatch(CEILING))
     request_id = send_one(live)
     clumped = done(T0, tokens=40, itl_s=0.0)  # 40 chunks at one instant: the delivery, not the generation
     live.completed(request_id, clumped)
@@ -142,14 +143,14 @@ def test_clumped_arrivals_are_flagged_and_kept_out_of_the_diagnosis():
 
 
 def test_clear_empties_the_timeline_and_nothing_else():
-    live = LiveSession(CEILING)
-    live.server_up(Served("openai", "m"), fresh=True)
+    live = LiveSession(ServerWatch(CEILING))
+    live.server.server_up(Served("openai", "m"), fresh=True)
     before = send_one(live)
     live.publish()
     live.clear()
     shown = live.publish()
     assert shown.timings == [] and shown.lanes == [] and live.diagnosis() == ""
-    assert live.served == Served("openai", "m") and live.server_fresh is False  # a request was sent
+    assert live.server.served == Served("openai", "m") and live.server.server_fresh is False  # a request was sent
     live.completed(before, done(T0))  # sent before the clear, ended after: kept, not drawn
     after = send_one(live)
     shown = live.publish()
@@ -158,31 +159,31 @@ def test_clear_empties_the_timeline_and_nothing_else():
 
 
 def test_a_given_ceiling_wins_and_an_unknown_server_has_none_until_it_is_described():
-    assert LiveSession(CEILING).decode_ceiling_tok_s == 209.0
-    live = LiveSession(server_is_local=True)
-    assert live.decode_ceiling_tok_s is None
-    live.gpu_sampled(())  # no GPU here: a local server runs on the CPU
-    assert live.derived is None  # the model is not known yet
-    live.server_up(Served("openai", "meta-llama/Llama-3.1-8B-Instruct"), fresh=None)
-    assert live.derived is not None and live.derived.cpu_row and live.decode_ceiling_tok_s > 0
+    assert LiveSession(ServerWatch(CEILING)).server.decode_ceiling_tok_s == 209.0
+    live = LiveSession(ServerWatch(server_is_local=True))
+    assert live.server.decode_ceiling_tok_s is None
+    live.server.gpu_sampled(())  # no GPU here: a local server runs on the CPU
+    assert live.server.derived is None  # the model is not known yet
+    live.server.server_up(Served("openai", "meta-llama/Llama-3.1-8B-Instruct"), fresh=None)
+    assert live.server.derived is not None and live.server.derived.cpu_row and live.server.decode_ceiling_tok_s > 0
 
 
 def test_a_gpu_ceiling_is_the_devices_bandwidth_over_the_weights():
-    live = LiveSession(server_is_local=True)
-    live.server_up(Served("openai", "meta-llama/Llama-3.1-8B-Instruct"), fresh=None)
-    live.gpu_sampled((GpuReading(index="0", name="H100", peak_bw_gbs=3350.0, server_mem_bytes=20e9),))
-    assert not live.derived.cpu_row
-    assert live.decode_ceiling_tok_s == pytest.approx(3350e9 / live.derived.weight_bytes, rel=1e-6)
+    live = LiveSession(ServerWatch(server_is_local=True))
+    live.server.server_up(Served("openai", "meta-llama/Llama-3.1-8B-Instruct"), fresh=None)
+    live.server.gpu_sampled((GpuReading(index="0", name="H100", peak_bw_gbs=3350.0, server_mem_bytes=20e9),))
+    assert not live.server.derived.cpu_row
+    assert live.server.decode_ceiling_tok_s == pytest.approx(3350e9 / live.server.derived.weight_bytes, rel=1e-6)
 
 
 def test_the_diagnosis_reads_the_latest_scrape():
-    live = LiveSession(CEILING)
-    live.server_up(Served("openai", "m"), fresh=False)
+    live = LiveSession(ServerWatch(CEILING))
+    live.server.server_up(Served("openai", "m"), fresh=False)
     request_id = send_one(live)
     live.completed(request_id, done(T0, ttft_s=2.0))
     live.publish()
     assert "max-num-batched-tokens" in live.diagnosis()  # a slow TTFT with nothing waiting: the prefill's share
-    live.scraped(MetricsSnapshot(t_unix=T0, engine="vllm", window_s=1.0, waiting=12.0, kv_cache_usage=0.99))
+    live.server.scraped(MetricsSnapshot(t_unix=T0, engine="vllm", window_s=1.0, waiting=12.0, kv_cache_usage=0.99))
     assert "12 waiting and the KV pool 99% full → capacity" in live.diagnosis()
 
 
@@ -207,7 +208,7 @@ def test_the_session_log_keeps_the_one_before_and_files_requests_by_when_they_we
 
 def test_a_stream_held_by_another_requests_prefill_is_diagnosed_as_that_not_as_its_bandwidth():
     """Two streams decoding at 5 ms a token stop for 300 ms together while a 2,000-token prompt prefills."""
-    live = LiveSession(CEILING)
+    live = LiveSession(ServerWatch(CEILING))
     stall_at, stall_s = 0.2, 0.3
 
     def stalled(sent: float) -> RequestTiming:
@@ -230,40 +231,40 @@ def test_a_stream_held_by_another_requests_prefill_is_diagnosed_as_that_not_as_i
 
 
 def test_the_header_says_what_the_session_knows_of_the_server_through_an_outage_and_a_restart():
-    live = LiveSession(header=ServerState(url="http://h:8000"))
-    assert live.server == ServerState(url="http://h:8000")
-    live.server_up(Served("openai", "meta-llama/Llama-3.1-8B-Instruct"), fresh=True, max_model_len=8192)
-    assert (live.server.kind, live.server.model, live.server.max_model_len) == ("openai", "meta-llama/Llama-3.1-8B-Instruct", 8192)
-    live.server_down(T0, "connection refused")
-    live.server_down(T0 + 5, "connection refused")
-    assert live.server.down_since == T0, "an outage keeps its first moment"
-    live.identified({"max_num_batched_tokens": "2048"})
+    live = LiveSession(ServerWatch(header=ServerState(url="http://h:8000")))
+    assert live.server.header == ServerState(url="http://h:8000")
+    live.server.server_up(Served("openai", "meta-llama/Llama-3.1-8B-Instruct"), fresh=True, max_model_len=8192)
+    assert (live.server.header.kind, live.server.header.model, live.server.header.max_model_len) == ("openai", "meta-llama/Llama-3.1-8B-Instruct", 8192)
+    live.server.server_down(T0, "connection refused")
+    live.server.server_down(T0 + 5, "connection refused")
+    assert live.server.header.down_since == T0, "an outage keeps its first moment"
+    live.server.identified({"max_num_batched_tokens": "2048"})
     snapshot = MetricsSnapshot(t_unix=T0 + 9, engine="vllm", window_s=1.0, engine_config={"block_size": "16"})
-    assert live.scraped(snapshot) is True and live.server.down_since is None
-    assert live.server.config == "max_num_batched_tokens=2048 block_size=16", "the engine's config, the simulator's flags for what it lacks"
-    assert live.scraped(snapshot) is False, "only the first answer after an outage brings it back"
-    live.restarting("--max-num-batched-tokens 2048 → 256")
-    live.restart_progress(12.4, "loading\x1b[31m weights\n")
-    note = live.server.note
+    assert live.server.scraped(snapshot) is True and live.server.header.down_since is None
+    assert live.server.header.config == "max_num_batched_tokens=2048 block_size=16", "the engine's config, the simulator's flags for what it lacks"
+    assert live.server.scraped(snapshot) is False, "only the first answer after an outage brings it back"
+    live.server.restarting("--max-num-batched-tokens 2048 → 256")
+    live.server.restart_progress(12.4, "loading\x1b[31m weights\n")
+    note = live.server.header.note
     assert note.startswith("restarting: --max-num-batched-tokens 2048 → 256 · 12 s: loading")
     assert "\x1b" not in note and "\n" not in note, "the command's log line is untrusted: one line, no escapes"
-    live.restart_ended()
-    assert live.server.note is None
+    live.server.restart_ended()
+    assert live.server.header.note is None
 
 
 def test_the_headers_ceiling_is_the_sessions_given_or_derived_with_its_device():
-    assert LiveSession(CEILING).server.ceiling_tok_s == 209.0 and LiveSession(CEILING).server.device is None
-    live = LiveSession(server_is_local=True)
-    live.server_up(Served("openai", "meta-llama/Llama-3.1-8B-Instruct"), fresh=None)
-    live.gpu_sampled((GpuReading(index="0", name="H100", peak_bw_gbs=3350.0, server_mem_bytes=20e9),))
-    assert live.server.ceiling_tok_s == live.decode_ceiling_tok_s and live.server.device == live.derived.device
+    assert LiveSession(ServerWatch(CEILING)).server.header.ceiling_tok_s == 209.0 and LiveSession(ServerWatch(CEILING)).server.header.device is None
+    live = LiveSession(ServerWatch(server_is_local=True))
+    live.server.server_up(Served("openai", "meta-llama/Llama-3.1-8B-Instruct"), fresh=None)
+    live.server.gpu_sampled((GpuReading(index="0", name="H100", peak_bw_gbs=3350.0, server_mem_bytes=20e9),))
+    assert live.server.header.ceiling_tok_s == live.server.decode_ceiling_tok_s and live.server.header.device == live.server.derived.device
 
 
 def test_a_gap_is_named_alike_by_the_timeline_and_the_diagnosis_when_its_cause_is_not_a_kept_lane():
     """A long prompt's prefill under 32 streams' stall, the prompt sent just before them: the streams are the lanes
     kept, the prompt is not, yet it is still one of the requests their gaps are judged against (the timeline once
     judged only its lanes, and left the gap unnamed while the diagnosis named it)."""
-    live = LiveSession(CEILING)
+    live = LiveSession(ServerWatch(CEILING))
     long_id = live.send(1)
     live.started(long_id, "long 2000", T0, 2000)
     streams = live.send(KEEP_LANES)

@@ -7,9 +7,20 @@ from tests.unit.test_lab_states import IDENTITY, at, kinds, request
 from tui.core.serving.serve_command import ServeCommand
 from tui.core.state.effects import Notify
 from tui.core.state.lab import DropSave, Identify, Lab, SaveRun
-from tui.core.state.live import LiveSession, Served
-from tui.core.state.main_state import (EXITED, RUNNING, STARTING, ExitNote, FindServer, ForgetScrapes, MainState,
-                                       MarkDown, Running, StartMeters)
+from tui.core.state.live import LiveSession
+from tui.core.state.main_state import (
+    EXITED,
+    RUNNING,
+    STARTING,
+    ExitNote,
+    FindServer,
+    ForgetScrapes,
+    MainState,
+    MarkDown,
+    Running,
+    StartMeters,
+)
+from tui.core.state.server_watch import Served, ServerWatch
 from tui.core.state.tuning_loop import NewSession, RunExperiment, StartRestart, TuningLoop
 from tui.core.telemetry.readings import MetricsSnapshot, Restart
 
@@ -19,7 +30,7 @@ COMMAND = ServeCommand.parse("vllm serve m --port 8000")
 
 def main_state() -> MainState:
     times = iter(at(minute) for minute in range(100))
-    return MainState(LiveSession(CEILING), Lab("http://h:8000", saving=True), TuningLoop([]), clock=lambda: next(times))
+    return MainState(LiveSession(ServerWatch(CEILING)), Lab("http://h:8000", saving=True), TuningLoop([]), clock=lambda: next(times))
 
 
 def up(state: MainState) -> None:
@@ -34,7 +45,7 @@ def test_a_restart_in_the_metrics_opens_the_labs_next_session_and_asks_for_the_s
     restarted = MetricsSnapshot(t_unix=at(3).timestamp(), engine="vllm", window_s=1.0, restart=Restart(("start time moved",), {}, {}))
     effects = state.scraped(restarted)
     assert kinds(effects)[:2] == [Identify, Notify] and FindServer() in effects
-    assert state.lab.sessions.current.number == 2 and state.live.metrics is restarted
+    assert state.lab.sessions.current.number == 2 and state.server.metrics is restarted
     assert state.identified(2, IDENTITY, object(), 8192, None) == []
     assert state.lab.sessions.current.decode_ceiling_tok_s == 209.0, "the new session keeps the live ceiling"
 
@@ -49,7 +60,7 @@ def test_what_the_loop_asks_of_the_lab_is_done_there_and_only_io_reaches_the_scr
     assert DropSave in kinds(effects) and SaveRun in kinds(effects), "the old session saved as the lab does"
     assert state.lab.sessions.current.number == 2
     assert effects[-1] == StartRestart(COMMAND, "--max-num-seqs 8 → 16") and state.server_state == STARTING
-    assert state.live.server.note == "restarting: --max-num-seqs 8 → 16"
+    assert state.server.header.note == "restarting: --max-num-seqs 8 → 16"
 
 
 def test_the_command_phasetop_runs_exiting_is_said_once_and_r_brings_it_back():

@@ -6,12 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from tui.core.telemetry.metric_names import read_scrape
+from tui.core.measure.records import RequestTiming
+from tui.core.state.lab import Lab
 from tui.core.state.live import LiveSession
+from tui.core.state.main_state import MainState, Publish
+from tui.core.state.server_watch import ServerWatch
+from tui.core.state.tuning_loop import TuningLoop
+from tui.core.telemetry.metric_names import read_scrape
 from tui.core.telemetry.promstats import build_snapshot
 from tui.core.telemetry.speculation import ceiling_text
 from tui.core.view.lane_figures import figures_line
-from tui.core.measure.records import RequestTiming
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "metrics"
 
@@ -52,17 +56,17 @@ def test_a_server_that_never_drafted_does_not_speculate():
 
 
 def test_the_ceiling_of_a_speculating_server_is_the_bandwidths_times_its_tokens_a_step():
-    session = LiveSession(ceiling=(209.0, 131072.0, 16e9))
-    assert session.decode_ceiling_tok_s == 209.0 and session.speculation_factor is None
-    session.scraped(build_snapshot(None, read_scrape(page(100, (80, 50, 20)), 0.0, 0.0)))
-    assert session.speculation_factor == pytest.approx(2.5)
-    assert session.decode_ceiling_tok_s == pytest.approx(522.5)
-    assert session.server.ceiling_factor == pytest.approx(2.5)
+    session = LiveSession(ServerWatch(ceiling=(209.0, 131072.0, 16e9)))
+    assert session.server.decode_ceiling_tok_s == 209.0 and session.server.speculation_factor is None
+    session.server.scraped(build_snapshot(None, read_scrape(page(100, (80, 50, 20)), 0.0, 0.0)))
+    assert session.server.speculation_factor == pytest.approx(2.5)
+    assert session.server.decode_ceiling_tok_s == pytest.approx(522.5)
+    assert session.server.header.ceiling_factor == pytest.approx(2.5)
     assert ceiling_text(522.5, 2.5) == "ceiling 209 × 2.50 tokens a step = 522 tok/s"
     assert ceiling_text(209.0, None) == "ceiling 209 tok/s"
     stream = RequestTiming(ok=True, t_sent_unix=0.0, token_offsets_s=tuple(0.01 + 0.01 * i for i in range(11)),
                            output_tokens=21, tokens_per_chunk=(1, *[2] * 10))
-    line = figures_line([stream], session.decode_ceiling_tok_s, ceiling_factor=session.speculation_factor)
+    line = figures_line([stream], session.server.decode_ceiling_tok_s, ceiling_factor=session.server.speculation_factor)
     assert "decode 200.0 tok/s = 38% of the 522 tok/s ceiling (209 × 2.50 tokens a step: speculation)" in line
     assert "ITL p50 5.0 ms p99 5.0 ms per token (1.91 tokens a chunk, its gap spread over them)" in line
 
@@ -70,7 +74,7 @@ def test_the_ceiling_of_a_speculating_server_is_the_bandwidths_times_its_tokens_
 def test_a_stream_flagged_only_for_beating_the_ceiling_is_lifted_once_the_servers_speculation_is_read():
     # The first speculating requests end before a scrape has seen a draft: 500 tok/s against the bare 209 ceiling
     # looks like delivery; the next scrape says 2.5 tokens a step (a 522 tok/s ceiling) and the flag goes.
-    session = LiveSession(ceiling=(209.0, 131072.0, 16e9))
+    session = LiveSession(ServerWatch(ceiling=(209.0, 131072.0, 16e9)))
     fast = session.send(2)
     faster = fast + 1
     for request_id in (fast, faster):
@@ -83,7 +87,8 @@ def test_a_stream_flagged_only_for_beating_the_ceiling_is_lifted_once_the_server
     session.completed(fast, speculated)
     session.completed(faster, beyond)
     assert [bool(t.burst) for t in session.publish().timings] == [True, True]
-    session.scraped(build_snapshot(None, read_scrape(page(100, (80, 50, 20)), 0.0, 0.0)))
+    state = MainState(session, Lab("http://h:8000", saving=False), TuningLoop([]))
+    assert Publish() in state.scraped(build_snapshot(None, read_scrape(page(100, (80, 50, 20)), 0.0, 0.0)))
     kept = session.publish().timings
     assert kept[0].burst is None, "the ceiling × 2.5 tokens a step allows it"
     assert "above the bandwidth ceiling of 522" in kept[1].burst

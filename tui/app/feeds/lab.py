@@ -74,7 +74,7 @@ class LoadDriver:
                  save: bool, take_ids: Callable[[int], int], guard: Guard) -> None:
         self._settings = settings
         self._guard = guard
-        """The live session's guard when the load started: the dial's medians are judged by it meanwhile, as the lanes
+        """The server watch's guard when the load started: the dial's medians are judged by it meanwhile, as the lanes
         are, and the saved run by it once the server's own tokens a step are read at the end (as `phasetop bench`
         does)."""
         self._url = url

@@ -218,7 +218,7 @@ class ExperimentScreen(Screen[None]):
         self.on_run = on_run
         """Given the experiment's run once it ends with rows (the tuning loop compares it after a restart)."""
         self.guard = guard
-        """The live session's guard: its decode ceiling (no stream decodes faster, so a request that seems to is
+        """The server watch's guard: its decode ceiling (no stream decodes faster, so a request that seems to is
         flagged)."""
         self.plan = plan
         self.settings = settings

@@ -51,9 +51,10 @@ from tui.core.measure.client_load import CLIENT_BUSY_PCT, busy_line
 from tui.core.measure.records import RequestTiming
 from tui.core.measure.sends import Send
 from tui.core.state.lab import DialState, Lab
-from tui.core.state.live import LiveSession, Served
+from tui.core.state.live import LiveSession
 from tui.core.state.main_state import MainState
 from tui.core.state.server_state import ServerState
+from tui.core.state.server_watch import Served, ServerWatch
 from tui.core.state.tuning_loop import TuningLoop
 from tui.core.telemetry.readings import GpuSample, HostSample, MetricsSnapshot
 from tui.core.telemetry.served import TraceWindow
@@ -124,8 +125,8 @@ class MainScreen(MainScreenIO):
         """Everything configured; the API key stays inside the HTTP client."""
         self.server_url = server_url
         self.live = live
-        self.state = MainState(LiveSession(ceiling, local_port(server_url) is not None, settings.bandwidth_gbs,
-                                           ServerState(url=server_url, simulated=simulated)),
+        self.state = MainState(LiveSession(ServerWatch(ceiling, local_port(server_url) is not None, settings.bandwidth_gbs,
+                                                       ServerState(url=server_url, simulated=simulated))),
                                Lab(server_url, saving=live), TuningLoop(probe()))
         """The requests and the server (`live`), sessions, runs, the load dial and the experiments' keys (`lab`),
         restarts with new flags and what runs again after them (`loop`)."""
@@ -377,17 +378,17 @@ class MainScreen(MainScreenIO):
 
     def show_state(self) -> None:
         """The state into the reactives, each set only where it changed (a scrape mostly changes nothing)."""
-        live, lab = self.state.live, self.state.lab
-        for name, value in (("server", live.server), ("decode_ceiling_tok_s", live.decode_ceiling_tok_s),
-                            ("ceiling_factor", live.speculation_factor), ("selected_back", live.selected_back),
+        live, server, lab = self.state.live, self.state.server, self.state.lab
+        for name, value in (("server", server.header), ("decode_ceiling_tok_s", server.decode_ceiling_tok_s),
+                            ("ceiling_factor", server.speculation_factor), ("selected_back", live.selected_back),
                             ("diagnosis", live.diagnosis()), ("load_running", lab.load_running),
                             ("has_before", lab.has_before), ("simulator_state", self.state.server_state)):
             if getattr(self, name) != value:
                 setattr(self, name, value)
-        if live.metrics is not self.metrics:
-            self.metrics = live.metrics
-        if live.derived is not None and live.derived.line != self.cpu_ceiling:
-            self.cpu_ceiling = live.derived.line
+        if server.metrics is not self.metrics:
+            self.metrics = server.metrics
+        if server.derived is not None and server.derived.line != self.cpu_ceiling:
+            self.cpu_ceiling = server.derived.line
         if self.dial is not lab.dial:
             self.dial = lab.dial
         if self.roofline is not None:

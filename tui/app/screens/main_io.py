@@ -210,7 +210,7 @@ class MainScreenIO(Screen):
         receiving = endpoint_of(self.traces) if self.traces is not None else None
         save = (lambda run: self.run_effects([SaveRun(run, "traffic window")])) if self.save_runs else None
         self.app.push_screen(TrafficScreen(self.traffic, receiving, lambda: self.state.kept,
-                                           lambda: self.state.live.metrics.histograms if self.state.live.metrics else {}, save,
+                                           lambda: self.state.server.metrics.histograms if self.state.server.metrics else {}, save,
                                            lambda: self.settings.poll.metrics_window_s))
 
     # ---- facts only the IO hears ------------------------------------------------------------------
@@ -281,7 +281,7 @@ class MainScreenIO(Screen):
                 case OpenExperiment(plan):
                     self.app.push_screen(ExperimentScreen(plan, self.settings, self.server_url, self.state.lab.server_info,
                                                           self.state.lab.saving, self.meters.meter_for,
-                                                          self.state.live.guard, self.experiment_ran))
+                                                          self.state.server.guard, self.experiment_ran))
                 case StartRestart(command, _):
                     self.run_worker(partial(restart_served, self.served, command, self.post_message),
                                     group="served", exclusive=True, thread=True, exit_on_error=False)
@@ -304,7 +304,7 @@ class MainScreenIO(Screen):
             return None
         self.query_one(PromptPane).start_answer(f"── {send.label} ──")
         sender = RequestSender(self.settings, self.server_url, self.meters.meter_for, self.post_message)
-        return self.run_worker(sender.send(send, served.api, served.model, bool(self.state.live.server_fresh)),
+        return self.run_worker(sender.send(send, served.api, served.model, bool(self.state.server.server_fresh)),
                                group="requests", exit_on_error=False)
 
     def open_flag_editor(self, refusal: Refusal | None = None, rerun: str | None = None) -> None:
@@ -338,6 +338,6 @@ class MainScreenIO(Screen):
         workload = Workload(LOAD_PROMPT_TOKENS, LOAD_MAX_TOKENS, backlog=LOAD_BACKLOG,
                             exact_length=self.settings.exact_length)
         driver = LoadDriver(self.settings, self.server_url, self.meters.meter_for, self.post_message, self.save_runs,
-                            self.state.live.take_ids, self.state.live.guard)
+                            self.state.live.take_ids, self.state.server.guard)
         self.run_worker(partial(driver.run, self.state.lab.server_info, self._load_dial, workload, self._load_stop),
                         group="load", exclusive=True, thread=True, exit_on_error=False)

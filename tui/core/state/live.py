@@ -1,6 +1,6 @@
 """The live session the main screen shows, as a plain value: the requests sent from it (their records as
-token batches grow them, which have ended, which lane is selected, whose answer the prompt pane shows),
-the server as last described, its latest scrape and its decode ceiling; and what the panes are given:
+token batches grow them, which have ended, which lane is selected, whose answer the prompt pane shows), judged
+by what the server watch (`tui.core.state.server_watch`) knows of its server; and what the panes are given:
 the timings, the kept ones as lanes (their gaps judged once, for the timeline and the diagnosis alike), the
 selection, the answer text and the diagnosis.
 
@@ -13,14 +13,11 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from tui.core.hardware.server_ceiling import ServerCeiling, ceiling_for
 from tui.core.measure.chunk_tokens import compact, joined
-from tui.core.measure.delivery import Guard, burst_reason
+from tui.core.measure.delivery import burst_reason
 from tui.core.measure.gaps import SERVER, worst_gap
 from tui.core.measure.records import RequestTiming
-from tui.core.state.server_state import ServerState
-from tui.core.telemetry.readings import GpuReading, MetricsSnapshot
-from tui.core.untrusted import one_line
+from tui.core.state.server_watch import ServerWatch
 from tui.core.view.diagnosis import LiveFigures, diagnose
 from tui.core.view.lane_figures import NEWEST, after_send, diagnosis_text, moved, selected_index
 from tui.core.view.timeline import KEEP_LANES, Lane, LaneJudge, batches, keep_count
@@ -77,40 +74,12 @@ class Published:
     against every timing (the diagnosis speaks of the same ones); none selected."""
 
 
-@dataclass(frozen=True, slots=True)
-class Served:
-    """The server as described when it came up."""
-
-    api: str
-    model: str | None
-    model_bytes: int | None = None
-
-
 class LiveSession:
-    """The main screen's state. `ceiling`: (decode ceiling tok/s, KV bytes per token, weight bytes) when
-    phasetop knows the model and device (a simulator it started); else one is derived once the server and
-    this host's devices are known."""
+    """The requests the main screen sends and shows, judged by what its `server` knows."""
 
-    def __init__(self, ceiling: tuple[float, float, float] | None = None, server_is_local: bool = False,
-                 bandwidth_gbs: float | None = None, header: ServerState | None = None) -> None:
-        self._header = header or ServerState(url="")
-        """What the header says, less the ceiling (`server` adds it)."""
-        self._given_ceiling = ceiling
-        self._server_is_local = server_is_local
-        self._bandwidth_gbs = bandwidth_gbs
-        self.served: Served | None = None
-        """What the server is, once it answered."""
-        self.server_fresh: bool | None = None
-        """True while the server has served nothing since it came up (its /metrics said so then): the next
-        request sent pays its cold start and is marked cold."""
-        self.simulator_flags: dict[str, str] | None = None
-        """A phasetop simulator's flags, when the server turns out to be one (its identity says so)."""
-        self.derived: ServerCeiling | None = None
-        """The ceiling derived for a server phasetop did not start."""
-        self.metrics: MetricsSnapshot | None = None
-        """The latest /metrics snapshot."""
-        self.devices: Sequence[GpuReading] | None = None
-        """This host's GPUs as last sampled (empty: none); None before the first sample."""
+    def __init__(self, server: ServerWatch) -> None:
+        self.server = server
+        """The server the requests go to: its ceiling and guard judge them, its scrape is beside them."""
         self.selected_back = NEWEST
         self._records: dict[int, RequestTiming] = {}
         self._labels: dict[int, str] = {}
@@ -149,85 +118,7 @@ class LiveSession:
         """The request whose answer the prompt pane shows: the newest of the latest send."""
         self._answer_ended = False
 
-    # ---- the server ----------------------------------------------------------------------------
-
-    @property
-    def bandwidth_ceiling_tok_s(self) -> float | None:
-        """One stream's decode ceiling from the bandwidth alone: given, or derived for the server described."""
-        return self._given_ceiling[0] if self._given_ceiling else self.derived.decode_ceiling_tok_s if self.derived else None
-
-    @property
-    def guard(self) -> Guard:
-        """What every measurement on this server is judged by: its bandwidth's ceiling and, for a server that
-        speculates, its tokens a step as its latest scrape says (the load dial's and the experiments' too)."""
-        return Guard(None, self.bandwidth_ceiling_tok_s, self.speculation_factor)
-
-    @property
-    def decode_ceiling_tok_s(self) -> float | None:
-        """The bandwidth's ceiling, × the tokens a step of a server that speculates (`speculation_factor`)."""
-        return self.guard.ceiling_tok_s
-
-    @property
-    def speculation_factor(self) -> float | None:
-        """A speculating server's mean accepted length, as its latest scrape says; None for one that does not."""
-        speculation = self.metrics.speculation if self.metrics is not None else None
-        return speculation.mean_accepted_length if speculation is not None else None
-
-    @property
-    def kv_bytes_per_token(self) -> float | None:
-        if self._given_ceiling:
-            return self._given_ceiling[1]
-        return self.derived.kv_bytes_per_token if self.derived else None
-
-    @property
-    def server(self) -> ServerState:
-        """What the header says of the server: as described, up or down, its config, its decode ceiling (given or
-        derived, with the device it was derived for) and what phasetop is doing to it."""
-        device = self.derived.device if self.derived else None
-        return replace(self._header, ceiling_tok_s=self.decode_ceiling_tok_s, ceiling_factor=self.speculation_factor,
-                       device=device)
-
-    def server_up(self, served: Served, fresh: bool | None, max_model_len: int | None = None) -> None:
-        self.served, self.server_fresh = served, fresh
-        self._header = replace(self._header, kind=served.api, model=served.model, max_model_len=max_model_len,
-                               down_since=None, down_reason=None)
-        self._derive_ceiling()
-
-    def server_down(self, since: float, reason: str | None) -> None:
-        """The server stopped answering (`since`: unix time); an outage under way keeps its first moment."""
-        self._header = replace(self._header, down_since=self._header.down_since or since, down_reason=reason)
-
-    def restarting(self, changes: str) -> None:
-        self._header = replace(self._header, note="restarting: " + changes)
-
-    def restart_progress(self, elapsed_s: float, line: str) -> None:
-        """The served command's latest log line while it starts (untrusted: one line)."""
-        note = (self._header.note or "restarting").split(" · ", 1)[0]
-        self._header = replace(self._header, note=f"{note} · {elapsed_s:.0f} s: {one_line(line, 120)}")
-
-    def restart_ended(self) -> None:
-        self._header = replace(self._header, note=None)
-
-    def gpu_sampled(self, devices: Sequence[GpuReading]) -> None:
-        self.devices = devices
-        self._derive_ceiling()
-
-    def identified(self, simulator_flags: dict[str, str] | None) -> None:
-        self.simulator_flags = simulator_flags
-        self._derive_ceiling()
-
-    def scraped(self, snapshot: MetricsSnapshot) -> bool:
-        """The latest /metrics; True when it is the first answer after an outage (the server is back)."""
-        ceiling = self.decode_ceiling_tok_s
-        self.metrics = snapshot
-        if self._over_ceiling and (now := self.decode_ceiling_tok_s) is not None and (ceiling is None or now > ceiling):
-            self._judge_again(now)
-        back = self._header.down_since is not None
-        self._header = replace(self._header, down_since=None, down_reason=None,
-                               config=ServerState.config_from(snapshot.engine_config, self.simulator_flags))
-        return back
-
-    def _judge_again(self, ceiling_tok_s: float) -> None:
+    def judge_again(self, ceiling_tok_s: float) -> None:
         """Judge each request flagged only for its rate above the ceiling against this higher one: the flag lifted
         where it allows the rate, else said against it."""
         for request_id in list(self._over_ceiling):
@@ -237,17 +128,6 @@ class LiveSession:
                 self._records[request_id] = replace(record, burst=reason)
             if reason is None:
                 self._over_ceiling.discard(request_id)
-
-    def _derive_ceiling(self) -> None:
-        """A ceiling for a server phasetop did not start: a phasetop simulator's from the flags it publishes;
-        a real server's once its model and this host's devices are known: from NVML's GPUs, or the CPU row
-        where there is none; the weights from the model id, or their real size (llama.cpp)."""
-        if self._given_ceiling or self.served is None or self.served.model is None:
-            return
-        derived = ceiling_for(self.simulator_flags, self.served.model, self.devices, self._server_is_local,
-                              self.served.model_bytes, self._bandwidth_gbs)
-        if derived is not None:
-            self.derived = derived
 
     # ---- requests ------------------------------------------------------------------------------
 
@@ -288,7 +168,7 @@ class LiveSession:
         if record is not None:
             self._records[request_id] = replace(record, t_sent_unix=t_sent_unix)
             return
-        self.server_fresh = False  # whichever request this is, the server has now been sent one
+        self.server.sent_to()
         self._records[request_id] = RequestTiming(ok=True, t_sent_unix=t_sent_unix, prompt_tokens=prompt_tokens)
         self._labels[request_id] = label
         if follow:
@@ -325,7 +205,7 @@ class LiveSession:
             self._answer_ended = True
         if request_id in self._records:  # not when it was dropped as one too many to keep
             # Clumped arrivals time the delivery, not the generation: flagged, shown as such, kept out of the diagnosis.
-            [judged] = self.guard.flagged([timing])
+            [judged] = self.server.guard.flagged([timing])
             self._records[request_id] = judged
             if judged.burst and burst_reason(timing) is None:
                 self._over_ceiling.add(request_id)
@@ -402,7 +282,8 @@ class LiveSession:
 
     def _figures(self, selected: RequestTiming, stall: tuple[float, str] | None) -> LiveFigures:
         latest = selected if selected.ok and not selected.burst else None
-        snapshot = self.metrics
+        server = self.server
+        snapshot = server.metrics
         return LiveFigures(
             stalled_s=stall[0] if stall else None,
             stalled_by=stall[1] if stall else None,
@@ -410,14 +291,14 @@ class LiveSession:
             prompt_tokens=latest.prompt_tokens if latest else None,
             context_tokens=(latest.prompt_tokens or 0) + (latest.output_tokens or 0) if latest else None,
             decode_tok_s=latest.decode_tok_s if latest else None,
-            decode_ceiling_tok_s=self.decode_ceiling_tok_s,
+            decode_ceiling_tok_s=server.decode_ceiling_tok_s,
             waiting=snapshot.waiting if snapshot else None,
             kv_cache_usage=snapshot.kv_cache_usage if snapshot else None,
             prefix_cache_hit_rate=snapshot.prefix_cache_hit_rate if snapshot else None,
             prefix_caching_on=said_on(snapshot.engine_config.get("enable_prefix_caching")) if snapshot else None,
-            kv_bytes_per_token=self.kv_bytes_per_token,
-            engine=(snapshot.engine if snapshot else None) or (self.served.api if self.served else None),
-            on_cpu=bool(self.derived and self.derived.cpu_row),
+            kv_bytes_per_token=server.kv_bytes_per_token,
+            engine=(snapshot.engine if snapshot else None) or (server.served.api if server.served else None),
+            on_cpu=bool(server.derived and server.derived.cpu_row),
         )
 
 

@@ -18,7 +18,8 @@ from tui.core.measure.sends import Send
 from tui.core.serving.serve_command import ServeCommand
 from tui.core.state.effects import Notify
 from tui.core.state.lab import Lab, LabEffect
-from tui.core.state.live import LiveSession, Published, Served
+from tui.core.state.live import LiveSession, Published
+from tui.core.state.server_watch import Served, ServerWatch
 from tui.core.state.tuning_loop import (
     CompareBefore,
     Effect,
@@ -90,6 +91,7 @@ class MainState:
     def __init__(self, live: LiveSession, lab: Lab, loop: TuningLoop,
                  clock: Callable[[], datetime] = lambda: datetime.now().astimezone()) -> None:
         self.live = live
+        self.server: ServerWatch = live.server
         self.lab = lab
         self.loop = loop
         self.clock = clock
@@ -107,7 +109,7 @@ class MainState:
     # ---- the server ----------------------------------------------------------------------------
 
     def server_up(self, served: Served, fresh: bool | None, max_model_len: int | None) -> list[ScreenEffect]:
-        self.live.server_up(served, fresh, max_model_len)
+        self.server.server_up(served, fresh, max_model_len)
         effects: list[ScreenEffect] = [MarkDown(False), *self.lab.server_up(self.clock())]
         self._ceiling_known()
         return [*effects, StartMeters()]
@@ -116,7 +118,7 @@ class MainState:
                     exit_line: Callable[[], str]) -> list[ScreenEffect]:
         """The server stopped answering; where it is the command phasetop runs that ended (`running`: None for its
         own simulator, which says so itself), that is said too, with `exit_line()`: how it ended (untrusted)."""
-        self.live.server_down(since, reason)
+        self.server.server_down(since, reason)
         effects: list[ScreenEffect] = [MarkDown(True)]
         if running is not None and not running.running and self.server_state == RUNNING:
             effects += self.exited(f"the server phasetop runs exited ({one_line(exit_line(), 300)})")
@@ -125,11 +127,13 @@ class MainState:
     def scraped(self, snapshot: MetricsSnapshot) -> list[ScreenEffect]:
         """A /metrics reading: the lab sees a restart in it first (a new session), then the live session reads it."""
         effects: list[ScreenEffect] = [*self.lab.scraped(snapshot, self.clock())]
-        ceiling = self.live.decode_ceiling_tok_s
-        back = self.live.scraped(snapshot)
-        if self.live.decode_ceiling_tok_s != ceiling:  # a speculating server's tokens a step moved it
+        ceiling = self.server.decode_ceiling_tok_s
+        back = self.server.scraped(snapshot)
+        if (now := self.server.decode_ceiling_tok_s) != ceiling:  # a speculating server's tokens a step moved it
             self._ceiling_known()
-            effects.append(Publish())  # a lane flagged only for beating the old ceiling may be lifted
+            if now is not None and (ceiling is None or now > ceiling):
+                self.live.judge_again(now)  # a lane flagged only for beating the old ceiling may be lifted
+            effects.append(Publish())
         if back:
             effects.append(MarkDown(False))
         if snapshot.restart:
@@ -138,7 +142,7 @@ class MainState:
 
     def gpu_sampled(self, sample: GpuSample) -> list[ScreenEffect]:
         self.lab.gpu_sampled(sample)
-        self.live.gpu_sampled(sample.devices)
+        self.server.gpu_sampled(sample.devices)
         self._ceiling_known()
         return []
 
@@ -147,12 +151,12 @@ class MainState:
         """Session `number`'s server was read (`info`: as described); the tuning loop hears of it where phasetop
         runs the server."""
         if self.lab.identified(number, identity, info, max_model_len):
-            self.live.identified(identity.get("simulator_flags"))
+            self.server.identified(identity.get("simulator_flags"))
         self._ceiling_known()
         return self._for_screen(self.loop.session_identified(self._server(running))) if running else []
 
     def _ceiling_known(self) -> None:
-        self.lab.ceiling_known(self.live.decode_ceiling_tok_s)
+        self.lab.ceiling_known(self.server.decode_ceiling_tok_s)
 
     # ---- the server phasetop runs ----------------------------------------------------------------
 
@@ -180,13 +184,13 @@ class MainState:
         return self._for_screen(self.loop.edited(restart, self._server(running)))
 
     def restart_progress(self, elapsed_s: float, line: str) -> None:
-        self.live.restart_progress(elapsed_s, line)
+        self.server.restart_progress(elapsed_s, line)
 
     def restarted(self, refusal: Refusal | None, running: Running) -> list[ScreenEffect]:
         """A restart with new flags ended: the new command runs, or was refused (the last good one in its place,
         or nothing where that failed too)."""
         self.server_state = RUNNING if running.running else EXITED
-        self.live.restart_ended()
+        self.server.restart_ended()
         shown = None if running.running else "no server runs: the restart and the last good flags both failed"
         return [ExitNote(shown), *self._for_screen(self.loop.restarted(refusal, self._server(running)))]
 
@@ -195,7 +199,7 @@ class MainState:
     def sending(self, send: Send, now_s: float, now_unix: float) -> Served | None:
         """`send` is about to go out: the lab's session and the tuning loop count it. None: the server is not known
         yet, so nothing goes out."""
-        served = self.live.served
+        served = self.server.served
         if served is None or served.model is None:
             return None
         self.loop.sent(send, now_s, now_unix)
@@ -232,11 +236,11 @@ class MainState:
 
     def roofline(self, server_is_local: bool) -> LiveRoofline:
         """Where the kept requests and the server's window sit under the device's roofs."""
-        live = self.live
-        target = live_target(live.simulator_flags, live.served.model if live.served else None, live.devices,
+        server = self.server
+        target = live_target(server.simulator_flags, server.served.model if server.served else None, server.devices,
                              server_is_local)
         session = self.lab.sessions.current
-        return live_roofline(target, self.kept, live.metrics, live.devices, session.sweeps if session else None)
+        return live_roofline(target, self.kept, server.metrics, server.devices, session.sweeps if session else None)
 
     # ---- what the loop asks of the lab -------------------------------------------------------------
 
@@ -257,7 +261,7 @@ class MainState:
                     out += self.lab.sweep(vary)
                 case StartRestart(_, changes):
                     self.server_state = STARTING
-                    self.live.restarting(changes)
+                    self.server.restarting(changes)
                     out.append(effect)
                 case _:
                     out.append(effect)

@@ -1,5 +1,5 @@
 """What the header says of the server, as a plain value: which it is, whether it is up, its engine config, the
-decode ceiling, and what phasetop is doing to it. `tui.core.state.live.LiveSession` keeps it; the header draws it."""
+decode ceiling, and what phasetop is doing to it. `tui.core.state.server_watch.ServerWatch` keeps it; the header draws it."""
 
 from __future__ import annotations
 
