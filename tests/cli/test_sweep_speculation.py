@@ -39,14 +39,19 @@ def test_the_table_has_a_row_per_setup_and_batch_and_ends_with_the_finding(swept
     assert lines[-1] == document["finding"]
 
 
+@pytest.mark.timing
+def test_the_simulator_kept_real_time_in_every_setup(swept):
+    """A real-time claim (its p99 lag under 5 ms): in make test's parallel set a loaded box oversleeps (5.5 ms once)."""
+    for row in swept[1]["rows"]:
+        assert row["sim_lag_p99_s"] is not None and row["sim_lag_p99_s"] < SIM_LAG_LIMIT_S and not row["sim_behind"]
+
+
 def test_speculation_multiplies_a_streams_decode_rate_by_its_tokens_a_step(swept):
     _, document = swept
     rows = {(r["setup_key"], r["streams"]): r for r in document["rows"]}
     assert rows[("off", 1)]["tokens_per_chunk"] == 1
     # a step's accepted drafts and its own token in one chunk: 2.53 on average, one stream's 64 tokens a draw of it
     assert 1.5 < rows[("on", 1)]["tokens_per_chunk"] < 4
-    for row in rows.values():
-        assert row["sim_lag_p99_s"] is not None and row["sim_lag_p99_s"] < SIM_LAG_LIMIT_S and not row["sim_behind"]
     gain = rows[("off", 1)]["itl_mean_s"] / rows[("on", 1)]["itl_mean_s"]
     assert gain == pytest.approx(rows[("on", 1)]["tokens_per_chunk"], rel=0.15)
     assert document["finding"].startswith(f"speculation ×{gain:.2f} at batch 1, sure: [×")
