@@ -46,7 +46,10 @@ def test_the_simulator_kept_real_time_in_every_setup(swept):
         assert row["sim_lag_p99_s"] is not None and row["sim_lag_p99_s"] < SIM_LAG_LIMIT_S and not row["sim_behind"]
 
 
+@pytest.mark.timing
 def test_speculation_multiplies_a_streams_decode_rate_by_its_tokens_a_step(swept):
+    """A real-time claim (a ratio of two setups' ITLs, within 15 %): in make test's parallel set a loaded box
+    stretches one setup's steps more than the other's."""
     _, document = swept
     rows = {(r["setup_key"], r["streams"]): r for r in document["rows"]}
     assert rows[("off", 1)]["tokens_per_chunk"] == 1
