@@ -57,9 +57,13 @@ def test_prompts_are_exactly_n_tokens_and_ttft_grows_with_them_while_decode_stay
 
 
 def test_client_and_server_decode_agree_and_ttft_splits_into_the_servers_parts(capsys, vllm):
-    document = probe(capsys, vllm, 200, 4)
+    # A spell in which the meter could not read (the engine's busy polling had both cores) leaves a probe's every gap
+    # the client's own, rightly untimed: up to three probes, until two requests were timed.
+    documents = []
+    while len(documents) < 3 and sum(len(trusted(d)) for d in documents) < 2:
+        documents.append(probe(capsys, vllm, 200, 4))
     checked = 0
-    for request in trusted(document):
+    for request in (r for document in documents for r in trusted(document)):
         both = request["reconcile"]
         # Same definition on both sides (tokens − 1 gaps, first → last): a ratio of 1 when they agree.
         assert 0.9 < both["decode_ratio"] < 1.1, both
@@ -69,7 +73,7 @@ def test_client_and_server_decode_agree_and_ttft_splits_into_the_servers_parts(c
         assert parts["network_s"] == pytest.approx(request["ttft_s"] - parts["queue_s"] - parts["prefill_first_step_s"])
         assert 0 <= parts["network_s"] < max(0.25, 0.5 * request["ttft_s"]), parts
         checked += 1
-    assert checked >= 2, [(r["ok"], r["burst"], r["cold"]) for r in document["requests"]]
+    assert checked >= 2, [(r["ok"], r["burst"], r["cold"]) for document in documents for r in document["requests"]]
 
 
 def test_every_canonical_metric_field_is_read_from_real_vllm(capsys, vllm):
