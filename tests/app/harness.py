@@ -12,7 +12,7 @@ from textual.screen import Screen
 from tui.app.messages import RequestCompleted, ServerCameUp
 from tui.config import Settings
 from tui.core.measure.records import RequestTiming
-from tui.core.view.timeline import KEEP_LANES, batches, keep_count, lanes
+from tui.core.view.timeline import KEEP_LANES, batches, default_view, keep_count, lanes
 
 CEILING = (3350e9 / 16e9, 131072.0, 16e9)
 """The simulator's default (an H100 SXM's 3,350 GB/s over Llama-3.1-8B's 16 GB) as `PhasetopApp` takes it: decode
@@ -88,8 +88,11 @@ async def send(pilot, seen, key: str, total: int) -> None:
 
 
 def show_on_pane(pane, timings: list[RequestTiming], labels: list[str] | None = None) -> None:
-    """Give a timeline pane on its own what the live session would publish: the timings, the kept ones as lanes."""
-    pane.lanes = lanes(timings, labels, keep=keep_count(batches(timings), KEEP_LANES))
+    """Give a timeline pane on its own what the live session would publish: the timings, the kept ones as lanes, and
+    the newest send's view."""
+    batch_of = batches(timings)
+    pane.lanes = lanes(timings, labels, keep=keep_count(batch_of, KEEP_LANES))
+    pane.view = default_view(timings, batch_of)
     pane.timings = timings
 
 

@@ -13,7 +13,7 @@ from tui.core.state.server_state import ServerState
 from tui.core.state.server_watch import Served, ServerWatch
 from tui.core.telemetry.readings import GpuReading, MetricsSnapshot
 from tui.core.view.lane_figures import IN_FLIGHT
-from tui.core.view.timeline import KEEP_LANES
+from tui.core.view.timeline import ALIGNED, KEEP_LANES, WALL_CLOCK
 
 T0 = 1_700_000_000.0
 CEILING = (209.0, 131072.0, 16e9)
@@ -90,6 +90,40 @@ def test_the_load_dials_requests_join_the_timeline_but_not_the_answer_nor_the_se
     later = live.take_ids(1)
     live.started(later, "load 2", T0 + 3.1, 200, follow=False)
     assert live.publish().selected_back == 1, "a send's lane is selected, the load's after it or not"
+
+
+def test_a_keys_send_sets_the_view_v_switches_it_and_the_load_dials_arrivals_leave_it_be():
+    live = LiveSession(ServerWatch())
+    first = send_one(live, sent=T0)
+    live.completed(first, done(T0))
+    live.publish()
+    assert live.view == ALIGNED, "one request alone: each lane from its own send"
+    load_ids = []
+    for n in range(6):  # arriving alone, some while an earlier one still streams (its default would be wall clock)
+        request_id = live.take_ids(1)
+        live.started(request_id, f"load {n + 1}", T0 + 1 + 0.05 * n, 200, follow=False)
+        load_ids.append(request_id)
+        live.publish()
+        assert live.view == ALIGNED, f"load {n + 1} flipped the view"
+    live.toggle_view()
+    for request_id in load_ids:
+        live.completed(request_id, done(T0 + 1))
+        live.publish()
+    assert live.view == WALL_CLOCK, "v holds while the load's lanes come and go"
+    live.toggle_view()
+    assert live.view == ALIGNED
+    among = live.send(1)
+    late = live.take_ids(1)
+    live.started(late, "load 7", T0 + 2, 200, follow=False)
+    live.started(among, "long 2000", T0 + 2.01, 2000)
+    live.publish()
+    assert live.view == WALL_CLOCK, "a key's send among running requests: one wall clock"
+    live.toggle_view()
+    eight = live.send(8)
+    for n in range(8):
+        live.started(eight + n, f"8 at once {n + 1}", T0 + 10, 200)
+    live.publish()
+    assert live.view == WALL_CLOCK, "a batch at once: one wall clock"
 
 
 def test_the_oldest_requests_past_the_keep_are_dropped_and_a_late_record_for_one_is_ignored():

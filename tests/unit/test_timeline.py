@@ -3,8 +3,20 @@ from dataclasses import replace
 import pytest
 
 from tui.core.measure.records import RequestTiming
-from tui.core.view.timeline import (ALIGNED, WALL_CLOCK, Lane, axis_cells, axis_range, batches, default_view, keep_count,
-                               lane_label, lanes, layout, with_selected)
+from tui.core.view.timeline import (
+    ALIGNED,
+    WALL_CLOCK,
+    Lane,
+    axis_cells,
+    axis_range,
+    batches,
+    default_view,
+    keep_count,
+    lane_label,
+    lanes,
+    layout,
+    with_selected,
+)
 
 
 def test_lanes_share_one_axis_from_the_earliest_send():
@@ -78,6 +90,9 @@ def test_a_single_send_among_requests_still_running_defaults_to_wall_clock():
     assert default_view([*late, long], batches([*late, long])) == WALL_CLOCK
     failed = [RequestTiming(False, 100.0, (), error="refused")]
     assert default_view([*failed, long], batches([*failed, long])) == ALIGNED
+    after = RequestTiming(True, 100.7, ())  # sent after the long one and still running: nothing it landed among
+    timings = [*ended, long, after]
+    assert default_view(timings, batches(timings, alone={9}), sent=8) == ALIGNED
 
 
 def test_the_last_batch_is_kept_whole_beyond_the_lane_limit():

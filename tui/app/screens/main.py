@@ -59,7 +59,7 @@ from tui.core.state.tuning_loop import TuningLoop
 from tui.core.telemetry.readings import GpuSample, HostSample, MetricsSnapshot
 from tui.core.telemetry.served import TraceWindow
 from tui.core.view.lane_figures import NEWEST
-from tui.core.view.timeline import KEEP_LANES, Lane
+from tui.core.view.timeline import ALIGNED, KEEP_LANES, Lane
 from tui.meter.pool import MeterPool, default_meters
 from tui.sources.host import local_port
 
@@ -106,6 +106,8 @@ class MainScreen(MainScreenIO):
     """The "what to change" findings of the selected request, one per line ("in flight" until it ends)."""
     selected_back: reactive[int] = reactive(NEWEST, repaint=False)
     """The lane the figures under the timeline speak of, counted back from the newest (0); a send resets it."""
+    view: reactive[str] = reactive(ALIGNED, repaint=False)
+    """The timeline's view (the live session's)."""
     client_busy: reactive[str] = reactive("", repaint=False)
     """"client busy: N % CPU, figures marked" while a meter process is near a core; "" otherwise."""
     cpu_ceiling: reactive[str | None] = reactive(None, repaint=False)
@@ -149,7 +151,8 @@ class MainScreen(MainScreenIO):
             yield TimelinePane(id="timeline-pane", classes="pane").data_bind(
                 timings=MainScreen.timings, lanes=MainScreen.lanes, batch_of=MainScreen.batch_of,
                 decode_ceiling_tok_s=MainScreen.decode_ceiling_tok_s, ceiling_factor=MainScreen.ceiling_factor,
-                diagnosis=MainScreen.diagnosis, client_busy=MainScreen.client_busy, selected_back=MainScreen.selected_back)
+                diagnosis=MainScreen.diagnosis, client_busy=MainScreen.client_busy, selected_back=MainScreen.selected_back,
+                view=MainScreen.view)
             prompt = PromptPane(id="prompt-pane", classes="pane")
             prompt.border_title = "Prompt"
             yield prompt
@@ -214,7 +217,8 @@ class MainScreen(MainScreenIO):
         self.query_one(PromptPane).request_preset(next(p for p in PRESETS if p.key == key))
 
     def action_timeline_view(self) -> None:
-        self.query_one(TimelinePane).toggle_view()
+        self.state.live.toggle_view()
+        self.view = self.state.live.view
 
     def action_select_lane(self, step: int) -> None:
         if not self.timings:
@@ -373,6 +377,7 @@ class MainScreen(MainScreenIO):
         self.lanes = published.lanes
         self.batch_of = published.batch_of
         self.selected_back = published.selected_back  # before the timings: the pane draws them all once, when the timings come
+        self.view = self.state.live.view
         self.timings = published.timings
         self.show_state()
 

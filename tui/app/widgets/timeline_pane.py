@@ -19,12 +19,22 @@ from textual.widgets import Static
 
 from tui.app.widgets.text import set_text
 from tui.core.measure.gaps import CLIENT, SERVER, UNKNOWN, count_by_cause, counts_line
-from tui.core.view.lane_cells import (BURST, DECODE, EMPTY, FAILED, GAP_KINDS, PREFILL, SENT, THROUGH, TRANSFER, Cell,
-                                 axis_ticks)
-from tui.core.view.lane_figures import NEWEST, figures_line, selected_index
 from tui.core.measure.records import RequestTiming
-from tui.core.view.timeline import (ALIGNED, VIEWS, WALL_CLOCK, Lane, TimelineLayout, batches, default_view, layout,
-                                    with_selected)
+from tui.core.view.lane_cells import (
+    BURST,
+    DECODE,
+    EMPTY,
+    FAILED,
+    GAP_KINDS,
+    PREFILL,
+    SENT,
+    THROUGH,
+    TRANSFER,
+    Cell,
+    axis_ticks,
+)
+from tui.core.view.lane_figures import NEWEST, figures_line, selected_index
+from tui.core.view.timeline import ALIGNED, WALL_CLOCK, Lane, TimelineLayout, batches, layout, with_selected
 
 REPLOT_INTERVAL_S = 0.25
 """The chart redraws at most four times a second; the figures under it update with every batch."""
@@ -205,22 +215,14 @@ class TimelinePane(Vertical):
     client_busy: reactive[str] = reactive("", repaint=False)
     """"client busy: N % CPU, figures marked" while phasetop itself is near a core; "" otherwise."""
     view: reactive[str] = reactive(ALIGNED, repaint=False)
-    """ALIGNED (each lane from its own send) or WALL_CLOCK (one axis); each new send sets its default."""
+    """ALIGNED (each lane from its own send) or WALL_CLOCK (one axis): the live session's."""
     selected_back: reactive[int] = reactive(NEWEST, repaint=False)
     """The lane the figures speak of, counted back from the newest (0), marked in the chart."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self._last_batch: tuple[float, int] | None = None
-        """(first send, size) of the newest batch: a new one sets the view to its default."""
 
     @property
     def drawn(self) -> TimelineLayout | None:
         """What the chart drew last: lanes shown, axis, prefill spans (None before any lane)."""
         return self.query_one(TimelinePlot).drawn
-
-    def toggle_view(self) -> None:
-        self.view = VIEWS[(VIEWS.index(self.view) + 1) % len(VIEWS)]
 
     def watch_view(self, view: str) -> None:
         self.query_one(TimelinePlot).view = view
@@ -286,12 +288,6 @@ class TimelinePane(Vertical):
     def _show_timings(self) -> None:
         batch_of = self.batch_of if len(self.batch_of) == len(self.timings) else batches(self.timings)
         keep = min(len(self.lanes), len(self.timings))
-        last = [t.t_sent_unix for t, b in zip(self.timings, batch_of, strict=True) if b == batch_of[-1]]
-        batch = (last[0], len(last)) if last else None
-        if batch != self._last_batch:  # a new send (or its batch grew): its default view, until `v`
-            self._last_batch = batch
-            if batch is not None:
-                self.view = default_view(self.timings, batch_of)
         kept = self.timings[len(self.timings) - keep:]
         shown = self.lanes[len(self.lanes) - keep:]
         plot = self.query_one(TimelinePlot)

@@ -20,7 +20,7 @@ from tui.core.measure.records import RequestTiming
 from tui.core.state.server_watch import ServerWatch
 from tui.core.view.diagnosis import LiveFigures, diagnose
 from tui.core.view.lane_figures import NEWEST, after_send, diagnosis_text, moved, selected_index
-from tui.core.view.timeline import KEEP_LANES, Lane, LaneJudge, batches, keep_count
+from tui.core.view.timeline import ALIGNED, KEEP_LANES, VIEWS, Lane, LaneJudge, batches, default_view, keep_count
 
 KEEP_REQUESTS = 40
 """Requests kept; the timeline keeps the last `KEEP_LANES` (32 streams, one batch, stay whole)."""
@@ -81,6 +81,9 @@ class LiveSession:
         self.server = server
         """The server the requests go to: its ceiling and guard judge them, its scrape is beside them."""
         self.selected_back = NEWEST
+        self.view = ALIGNED
+        """The timeline's view: each key's send sets its default (`default_view`), `v` switches it; the load dial's
+        lanes, each arriving alone, leave it be (they would flip it at every arrival, undoing `v`)."""
         self._records: dict[int, RequestTiming] = {}
         self._labels: dict[int, str] = {}
         self._judge = LaneJudge()
@@ -217,6 +220,10 @@ class LiveSession:
         self._cleared_below = self._next_id
         self._new_send = True
 
+    def toggle_view(self) -> None:
+        """`v`: the other view, until the next key's send."""
+        self.view = VIEWS[(VIEWS.index(self.view) + 1) % len(VIEWS)]
+
     def select(self, step: int) -> None:
         """The arrows: +1 one lane older, −1 one newer, kept among the lanes the timeline keeps."""
         self.selected_back = moved(self.selected_back, step, keep_count(self._batch_of, KEEP_LANES))
@@ -245,6 +252,8 @@ class LiveSession:
         if self._new_send:  # the send's newest lane: the lanes the load dial started after it come after it
             newest_sent = max((i for i in ids if i not in self._alone), default=None)
             newer = sum(1 for i in ids if newest_sent is not None and i > newest_sent)
+            if newest_sent is not None:  # its batch, and what was running when it went, set the view
+                self.view = default_view(self._timings, self._batch_of, ids.index(newest_sent))
         else:
             newer = self._joined
         keep = keep_count(self._batch_of, KEEP_LANES)

@@ -127,17 +127,18 @@ def keep_count(batch_of: Sequence[int], keep: int) -> int:
     return min(len(batch_of), max(keep, whole))
 
 
-def default_view(timings: Sequence[RequestTiming], batch_of: Sequence[int]) -> str:
-    """Wall clock when the last send was a batch (several at once) or landed among requests still running
-    (a long prompt among streams: what it does to them shows on one clock), else aligned."""
+def default_view(timings: Sequence[RequestTiming], batch_of: Sequence[int], sent: int = -1) -> str:
+    """The view for the send at index `sent` (the newest by default): wall clock when it was a batch (several at
+    once) or landed among requests still running (a long prompt among streams: what it does to them shows on one
+    clock), else aligned."""
     if not batch_of:
         return ALIGNED
-    last = batch_of[-1]
-    if sum(1 for b in batch_of if b == last) > 1:
+    batch = batch_of[sent]
+    if sum(1 for b in batch_of if b == batch) > 1:
         return WALL_CLOCK
-    sent = timings[-1].t_sent_unix
-    earlier = timings[:len(timings) - 1]
-    return WALL_CLOCK if any(_running_at(timing, sent) for timing in earlier) else ALIGNED
+    sent_unix = timings[sent].t_sent_unix
+    before = [t for n, t in enumerate(timings) if n != sent % len(timings) and t.t_sent_unix <= sent_unix]
+    return WALL_CLOCK if any(_running_at(timing, sent_unix) for timing in before) else ALIGNED
 
 
 def _running_at(timing: RequestTiming, t_unix: float) -> bool:
