@@ -226,6 +226,7 @@ class MainScreen(MainScreenIO):
             return
         self.state.live.select(step)
         self.show_state()
+        self.query_one(TimelinePane).draw_now()  # a key's answer is drawn at once, not at the next frame budget
 
     def action_clear(self) -> None:
         self.state.live.clear()

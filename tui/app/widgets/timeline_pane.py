@@ -224,6 +224,10 @@ class TimelinePane(Vertical):
         """What the chart drew last: lanes shown, axis, prefill spans (None before any lane)."""
         return self.query_one(TimelinePlot).drawn
 
+    def draw_now(self) -> None:
+        """Draw what the pane holds now, whatever the frame budget (a key was pressed: the answer is at once)."""
+        self.query_one(TimelinePlot).replot()
+
     def watch_view(self, view: str) -> None:
         self.query_one(TimelinePlot).view = view
         self._title()
