@@ -3,8 +3,9 @@ and a new send selects the newest again."""
 
 from __future__ import annotations
 
-from tests.app.harness import CEILING, completed, send, settings, started, wait_for
+from tests.app.harness import CEILING, completed, seen_of, send, settings, started, wait_for
 from tui.app.app import PhasetopApp
+from tui.app.messages import RequestOnWire, RequestStarted
 from tui.app.widgets.timeline_pane import REPLOT_INTERVAL_S, TimelinePane
 from tui.core.view.timeline import SELECTED_MARK
 
@@ -28,6 +29,10 @@ async def test_up_selects_the_older_lane_and_a_new_send_the_newest(sim_url):
         await send(pilot, seen, "2", 2)
         await wait_for(pilot, lambda: figures(screen).startswith("long 2000: TTFT"))
         short, long = [m.timing for m in completed(seen)]
+        starts, on_wire = seen_of(seen, RequestStarted), seen_of(seen, RequestOnWire)
+        assert [m.request_id for m in starts] == [m.request_id for m in on_wire] == [1, 2], "each request starts once"
+        assert all(w.t_sent_unix >= s.t_sent_unix for s, w in zip(starts, on_wire, strict=True))
+        assert [t.t_sent_unix for t in screen.timings] == [w.t_sent_unix for w in on_wire], "the wire's stamp is kept"
         assert f"TTFT {long.ttft_s * 1e3:,.1f} ms" in figures(screen)
         await wait_for(pilot, lambda: pane.drawn is not None and marked(pane) == ["long 2000"])
         await wait_for(pilot, lambda: "in flight" not in screen.diagnosis)  # it ended: its findings, if any

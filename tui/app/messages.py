@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from textual.message import Message
 
-from tui.core.state.live import LaneTokens
 from tui.core.measure.records import RequestTiming
+from tui.core.state.live import LaneTokens
 from tui.core.state.tuning_loop import Refusal
 from tui.core.telemetry.readings import GpuSample, HostSample, MetricsSnapshot
 
@@ -35,6 +35,16 @@ class RequestStarted(Fact):
         """The prompt's length as counted before sending, when it was."""
         self.label = label
         """What the timeline lane is called ("short 200", "typed")."""
+        self.t_sent_unix = t_sent_unix
+
+
+class RequestOnWire(Fact):
+    """A started request's body went on the wire (its meter's exact stamp; `RequestStarted` gave the moment it was
+    asked for, so its lane shows at once, and a request that never got there still ends on it)."""
+
+    def __init__(self, request_id: int, t_sent_unix: float) -> None:
+        super().__init__()
+        self.request_id = request_id
         self.t_sent_unix = t_sent_unix
 
 

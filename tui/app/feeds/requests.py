@@ -13,21 +13,21 @@ from dataclasses import dataclass, field
 
 from textual.message import Message
 
-from tui.app.messages import NotSent, RequestCompleted, RequestStarted, TokenBatch
+from tui.app.messages import NotSent, RequestCompleted, RequestOnWire, RequestStarted, TokenBatch
 from tui.config import Settings
 from tui.core.measure.chunk_tokens import compact, joined
 from tui.core.measure.records import RequestTiming, mark_cold
-from tui.core.state.live import LaneTokens
 from tui.core.measure.sends import Send
+from tui.core.state.live import LaneTokens
 from tui.core.view.timeline import KEEP_LANES
 from tui.sources.detect import WARM_UP_PATHS
 from tui.sources.errors import SourceError
 from tui.sources.http import ServerClient, client_for
 from tui.sources.identity import server_is_fresh
 from tui.sources.meter import ChunksArrived, Meter
-from tui.sources.workloads.prompts import prompt_of
 from tui.sources.stream import RequestFinished, RequestSent, StreamRequest
 from tui.sources.wall_clock import now_unix
+from tui.sources.workloads.prompts import prompt_of
 
 Post = Callable[[Message], object]
 
@@ -158,19 +158,27 @@ async def stream_lane(meter: Meter, batches: TokenBatches, post: Post, request_i
     """One request through `meter`, as the screen's facts for lane `request_id`: its start, its chunks (batched),
     its exact record (marked cold when `cold`: the first a fresh server serves), which is returned. `texted`: its
     answer is the one the prompt pane shows; `load`: one of the load dial's."""
-    post(RequestStarted(request_id, label, now_unix(), request.prompt_tokens, load))
+    started_unix = now_unix()
+    post(RequestStarted(request_id, label, started_unix, request.prompt_tokens, load))
     timing = None
-    async with aclosing(meter.stream(request, connect_s, text=texted)) as events:
-        async for event in events:
-            if isinstance(event, ChunksArrived):
-                batches.add(request_id, event.offsets_s, event.text, event.client_gaps, event.tokens_per_chunk)
-            elif isinstance(event, RequestSent):
-                post(RequestStarted(request_id, label, event.t_sent_unix, request.prompt_tokens, load))
-            elif isinstance(event, RequestFinished):
-                batches.post(request_id)  # its last chunks before its completion
-                timing = mark_cold([event.timing], server_fresh=True)[0] if cold else event.timing
-                post(RequestCompleted(request_id, timing, load))
-    assert timing is not None, "a meter's stream ends with its record"
+    try:
+        async with aclosing(meter.stream(request, connect_s, text=texted)) as events:
+            async for event in events:
+                if isinstance(event, ChunksArrived):
+                    batches.add(request_id, event.offsets_s, event.text, event.client_gaps, event.tokens_per_chunk)
+                elif isinstance(event, RequestSent):
+                    post(RequestOnWire(request_id, event.t_sent_unix))
+                elif isinstance(event, RequestFinished):
+                    batches.post(request_id)  # its last chunks before its completion
+                    timing = mark_cold([event.timing], server_fresh=True)[0] if cold else event.timing
+                    post(RequestCompleted(request_id, timing, load))
+        assert timing is not None, "a meter's stream ends with its record"
+    except Exception as error:  # a fault of phasetop's own: the lane ends failed, not in flight for good
+        if timing is None:
+            failed = RequestTiming(ok=False, t_sent_unix=started_unix, prompt_tokens=request.prompt_tokens,
+                                   error=f"phasetop stopped timing it: {type(error).__name__}: {error}")
+            post(RequestCompleted(request_id, failed, load))
+        raise
     return timing
 
 

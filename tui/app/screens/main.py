@@ -27,6 +27,7 @@ from tui.app.messages import (
     MetricsUnavailable,
     NotSent,
     RequestCompleted,
+    RequestOnWire,
     RequestStarted,
     ServedProgress,
     ServedRestarted,
@@ -270,6 +271,10 @@ class MainScreen(MainScreenIO):
         self.state.live.started(event.request_id, event.label, event.t_sent_unix, event.prompt_tokens,
                                 follow=not event.load)
         self.publish_soon()
+
+    @on(RequestOnWire)
+    def _on_wire(self, event: RequestOnWire) -> None:
+        self.state.live.on_wire(event.request_id, event.t_sent_unix)
 
     @on(TokenBatch)
     def _token_batch(self, event: TokenBatch) -> None:

@@ -164,13 +164,8 @@ class LiveSession:
 
     def started(self, request_id: int, label: str, t_sent_unix: float, prompt_tokens: int | None,
                 follow: bool = True) -> None:
-        """A request sent, or (again, from its meter) the moment its body went on the wire. `follow`: a send of
-        the user's, whose answer the prompt pane shows and to which the selection goes back (the load dial's
-        requests only join the timeline)."""
-        record = self._records.get(request_id)
-        if record is not None:
-            self._records[request_id] = replace(record, t_sent_unix=t_sent_unix)
-            return
+        """A request sent. `follow`: a send of the user's, whose answer the prompt pane shows and to which the
+        selection goes back (the load dial's requests only join the timeline)."""
         self.server.sent_to()
         self._records[request_id] = RequestTiming(ok=True, t_sent_unix=t_sent_unix, prompt_tokens=prompt_tokens)
         self._labels[request_id] = label
@@ -180,6 +175,12 @@ class LiveSession:
         else:
             self._joined += 1
             self._alone.add(request_id)
+
+    def on_wire(self, request_id: int, t_sent_unix: float) -> None:
+        """A started request's body went on the wire at `t_sent_unix` (its meter's stamp): its send time from now."""
+        record = self._records.get(request_id)
+        if record is not None:
+            self._records[request_id] = replace(record, t_sent_unix=t_sent_unix)
 
     def tokens(self, lanes: Sequence[LaneTokens]) -> None:
         for lane in lanes:
