@@ -156,10 +156,11 @@ async def test_every_key_on_every_screen_does_what_it_names(served_simulator, si
         await wait_for(pilot, lambda: main.timings and main.timings[-1].e2e_s, 30, "the first answer")
         footer_inside(app)
         await settled(pilot, app)
-        still = picture(app)
-        await pilot.pause(2.0)
-        changed = changed_rows(still, picture(app))
-        assert picture(app) == still, f"the screen changed by itself (a change after a key would not be the key's): {changed}"
+        if part == "main":  # (once a size: the other parts start alike)
+            still = picture(app)
+            await pilot.pause(2.0)
+            changed = changed_rows(still, picture(app))
+            assert picture(app) == still, f"the screen changed by itself (a change after a key would not be the key's): {changed}"
         walked = [binding for binding in keys_of(main) if walked_in(part, binding)]
         assert walked, f"{part}: no key of the main screen's to walk"
         for binding in walked:
