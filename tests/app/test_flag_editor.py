@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import shlex
 import sys
+from pathlib import Path
+from types import SimpleNamespace
 
 from textual.app import App
 from textual.widgets import Input, RadioSet
@@ -12,6 +14,7 @@ from textual.widgets import Input, RadioSet
 from tests.app.harness import wait_for
 from tui.app.screens.flags import FlagEditorScreen
 from tui.core.serving.serve_command import ServeCommand
+from tui.core.serving.server_help import defaults_in_help
 from tui.core.state.tuning_loop import NOTHING, PROBE, SENDS, Refusal, RestartRequest
 
 COMMAND = ServeCommand.parse(shlex.join([sys.executable, "-m", "tui", "sim", "--port", "8123"]))
@@ -58,3 +61,15 @@ async def test_a_refused_command_reopens_with_its_error_beside_it_and_the_same_r
         await wait_for(pilot, lambda: host.answers)
     [answer] = host.answers
     assert answer.rerun == NOTHING and answer.command.value("max-num-batched-tokens") == "512"
+
+
+def test_the_flag_editor_names_a_flag_against_a_default_the_server_chooses_apart_from_those_that_differ():
+    defaults = defaults_in_help((Path(__file__).parents[1] / "fixtures" / "help" / "vllm-0.32-help-all.txt").read_text())
+    command = ServeCommand.parse("vllm serve m --max-num-batched-tokens 512 --gpu-memory-utilization 0.5 --no-enforce-eager")
+    line = FlagEditorScreen._against_defaults(SimpleNamespace(_defaults=defaults), command).plain
+    assert line == ("1 of 3 differ from the server's defaults: --gpu-memory-utilization 0.5 (default 0.92)"
+                    " · 1 of 3 against no stated default: --max-num-batched-tokens 512 (default: the server's choice)"
+                    " · as its defaults: --no-enforce-eager (default False)")
+    alone = ServeCommand.parse("vllm serve m --max-num-batched-tokens 512")
+    assert FlagEditorScreen._against_defaults(SimpleNamespace(_defaults=defaults), alone).plain == \
+        "1 of 1 against no stated default: --max-num-batched-tokens 512 (default: the server's choice)"

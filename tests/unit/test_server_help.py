@@ -8,8 +8,15 @@ import sys
 from pathlib import Path
 
 from tui.core.serving.serve_command import ServeCommand
-from tui.core.serving.server_help import (against_defaults, complete_flag, defaults_in_help, flags_in_help, help_argv,
-                                          unfinished_flag, value_flags_in_help)
+from tui.core.serving.server_help import (
+    against_defaults,
+    complete_flag,
+    defaults_in_help,
+    flags_in_help,
+    help_argv,
+    unfinished_flag,
+    value_flags_in_help,
+)
 
 HELP = Path(__file__).parent.parent / "fixtures" / "help"
 
@@ -39,7 +46,7 @@ def test_vllm_defaults_come_from_help_all_and_none_is_the_servers_choice():
                                  "--no-enforce-eager --api-key sk-not-shown --port 8001")
     flags = {f.name: f for f in against_defaults(command, defaults)}
     assert set(flags) == {"max-num-batched-tokens", "gpu-memory-utilization", "enforce-eager"}, "no key, no port"
-    assert flags["max-num-batched-tokens"].differs and str(flags["max-num-batched-tokens"]) == \
+    assert flags["max-num-batched-tokens"].differs is None and str(flags["max-num-batched-tokens"]) == \
         "--max-num-batched-tokens 512 (default: the server's choice)"
     assert not flags["gpu-memory-utilization"].differs, "0.92 is the default"
     assert not flags["enforce-eager"].differs and str(flags["enforce-eager"]) == "--no-enforce-eager (default False)"
@@ -69,10 +76,10 @@ def test_the_simulators_own_help_states_its_defaults():
     assert defaults["gpu"] == "H100 SXM"
 
 
-def test_a_help_without_defaults_gives_none_and_every_given_flag_counts_as_changed():
+def test_a_help_without_defaults_gives_none_and_no_flag_is_called_changed_from_what_it_does_not_state():
     assert defaults_in_help("usage: x [--a A]\n  --a A  the a\n") == {}
     flag, = against_defaults(ServeCommand.parse("x --a 1"), {})
-    assert flag.differs and str(flag) == "--a 1 (no default in --help)"
+    assert flag.differs is None and str(flag) == "--a 1 (no default in --help)"
 
 
 def test_a_flag_half_typed_or_given_no_value_yet_is_unfinished_and_a_switch_or_a_typo_is_not():
@@ -93,3 +100,4 @@ def test_a_flag_half_typed_or_given_no_value_yet_is_unfinished_and_a_switch_or_a
     assert "--flash-attn" not in value_flags_in_help((HELP / "llama-server-help.txt").read_text()), \
         "`--flash-attn [on|off|auto]`: its value is optional"
     assert unfinished_flag("serve m --max-num-b", [], set()) is None, "the help not read yet: nothing to tell by"
+

@@ -168,14 +168,18 @@ class FlagEditorScreen(ModalScreen[RestartRequest | None]):
         if not flags:
             return "no flags given: the server runs on its defaults"
         differ = [flag for flag in flags if flag.differs]
-        same = [flag for flag in flags if not flag.differs]
+        unknown = [flag for flag in flags if flag.differs is None]
+        same = [flag for flag in flags if flag.differs is False]
         pieces: list[str | tuple[str, str]] = []
         if differ:
             pieces += [f"{len(differ)} of {len(flags)} differ from the server's defaults: ",
                        *_listed(differ, "bold $accent")]
-        else:
+        elif not unknown:
             pieces.append(f"none of the {len(flags)} flags given differs from the server's defaults")
-        if differ and same:
+        if unknown:
+            pieces += [" · " if differ else "", f"{len(unknown)} of {len(flags)} against no stated default: ",
+                       *_listed(unknown, "")]
+        if same and (differ or unknown):
             pieces += [" · as its defaults: ", *_listed(same, "$text-muted")]
         return Content.assemble(*pieces)
 

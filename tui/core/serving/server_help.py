@@ -4,7 +4,8 @@ command changes from them).
 Three shapes are read: argparse's (vLLM: `  --flag ARG, --alias ARG` then the text, ending in
 "(default: X)"; the simulator: "(default X; …)"), and llama.cpp's (`-b,    --batch-size N   text (default:
 2048)` on one line, continued below). vLLM lists its flags' texts only under `--help=all`, and many of its
-defaults there are `None`: the value is then chosen when the server starts, so any value given differs."""
+defaults there are `None`: the value is then chosen when the server starts, so whether a value given differs
+cannot be told."""
 
 from __future__ import annotations
 
@@ -120,10 +121,12 @@ class FlagAgainstDefault:
     """None: the help states no default for it."""
 
     @property
-    def differs(self) -> bool:
-        """True where the value is not the stated default (a default of None is the server's choice: any value
-        given overrides it); unknown (no default stated) counts as differing, since it was given."""
-        return self.default is None or _normal(self.value) != _normal(self.default)
+    def differs(self) -> bool | None:
+        """Whether the value is not the stated default; None where that cannot be told: the help states no default,
+        or one the server chooses at start (vLLM's None), which may be the very value given."""
+        if self.default is None or self.default.strip().lower() in UNSET:
+            return None
+        return _normal(self.value) != _normal(self.default)
 
     def __str__(self) -> str:
         given = {"True": f"--{self.name}", "False": f"--no-{self.name}"}.get(self.value, f"--{self.name} {self.value}")
