@@ -43,7 +43,7 @@ from tui.app.screens.roofline import RooflineScreen
 from tui.app.widgets.gpu_pane import GpuPane
 from tui.app.widgets.load_dial import LoadDialPane
 from tui.app.widgets.metrics_pane import MetricsPane
-from tui.app.widgets.prompt_pane import PRESETS, TYPED_MAX_TOKENS, PromptPane
+from tui.app.widgets.prompt_pane import PRESETS, TYPED_MAX_TOKENS, PromptPane, probe_sends
 from tui.app.widgets.status_line import StatusLine
 from tui.app.widgets.timeline_pane import TimelinePane
 from tui.config import Settings
@@ -67,16 +67,6 @@ from tui.sources.host import local_port
 PUBLISH_INTERVAL_S = 1 / 8
 """State reaches the panes at most this often (the frame budget): at 32 streams a batch lands every 50 ms,
 and painting each one cost the main thread more than reading the streams did."""
-PROBE = (("concurrent", 0.0), ("long", 1.0))
-"""The fixed probe a restart can run (preset key, seconds after the first): 8 streams, and a second later the
-long prompt lands among them: both phases and their interference, the same on every restart."""
-
-
-def probe() -> list[tuple[float, Send]]:
-    """The probe's sends, each with its time after the first (ids are given as each is sent)."""
-    return [(after_s, next(p for p in PRESETS if p.key == key).send(0)) for key, after_s in PROBE]
-
-
 BROUGHT_S = 1.5
 """How long a pane a key brought into view keeps its marked border."""
 
@@ -130,7 +120,7 @@ class MainScreen(MainScreenIO):
         self.live = live
         self.state = MainState(LiveSession(ServerWatch(ceiling, local_port(server_url) is not None, settings.bandwidth_gbs,
                                                        ServerState(url=server_url, simulated=simulated))),
-                               Lab(server_url, saving=live), TuningLoop(probe()))
+                               Lab(server_url, saving=live), TuningLoop(probe_sends()))
         """The requests and the server (`live`), sessions, runs, the load dial and the experiments' keys (`lab`),
         restarts with new flags and what runs again after them (`loop`)."""
         self.meters = MeterPool(settings.meters or default_meters(KEEP_LANES, renders=True),

@@ -19,6 +19,7 @@ from tui.sources.workloads.prompts import filler_text
 
 
 @dataclass(frozen=True, slots=True)
+
 class Preset:
     """One of the domain text's experiments as a prompt to send."""
 
@@ -58,6 +59,15 @@ TYPED_MAX_TOKENS = 128
 """Tokens a typed prompt asks for."""
 SHARED_PREFIX = filler_text("[shared system prompt]", 1800)
 """The shared-system-prompt preset sends this same prefix every time, so prefix caching can hit."""
+
+PROBE_PRESETS = (("concurrent", 0.0), ("long", 1.0))
+"""The fixed probe a restart can run (preset key, seconds after the first): 8 streams, and a second later the
+long prompt lands among them: both phases and their interference, the same on every restart."""
+
+
+def probe_sends() -> list[tuple[float, Send]]:
+    """The probe's sends, each with its time after the first (ids are given as each is sent)."""
+    return [(after_s, next(p for p in PRESETS if p.key == key).send(0)) for key, after_s in PROBE_PRESETS]
 
 
 class PromptPane(Vertical):
