@@ -209,7 +209,7 @@ class MainScreen(MainScreenIO):
 
     def action_timeline_view(self) -> None:
         self.state.live.toggle_view()
-        self.view = self.state.live.view
+        self.show_state()
 
     def action_select_lane(self, step: int) -> None:
         if not self.timings:
@@ -373,7 +373,6 @@ class MainScreen(MainScreenIO):
         self.lanes = published.lanes
         self.batch_of = published.batch_of
         self.selected_back = published.selected_back  # before the timings: the pane draws them all once, when the timings come
-        self.view = self.state.live.view
         self.timings = published.timings
         self.show_state()
 
@@ -382,7 +381,7 @@ class MainScreen(MainScreenIO):
         live, server, lab = self.state.live, self.state.server, self.state.lab
         for name, value in (("server", server.header), ("decode_ceiling_tok_s", server.decode_ceiling_tok_s),
                             ("ceiling_factor", server.speculation_factor), ("selected_back", live.selected_back),
-                            ("diagnosis", live.diagnosis()), ("load_running", lab.load_running),
+                            ("view", live.view), ("diagnosis", live.diagnosis()), ("load_running", lab.load_running),
                             ("has_before", lab.has_before), ("simulator_state", self.state.server_state)):
             if getattr(self, name) != value:
                 setattr(self, name, value)

@@ -19,7 +19,6 @@ from tui.sources.workloads.prompts import filler_text
 
 
 @dataclass(frozen=True, slots=True)
-
 class Preset:
     """One of the domain text's experiments as a prompt to send."""
 

@@ -133,11 +133,11 @@ def default_view(timings: Sequence[RequestTiming], batch_of: Sequence[int], sent
     clock), else aligned."""
     if not batch_of:
         return ALIGNED
-    batch = batch_of[sent]
-    if sum(1 for b in batch_of if b == batch) > 1:
+    sent %= len(timings)
+    if batch_of.count(batch_of[sent]) > 1:
         return WALL_CLOCK
     sent_unix = timings[sent].t_sent_unix
-    before = [t for n, t in enumerate(timings) if n != sent % len(timings) and t.t_sent_unix <= sent_unix]
+    before = [t for n, t in enumerate(timings) if n != sent and t.t_sent_unix <= sent_unix]
     return WALL_CLOCK if any(_running_at(timing, sent_unix) for timing in before) else ALIGNED
 
 
