@@ -52,6 +52,18 @@ def probe(capsys, url: str, *extra: str) -> str:
     return saved_id(err)
 
 
+def timed_probe(capsys, url: str, runs_dir) -> str:
+    """A probe with a request timed as generation: on a loaded box each of a probe's two requests may come in clumps
+    (flagged, so no figures to compare), so probe again, up to three times, the flagged run's file removed."""
+    for _ in range(3):
+        run = probe(capsys, url)
+        path = runs_dir / f"{run}.json"
+        if any(r["ok"] and not r["burst"] for r in json.loads(path.read_text())["requests"]):
+            return run
+        path.unlink()
+    raise AssertionError("three probes with every request flagged as delivery, not generation")
+
+
 async def test_identity_of_the_simulator(sim):
     async with make_client(sim.url) as client:
         info = await describe_server(client, "openai", None)
@@ -148,11 +160,11 @@ def test_restart_with_another_batch_budget_shows_in_compare(runs_dir, capsys):
     """Probe, restart the simulator on the same port with another --max-num-batched-tokens, probe, compare."""
     with SimulatorProcess.start(["--max-num-batched-tokens", "2048"]) as first:
         url = first.url
-        before = probe(capsys, url)
+        before = timed_probe(capsys, url, runs_dir)
     port = str(urlsplit(url).port)
     with SimulatorProcess.start(["--max-num-batched-tokens", "256", "--port", port]) as second:
         assert second.url == url
-        after = probe(capsys, url)
+        after = timed_probe(capsys, url, runs_dir)
 
     code, out, err = phasetop(capsys, "compare", before[:-2], after, "--json")
     assert code == 0 and err == ""

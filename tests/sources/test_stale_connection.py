@@ -14,16 +14,16 @@ import json
 import math
 import socket
 import struct
-import time
 from dataclasses import dataclass, field
 
 import pytest
 
 from tui.sources.detect import ServerInfo
 from tui.sources.http import make_client
+from tui.sources.stream import StreamRequest, measure, warm_up
+from tui.sources.wall_clock import now_unix
 from tui.sources.workloads.load import LoadDial, LoadRunner, Workload
 from tui.sources.workloads.prompts import prompt_of
-from tui.sources.stream import StreamRequest, measure, warm_up
 
 TOKENS = [" a", " b", " c", " d"]
 TTFT_S = 0.02
@@ -43,7 +43,7 @@ class OneAnswerPerConnection:
     answered: list[str] = field(default_factory=list)
     """Path of each request that got a complete response."""
     dropped_unix: list[float] = field(default_factory=list)
-    """When each request on a spent connection was dropped (time.time())."""
+    """When each request on a spent connection was dropped (on the requests' own clock, `wall_clock`: a wall clock stepped under the test moves neither)."""
     spent_from_start: bool = False
     """Drop even the first request on each connection."""
     cut: int = 0
@@ -68,7 +68,7 @@ class OneAnswerPerConnection:
                         writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                     else:
                         await reader.readexactly(length)
-                    self.dropped_unix.append(time.time())
+                    self.dropped_unix.append(now_unix())
                     return
                 body = json.loads(await reader.readexactly(length) or b"{}")
                 if method == "GET":

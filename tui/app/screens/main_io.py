@@ -11,7 +11,7 @@ import socket
 import threading
 from dataclasses import replace
 from functools import partial
-from time import monotonic, time
+from time import monotonic
 
 from textual import on
 from textual.reactive import reactive
@@ -78,6 +78,7 @@ from tui.sources.http import ServerClient, client_for
 from tui.sources.scrape import MetricsScraper
 from tui.sources.servers.served_command import ServedProcess
 from tui.sources.servers.simulator_server import SimulatorProcess
+from tui.sources.wall_clock import now_unix
 from tui.sources.workloads.load import LoadDial, Workload
 
 
@@ -297,8 +298,8 @@ class MainScreenIO(Screen):
     def send_requests(self, send: Send) -> Worker[None] | None:
         """Start `send` through the meters (see `tui.app.feeds.requests`); its answer shows in the prompt pane.
         None: the server is not known yet."""
-        now_unix = time()  # one stamp for both: a rerun's compare counts from the loop's, the session's sends by it
-        served = self.state.sending(send, monotonic(), now_unix)
+        # one stamp for both, on the requests' own clock: a rerun's compare counts from the loop's, the session's by it
+        served = self.state.sending(send, monotonic(), now_unix())
         if served is None or served.model is None:
             self.notify(NOT_KNOWN_YET, severity="warning")
             return None

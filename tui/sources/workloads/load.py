@@ -23,7 +23,6 @@ import asyncio
 import math
 import random
 import threading
-import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,10 +37,11 @@ from tui.core.measure.records import RequestTiming
 from tui.sources.detect import WARM_UP_PATHS, ServerInfo
 from tui.sources.errors import ServerUnavailable, SourceError
 from tui.sources.gate import Gate
-from tui.sources.workloads.prompts import Prompt, make_nonce, prompt_of, refit
 from tui.sources.http import ServerClient
 from tui.sources.meter import LocalMeter, Meter
 from tui.sources.stream import StreamRequest
+from tui.sources.wall_clock import now_unix
+from tui.sources.workloads.prompts import Prompt, make_nonce, prompt_of, refit
 
 DIAL_POLL_S = 0.05
 """How often the runner reads the dial: plain attributes, so any thread may turn it."""
@@ -52,7 +52,7 @@ WARM_CONNECTIONS = 256
 ENDLESS_SAMPLE = 500
 """Raw requests an endless run keeps (a uniform sample); its figures are kept over all of them."""
 HORIZON_SLACK_S = 1.0
-"""A request's wall-clock send time is read after its slot is taken; this much earlier covers any skew between the two clocks."""
+"""A request's send time is stamped on the wire, after `sending` was read; this much earlier covers the wait between."""
 
 
 class LoadDial:
@@ -221,9 +221,9 @@ class LoadRunner:
         """A finite run's requests, all kept."""
         endless = EndlessRecord(workload.sample, random.Random(self.seed)) if planned is None else None
         sending: dict[int, float] = {}
-        """An endless run's requests in flight → wall clock just before each was sent."""
+        """An endless run's requests in flight → just before each was sent, on the requests' own clock (`wall_clock`)."""
         tasks: set[asyncio.Task] = set()
-        started_unix = time.time()
+        started_unix = now_unix()
         self._started = perf_counter()
         pacer = Pacer(self._started, self.dial.rate)
         watcher = asyncio.create_task(self._watch(pacer))
@@ -237,7 +237,7 @@ class LoadRunner:
                 return  # arrived, never sent
             self._sent += 1
             if endless is not None:
-                sending[index] = time.time()
+                sending[index] = now_unix()
             try:
                 timing = await self.meter.measure(request)
             finally:
@@ -248,7 +248,7 @@ class LoadRunner:
                 timings[index] = timing
             else:
                 endless.add(index, timing)
-                endless.settle(min(sending.values(), default=time.time()) - HORIZON_SLACK_S)
+                endless.settle(min(sending.values(), default=now_unix()) - HORIZON_SLACK_S)
             self._finished += 1
             with self._finish_lock:
                 now = perf_counter()
