@@ -3,6 +3,8 @@ top-level help and a chosen command load no other command's stack (a simulator's
 
 from __future__ import annotations
 
+from tui.core.engines.known import titles
+
 COMMANDS = {
     "ceiling": "decode ceiling and prefill floor for a device and a model",
     "probe": "time streamed requests: TTFT (prefill) and tokens per second (decode)",
@@ -16,7 +18,7 @@ COMMANDS = {
     "sweep": "run an experiment: prompt length, prefix cache, concurrency, interference, context growth, disaggregation, speculation",
     "bench": "load the server like `vllm bench serve`: TTFT, TPOT, ITL, E2EL, throughput, goodput",
     "tune": "start the server once per flag setting, run the same load on each, and pick the best",
-    "fleet": "every vLLM/SGLang/llama.cpp/TGI instance a Prometheus scrapes: load, latency, bandwidth, one row each",
+    "fleet": f"every {titles()} instance a Prometheus scrapes: load, latency, bandwidth, one row each",
     "sim-dcgm": "a stand-in for NVIDIA's dcgm-exporter: fixed DCGM_FI_* gauges per GPU on /metrics",
     "web": "serve the UI to browsers (one UI, and simulator, per tab)",
     "traces": "receive the servers' OpenTelemetry spans: every request served, split into queue, prefill and decode",

@@ -9,11 +9,11 @@ from tui.cli.commands import COMMANDS
 from tui.cli.common import settings_from
 from tui.cli.options import add_json_option
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, say
-from tui.core.fleet.instances import SORT_COLUMNS, Fleet, FleetRow, sort_rows
 from tui.core.fleet.gpus import JoinRules
+from tui.core.fleet.instances import NO_INSTANCES, SORT_COLUMNS, Fleet, FleetRow, sort_rows
+from tui.core.fleet.promql import parse_matcher
 from tui.core.fleet.text import (down_lines, kv_transfer_line, merged_text, pool_line, row_cells, saturated_text,
                                  slowest_text)
-from tui.core.fleet.promql import parse_matcher
 from tui.core.untrusted import without_credentials
 from tui.sources.prometheus import PrometheusError, prometheus_client, read_fleet
 
@@ -94,7 +94,7 @@ COLUMNS = ("instance", "engine", "model", "role", "status", "run/wait", "KV", "T
 def format_fleet(fleet: Fleet, rows: list[FleetRow]) -> str:
     """A table for a person, then the pools, the merged p99s and the callouts."""
     if not rows:
-        return "no serving instances: no target exports vLLM, SGLang, llama.cpp or TGI metrics (or none matches the filter)"
+        return NO_INSTANCES
     table = [COLUMNS] + [tuple(cells[c] for c in COLUMNS) for cells in map(row_cells, rows)]
     widths = [max(len(line[i]) for line in table) for i in range(len(COLUMNS))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in table]

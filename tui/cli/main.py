@@ -14,7 +14,7 @@ from tui import __version__
 from tui.cli.commands import COMMANDS, module_of
 from tui.cli.options import MAX_METERS, METERS_HELP, add_server_options, whole_number
 from tui.cli.output import EXIT_USAGE, CliError, note
-
+from tui.core.engines.known import titles
 
 GLOBAL_ONLY = ("--config", "-h", "--help", "--version")
 """Flags before a subcommand that stay there; every other one is the subcommand's (see `hoist_flags`)."""
@@ -140,8 +140,8 @@ def build_parser(chosen: str | None = None) -> Parser:
     add_ui_options(parser.add_argument_group("the UI (no subcommand)"))
     fleet = parser.add_argument_group("the fleet view (no subcommand)")
     fleet.add_argument("--prometheus", nargs="?", const="", metavar="URL",
-                       help="open the fleet screen on this Prometheus (bare: settings' prometheus.url): every vLLM, "
-                       "SGLang, llama.cpp or TGI instance it scrapes, one row each; Enter opens one in the main screen")
+                       help="open the fleet screen on this Prometheus (bare: settings' prometheus.url): every "
+                       f"{titles()} instance it scrapes, one row each; Enter opens one in the main screen")
     fleet.add_argument("--role-label", metavar="NAME", help="with --prometheus: a label naming each instance's role "
                        "(prefill, decode) for the pools")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -12,11 +12,12 @@ from tui.cli.commands import COMMANDS
 from tui.cli.common import settings_from, stop_on_first_interrupt
 from tui.cli.options import add_json_option
 from tui.cli.output import EXIT_OK, EXIT_USAGE, CliError, emit_json, note, say
+from tui.core.engines.known import titles
 from tui.core.fleet.text import num as _num
 from tui.core.fleet.text import seconds as _seconds
+from tui.core.telemetry.readings import MetricsSnapshot, kv_tokens_text, saturation_text, waiting_text
 from tui.core.telemetry.slots import SlotState, slots_line
 from tui.core.untrusted import one_line
-from tui.core.telemetry.readings import MetricsSnapshot, kv_tokens_text, saturation_text, waiting_text
 from tui.sources.errors import ServerRejected, SourceError
 from tui.sources.http import client_for
 from tui.sources.scrape import MetricsNotExposed, MetricsScraper
@@ -36,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "metrics",
         help=COMMANDS["metrics"],
         description="Scrape the server's Prometheus /metrics and show one set of fields whatever the server calls them "
-        "(vLLM's names across versions, SGLang's, llama.cpp's, TGI's): running, waiting, kv_cache_usage, token "
+        f"({titles(joined='and')}'s names, across versions): running, waiting, kv_cache_usage, token "
         "counters, prefix-cache hit rate, latency quantiles, engine_config, and source_names (which raw metric fed "
         "each). Rates and p50/p90/p99 are over the window between two scrapes: the "
         "first scrape is a baseline, so every snapshot shown spans --interval seconds (its `window_s`), "
@@ -192,7 +193,7 @@ async def _collect(settings, interval_s: float, down_timeout_s: float, as_json: 
             raise CliError(str(error)) from None
         watch.answered = True
         if baseline.engine is None:
-            note(f"{settings.url}/metrics: no known LLM-server metric names (vLLM, SGLang, llama.cpp, TGI)")
+            note(f"{settings.url}/metrics: no known LLM-server metric names ({titles()})")
         down: DownPeriod | None = None
         wait_s = interval_s
         while not watch.done:

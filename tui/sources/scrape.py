@@ -16,6 +16,7 @@ from typing import TypeVar
 
 import httpx
 
+from tui.core.engines.known import metrics_hint
 from tui.core.telemetry.metric_names import read_wanted, wanted_lines
 from tui.core.telemetry.promstats import build_snapshot, restart_reasons
 from tui.core.telemetry.readings import MetricsSnapshot, Restart, ServerReading
@@ -26,13 +27,10 @@ T = TypeVar("T")
 
 
 class MetricsNotExposed(ServerRejected):
-    """The server has no Prometheus /metrics (Ollama; llama.cpp without --metrics; SGLang without --enable-metrics)."""
+    """The server has no Prometheus /metrics (Ollama; llama.cpp without --metrics; `metrics_hint`)."""
 
 
-NO_METRICS_HINT = (
-    "this server exposes no Prometheus metrics (Ollama has none; start llama.cpp with --metrics, "
-    "SGLang with --enable-metrics; vLLM without --disable-log-stats)"
-)
+NO_METRICS_HINT = f"this server exposes no Prometheus metrics ({metrics_hint()})"
 
 
 class _Forgotten(Exception):

@@ -33,10 +33,10 @@ from tui.app.widgets.editing import EditInput
 from tui.app.widgets.text import set_text
 from tui.app.worker_failures import report_failed_worker
 from tui.config import Settings
-from tui.core.fleet.instances import Fleet, FleetRow, sort_rows
+from tui.core.fleet.instances import NO_INSTANCES, Fleet, FleetRow, sort_rows
+from tui.core.fleet.promql import Matcher
 from tui.core.fleet.text import (CELL_SORTS, CELLS, down_lines, gpu_line, kv_transfer_line, merged_text, parse_filter,
                                  pool_line, row_cells, saturated_text, slowest_text)
-from tui.core.fleet.promql import Matcher
 from tui.core.untrusted import one_line, without_credentials
 from tui.sources.instance_scrape import InstanceScraper
 from tui.sources.prometheus import prometheus_client
@@ -318,7 +318,7 @@ class FleetScreen(Screen[None]):
         callouts = [line for line in (saturated_text(fleet), slowest_text(fleet)) if line]
         set_text(self.query_one("#fleet-callouts", Static), " · ".join(callouts) if callouts else
                  "no instance saturated (none waiting, KV under 90 %)" if rows else
-                 "no serving instances: no target exports vLLM, SGLang, llama.cpp or TGI metrics, or none matches the filter")
+                 NO_INSTANCES)
         self._show_pools(fleet)
 
     def on_resize(self) -> None:

@@ -12,11 +12,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from tui.core.engines.known import of_metric, titles
 from tui.core.fleet.gpus import FleetGpu, JoinRules, gpus_from, host_part
 from tui.core.fleet.queries import GAUGE_FIELDS, HISTOGRAM_FIELDS, QUANTILES, RATE_FIELDS, Discovered, Sample, Want
 from tui.core.hardware.server_ceiling import ServerCeiling, server_ceiling, simulator_ceiling
 from tui.core.measure.stats import total_of_all
-from tui.core.telemetry.metric_names import COUNTERS, ENGINE_PREFIXES, GAUGES, HISTOGRAMS
+from tui.core.telemetry.metric_names import COUNTERS, GAUGES, HISTOGRAMS
 from tui.core.telemetry.promstats import histogram_quantile, hit_rate, quantile_edge
 
 SATURATED_KV_USAGE = 0.90
@@ -329,12 +330,13 @@ def _ceiling(sim_info: list[Sample], model: str | None, gpus: tuple[FleetGpu, ..
     return server_ceiling(model, [], server_is_local=False, bandwidth_gbs=peaks)
 
 
+NO_INSTANCES = f"no serving instances: no target exports {titles()} metrics, or none matches the filter"
+"""What a fleet view says when it has no row."""
+
+
 def _engine(names: Iterable[str]) -> str | None:
-    for name in sorted(names):
-        for prefix, engine in ENGINE_PREFIXES:
-            if name.startswith(prefix):
-                return engine
-    return None
+    engine = of_metric(sorted(names))
+    return engine.name if engine else None
 
 
 def merged_latency(rows: Iterable[FleetRow], fieldname: str) -> Latency:

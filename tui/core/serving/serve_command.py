@@ -10,11 +10,12 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tui.core.engines.known import named, of_command
 from tui.core.serving.command_flags import SECRET_WORDS, command_flags
 from tui.core.untrusted import register_secret
 
-DEFAULT_PORTS = {"vllm": 8000, "sglang": 30000, "llamacpp": 8080, "phasetop": 8000}
-"""Where each server listens when its command names no port."""
+UNKNOWN_ENGINES_PORT = 8000
+"""Where a server whose command is not recognised is looked for when it names no port: vLLM's, the reference's."""
 MASK = "***"
 """What a credential on the command line is shown as (the flag editor puts it back on Enter)."""
 ON = ("on", "true", "yes")
@@ -98,12 +99,8 @@ class ServeCommand:
     @property
     def engine(self) -> str:
         """"vllm", "sglang", "llamacpp", "phasetop", or "unknown": from the program and module names."""
-        words = " ".join(self.argv[:4]).lower()
-        for engine, marks in (("phasetop", ("phasetop", " tui sim", "-m tui")), ("sglang", ("sglang",)),
-                              ("llamacpp", ("llama-server", "llama_cpp", "llama-cpp")), ("vllm", ("vllm",))):
-            if any(mark in words for mark in marks):
-                return engine
-        return "unknown"
+        engine = of_command(" ".join(self.argv[:4]).lower())
+        return engine.name if engine else "unknown"
 
     def value(self, flag: str) -> str | None:
         """The value of `--flag V` or `--flag=V` (the last one given), else None."""
@@ -117,10 +114,11 @@ class ServeCommand:
 
     @property
     def port(self) -> int:
-        """The port it will listen on: `--port`, else its server's default."""
+        """The port it will listen on: `--port`, else its engine's default (8000, vLLM's, for one not recognised)."""
         given = self.value("port")
         if given is None:
-            return DEFAULT_PORTS.get(self.engine, 8000)
+            engine = named(self.engine)
+            return engine.default_port if engine and engine.default_port else UNKNOWN_ENGINES_PORT
         try:
             port = int(given)
         except ValueError:

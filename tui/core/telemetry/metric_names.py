@@ -1,8 +1,8 @@
 """Canonical fields ← raw /metrics names, per engine and version, and the reading of one scrape.
 
 Each field lists its raw names in order of preference; the first one present in a scrape feeds
-the field, and `source_names` records which. Names are from `wire-formats.md` (vLLM V1 and its
-≤0.10 names, SGLang 0.5, llama.cpp, TGI 3.x). Values are summed over label sets (vLLM's `engine`,
+the field, and `source_names` records which. The names are the engines' adapters' (`tui.core.engines`, from
+`wire-formats.md`). Values are summed over label sets (vLLM's `engine`,
 SGLang's `dp_rank`, `is_streaming`), except that fractions are averaged.
 """
 
@@ -13,117 +13,39 @@ from collections.abc import Iterable
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from tui.core.engines.known import METRIC_ENGINES, merged, of_metric
+from tui.core.engines.llamacpp import PROMPT_TOKENS_CACHED
+from tui.core.engines.vllm import ACCEPTED_PER_POSITION
 from tui.core.telemetry.readings import Histogram, ServerReading
-from tui.core.telemetry.speculation import ACCEPTED, DRAFT_TOKENS, DRAFTS, position_counter
+from tui.core.telemetry.speculation import position_counter
 
-GAUGES: dict[str, tuple[str, ...]] = {
-    "running": (
-        "vllm:num_requests_running",
-        "sglang:num_running_reqs",
-        "llamacpp:requests_processing",
-        "tgi_batch_current_size",
-    ),
-    "waiting": (
-        "vllm:num_requests_waiting",
-        "sglang:num_queue_reqs",
-        "llamacpp:requests_deferred",
-        "tgi_queue_size",
-    ),
-    "kv_cache_usage": (
-        "vllm:kv_cache_usage_perc",  # a fraction 0–1 despite "perc"
-        "vllm:gpu_cache_usage_perc",  # ≤0.10 name, also a fraction
-        "sglang:token_usage",
-        "llamacpp:kv_cache_usage_ratio",  # old llama.cpp builds only
-    ),
-    "prefix_cache_hit_rate": ("sglang:cache_hit_rate",),
-}
+GAUGES = merged("gauges")
+COUNTERS = merged("counters")
+HISTOGRAMS = merged("histograms")
+"""Field → raw names over every engine (`tui.core.engines`: one adapter each), in order of preference."""
 
 FRACTION_GAUGES = frozenset({"kv_cache_usage", "prefix_cache_hit_rate"})
 """Per-engine fractions: averaged over label sets, never summed."""
 
-COUNTERS: dict[str, tuple[str, ...]] = {
-    "preemptions_total": ("vllm:num_preemptions_total",),
-    "prompt_tokens_total": (
-        "vllm:prompt_tokens_total",
-        "sglang:prompt_tokens_total",
-        "llamacpp:prompt_tokens_total",
-        "tgi_request_input_length_sum",
-    ),
-    "generation_tokens_total": (
-        "vllm:generation_tokens_total",
-        "sglang:generation_tokens_total",
-        "llamacpp:tokens_predicted_total",
-        "tgi_request_generated_tokens_sum",
-    ),
-    "prefix_cache_queries_total": ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
-    "prefix_cache_hits_total": (
-        "vllm:prefix_cache_hits_total",
-        "vllm:gpu_prefix_cache_hits_total",
-        "llamacpp:prompt_tokens_cached_total",  # newer builds; queries derived in read_scrape
-    ),
-    "prompt_tokens_cached_total": ("vllm:prompt_tokens_cached_total",),  # local + external cache hits, in tokens
-    "est_read_bytes_total": ("vllm:estimated_read_bytes_per_gpu_total",),  # --enable-mfu-metrics; 0 without it
-    "est_flops_total": ("vllm:estimated_flops_per_gpu_total",),  # the same flag's FLOPs
-    # Speculative decoding (`speculation.py`); a server that does not speculate has none of them.
-    DRAFTS: ("vllm:spec_decode_num_drafts_total", "llamacpp:spec_decode_num_drafts_total"),
-    DRAFT_TOKENS: ("vllm:spec_decode_num_draft_tokens_total", "llamacpp:spec_decode_num_draft_tokens_total"),
-    ACCEPTED: ("vllm:spec_decode_num_accepted_tokens_total", "llamacpp:spec_decode_num_accepted_tokens_total"),
-}
-
-ACCEPTED_PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
-"""Accepted drafts by their `position` label (0 first): read into `speculation.position_counter(position)`."""
-
 PER_GPU_COUNTERS = frozenset({"est_read_bytes_total", "est_flops_total"})
 """Counters already per GPU: averaged over engines (each engine drives its own GPUs), never summed."""
 
-LABELLED_GAUGES: dict[str, tuple[str, str, str]] = {
-    "waiting_capacity": ("vllm:num_requests_waiting_by_reason", "reason", "capacity"),
-    "waiting_deferred": ("vllm:num_requests_waiting_by_reason", "reason", "deferred"),
-}
+LABELLED_GAUGES = {name: raw for engine in METRIC_ENGINES for name, raw in engine.labelled_gauges.items()}
+LABELLED_COUNTERS = {name: raw for engine in METRIC_ENGINES for name, raw in engine.labelled_counters.items()}
 """Fields fed by one label value of a family: field → (raw name, label, value)."""
 
-PROMPT_SOURCES = ("local_compute", "local_cache_hit", "external_kv_transfer")
-"""The `source` label values of `vllm:prompt_tokens_by_source_total`; together they are every prompt token."""
-
-LABELLED_COUNTERS: dict[str, tuple[str, str, str]] = {
-    f"prompt_tokens_{source}_total": ("vllm:prompt_tokens_by_source_total", "source", source) for source in PROMPT_SOURCES
-}
-
-HISTOGRAMS: dict[str, tuple[str, ...]] = {
-    "ttft_s": ("vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds"),
-    "itl_s": (
-        "vllm:inter_token_latency_seconds",
-        "vllm:time_per_output_token_seconds",  # ≤0.14 name
-        "sglang:inter_token_latency_seconds",
-        "tgi_request_mean_time_per_token_duration",
-    ),
-    "e2e_s": ("vllm:e2e_request_latency_seconds", "sglang:e2e_request_latency_seconds", "tgi_request_duration"),
-    "queue_s": ("vllm:request_queue_time_seconds", "sglang:queue_time_seconds", "tgi_request_queue_duration"),
-    "prefill_s": ("vllm:request_prefill_time_seconds",),
-    "decode_s": ("vllm:request_decode_time_seconds",),
-    "iteration_tokens": ("vllm:iteration_tokens_total",),  # tokens per engine step, despite the name
-}
-
-CONFIG_INFO = ("vllm:cache_config_info",)
+CONFIG_INFO = tuple(raw for engine in METRIC_ENGINES for raw in engine.config_info)
 """Info metrics whose labels are the engine's configuration (value 1)."""
-
-CONFIG_GAUGES: dict[str, str] = {
-    "sglang:context_len": "context_len",
-    "sglang:max_total_num_tokens": "max_total_num_tokens",
-    "sglang:page_size": "page_size",
-    "tgi_batch_max_total_tokens": "max_total_tokens",
-}
+CONFIG_GAUGES = {raw: key for engine in METRIC_ENGINES for raw, key in engine.config_gauges.items()}
 """Gauges that are really configuration, shown in `engine_config`."""
 
 PROCESS_START = "process_start_time_seconds"
 
-ENGINE_PREFIXES = (("vllm:", "vllm"), ("sglang:", "sglang"), ("llamacpp:", "llamacpp"), ("tgi_", "tgi"))
-
 _SUMMED_AWAY = frozenset({"engine"})
 """Labels dropped from config info: one engine's config stands for all."""
 
-_REPLICA_LABELS = ("tp_rank", "pp_rank", "moe_ep_rank")
-"""SGLang repeats gauges per rank with --enable-metrics-for-all-schedulers: keep rank 0 only."""
+_REPLICA_LABELS = tuple(label for engine in METRIC_ENGINES for label in engine.replica_labels)
+"""Labels by which an engine repeats a gauge per rank: keep rank 0 only."""
 
 Samples = dict[str, list[tuple[dict[str, str], float]]]
 
@@ -241,10 +163,10 @@ def read_wanted(text: str, t_mono: float, t_unix: float, extra_config: dict[str,
 
 def _derive_llamacpp_queries(counters: dict[str, float], source_names: dict[str, str]) -> None:
     """llama.cpp counts prompt tokens computed and prompt tokens taken from its cache apart: their sum is the queries."""
-    if not source_names.get("prefix_cache_hits_total", "").startswith("llamacpp:") or "prompt_tokens_total" not in counters:
+    if source_names.get("prefix_cache_hits_total") != PROMPT_TOKENS_CACHED or "prompt_tokens_total" not in counters:
         return
     counters["prefix_cache_queries_total"] = counters["prompt_tokens_total"] + counters["prefix_cache_hits_total"]
-    source_names["prefix_cache_queries_total"] = "llamacpp:prompt_tokens_total + llamacpp:prompt_tokens_cached_total"
+    source_names["prefix_cache_queries_total"] = f"{source_names['prompt_tokens_total']} + {PROMPT_TOKENS_CACHED}"
 
 
 def _histogram(samples: Samples, raw: str) -> Histogram | None:
@@ -288,8 +210,5 @@ def _kv_cache_size_tokens(samples: Samples) -> float | None:
 
 
 def _engine(raw_names: Iterable[str]) -> str | None:
-    for raw in raw_names:
-        for prefix, engine in ENGINE_PREFIXES:
-            if raw.startswith(prefix):
-                return engine
-    return None
+    engine = of_metric(raw_names)
+    return engine.name if engine else None

@@ -10,15 +10,9 @@ from __future__ import annotations
 
 import math
 
-from tui.core.telemetry.metric_names import PROMPT_SOURCES
-from tui.core.telemetry.readings import (
-    QUANTILES,
-    Histogram,
-    HistogramQuantiles,
-    MetricsSnapshot,
-    Restart,
-    ServerReading,
-)
+from tui.core.engines.vllm import PROMPT_SOURCES
+from tui.core.telemetry.readings import (QUANTILES, Histogram, HistogramQuantiles, MetricsSnapshot, Restart,
+                                         ServerReading)
 from tui.core.telemetry.speculation import speculation_of
 
 RESTART_COUNTERS = (

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tui.core.engines.engine import Knobs
+from tui.core.engines.known import ENGINES
 from tui.core.telemetry.readings import SATURATED_KV_USAGE
 
 TTFT_HIGH_S = 0.5
@@ -48,67 +50,8 @@ class LiveFigures:
     """That gap's cause in words: "the prefill of long 2000 (2,000 tokens) in the same step"."""
 
 
-@dataclass(frozen=True, slots=True)
-class Knobs:
-    """One engine's words for the knobs the rules turn; None where it has no flag to name."""
-
-    kv_room: str
-    """Capacity: how to give the KV pool more room."""
-    more_slots: str
-    """Capacity: how to run more requests at once."""
-    prefix_cache: str
-    """How to stop recomputing a repeated prefix."""
-    prefill_batch: str
-    """The knob that sets how much prefill lands in one step (a flag, or a phrase with its article)."""
-    offload_check: str | None
-    """A check that comes before blaming the scheduler (layers left on the CPU)."""
-    threads: str | None
-    weights: str | None
-    kv_dtype: str | None
-
-
-KNOBS = {
-    "vllm": Knobs(
-        kv_room="raise --gpu-memory-utilization, lower --max-model-len",
-        more_slots="raise --max-num-seqs",
-        prefix_cache="enable prefix caching (--enable-prefix-caching)",
-        prefill_batch="--max-num-batched-tokens",
-        offload_check=None,
-        threads="VLLM_CPU_OMP_THREADS_BIND",
-        weights="--quantization fp8",
-        kv_dtype="--kv-cache-dtype fp8",
-    ),
-    "sglang": Knobs(
-        kv_room="raise --mem-fraction-static, lower --context-length",
-        more_slots="raise --max-running-requests",
-        prefix_cache="keep the prefix identical (the radix cache reuses it unless --disable-radix-cache is set)",
-        prefill_batch="--chunked-prefill-size",
-        offload_check=None,
-        threads="SGLANG_CPU_OMP_THREADS_BIND",
-        weights="--quantization fp8",
-        kv_dtype="--kv-cache-dtype fp8_e5m2",
-    ),
-    "llamacpp": Knobs(
-        kv_room="raise -c/--ctx-size (the KV pool its -np slots share)",
-        more_slots="raise -np/--parallel (and -c with it: the slots split it)",
-        prefix_cache="keep its start identical (cache_prompt reuses a slot's prefix; --cache-reuse N a shifted one)",
-        prefill_batch="-b/-ub (the batch sizes)",
-        offload_check="check every layer is on the GPU (-ngl 99)",
-        threads="-t/--threads",
-        weights="a smaller quantized GGUF, e.g. Q4_K_M instead of Q8_0 or F16",
-        kv_dtype="-ctk q8_0 -ctv q8_0",
-    ),
-    "ollama": Knobs(
-        kv_room="lower num_ctx (each of the OLLAMA_NUM_PARALLEL slots holds that much KV)",
-        more_slots="raise OLLAMA_NUM_PARALLEL",
-        prefix_cache="keep its start identical (Ollama reuses a slot's cached prefix)",
-        prefill_batch="the num_batch option",
-        offload_check="check `ollama ps` says 100% GPU (not split with the CPU)",
-        threads="the num_thread option",
-        weights="a smaller quant tag, e.g. :q4_K_M",
-        kv_dtype="OLLAMA_KV_CACHE_TYPE=q8_0 with OLLAMA_FLASH_ATTENTION=1",
-    ),
-}
+KNOBS = {engine.name: engine.knobs for engine in ENGINES if engine.knobs is not None}
+"""Each engine's words for the knobs (its adapter's, `tui.core.engines`)."""
 GENERIC = Knobs(
     kv_room="give the KV cache more memory, lower the maximum context length",
     more_slots="allow more concurrent requests",
