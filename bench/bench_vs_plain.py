@@ -13,7 +13,7 @@
 2. CPU. This process's CPU seconds (user + system; the servers are other processes) per 10k streamed
    tokens, for both clients, in every run here.
 3. Timing error against rate. The simulator keeps no per-chunk log, so a scripted server
-   (tests/scripted_server.py, another process) streams 64 tokens 10 ms apart after 20 ms and logs the
+   (testbeds/scripted_server.py, another process) streams 64 tokens 10 ms apart after 20 ms and logs the
    moment each chunk went to its socket, on CLOCK_MONOTONIC as our perf_counter. phasetop's timing
    error is defined against that server's own timing: stamp error = phasetop's arrival stamp of a
    chunk − the server's write of it (every chunk; loopback transit included); ITL error = measured
@@ -214,7 +214,7 @@ def error_row(stamps: dict[str, list[float]], sent: dict[str, float], log: list[
 async def error_against_rate(args: argparse.Namespace) -> list[dict]:
     """Step the rate up on the scripted server, both clients at each rate, until phasetop fails or saturates."""
     server = subprocess.Popen(
-        [sys.executable, str(ROOT / "tests" / "scripted_server.py"), "--tokens", str(args.script_tokens), "--itl", "0.01", "--ttft", "0.02"],
+        [sys.executable, str(ROOT / "testbeds" / "scripted_server.py"), "--tokens", str(args.script_tokens), "--itl", "0.01", "--ttft", "0.02"],
         stdout=subprocess.PIPE, text=True,
     )
     rows = []

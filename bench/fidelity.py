@@ -46,7 +46,7 @@ import aiohttp  # noqa: E402
 import httpx  # noqa: E402
 import orjson  # noqa: E402
 from sim_emission import pin  # noqa: E402
-from tests.scripted_server import count_tokens  # noqa: E402
+from testbeds.scripted_server import count_tokens  # noqa: E402
 from tui.core.measure.stats import percentile  # noqa: E402
 from tui.sources.http import make_client  # noqa: E402
 from tui.sources.workloads.prompts import filler_text, make_nonce  # noqa: E402
@@ -357,7 +357,7 @@ def main() -> None:
     parser.add_argument("--ttft", type=float, default=0.02, help="seconds from arrival to the server's first token")
     args = parser.parse_args()
     server = subprocess.Popen(
-        [sys.executable, str(ROOT / "tests" / "scripted_server.py"), "--tokens", str(args.tokens),
+        [sys.executable, str(ROOT / "testbeds" / "scripted_server.py"), "--tokens", str(args.tokens),
          "--itl", str(args.itl), "--ttft", str(args.ttft), "--uvloop"],
         stdout=subprocess.PIPE, text=True,
     )

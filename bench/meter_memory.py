@@ -1,6 +1,6 @@
 """A meter process's memory over 10M streamed tokens: its RSS at intervals, real streams read as fast as it reads them.
 
-A scripted server (tests/scripted_server.py, another process on uvloop) sends 1,000 tokens a request, one every
+A scripted server (testbeds/scripted_server.py, another process on uvloop) sends 1,000 tokens a request, one every
 0.5 ms; one meter process (`tui.meter.pool.MeterPool`, as the UI runs it) reads 16 of them at a time, each through
 `RemoteMeter.stream` with its frames (as the UI's sends are read), round after round. RSS is psutil's, of the meter
 process, printed every `--every` tokens; the figure to read is the growth after warm-up (the first interval).
@@ -41,7 +41,7 @@ TARGET_MB = 150
 
 
 def start_server() -> tuple[subprocess.Popen, str]:
-    server = subprocess.Popen([sys.executable, str(ROOT / "tests" / "scripted_server.py"), "--tokens",
+    server = subprocess.Popen([sys.executable, str(ROOT / "testbeds" / "scripted_server.py"), "--tokens",
                                str(TOKENS_PER_REQUEST), "--itl", str(ITL_S), "--ttft", "0.005", "--uvloop"],
                               stdout=subprocess.PIPE, text=True)
     return server, server.stdout.readline().strip()

@@ -1,6 +1,6 @@
 """How exactly the UI's live view times tokens, beside `phasetop bench` on the same load, against the server's truth.
 
-A scripted server (tests/scripted_server.py: another process on uvloop) is pinned to the last core where there are
+A scripted server (testbeds/scripted_server.py: another process on uvloop) is pinned to the last core where there are
 two or more: the core the UI keeps its drawing on (at nice 10, yielding to the server), so the UI's meter reads on
 a core of its own; the clients may use every core, as a person's would. The server sends 512 tokens 10 ms apart to
 every request and logs, on CLOCK_MONOTONIC, when
@@ -155,7 +155,7 @@ def short_command(argv: list[str]) -> str:
 
 
 def start_server() -> tuple[subprocess.Popen, str]:
-    server = subprocess.Popen([sys.executable, str(ROOT / "tests" / "scripted_server.py"), "--tokens", str(MAX_TOKENS),
+    server = subprocess.Popen([sys.executable, str(ROOT / "testbeds" / "scripted_server.py"), "--tokens", str(MAX_TOKENS),
                                "--itl", str(ITL_S), "--ttft", str(TTFT_S), "--uvloop"], stdout=subprocess.PIPE, text=True)
     return server, server.stdout.readline().strip()
 

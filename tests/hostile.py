@@ -1,4 +1,4 @@
-"""Named hostile-server scenarios on the scripted server (tests/scripted_server.py): what a server that
+"""Named hostile-server scenarios on the scripted server (testbeds/scripted_server.py): what a server that
 lies, stalls, floods or echoes secrets sends. Each returns a Script; `serving(script)` runs it for a test.
 
     with serving(hostile.escape_laden()) as server:
@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.scripted_server import GENERATION_PATHS, Reply, Script, ScriptedServer
+from testbeds.scripted_server import GENERATION_PATHS, Reply, Script, ScriptedServer
 
 ESCAPES = "\x1b]0;pwned-title\x07\x1b]52;c;cHduZWQ=\x07\x1b[2J\x1b[31m\x9b1m\x07\r"
 """A pane title (OSC 0), a clipboard write (OSC 52), a screen clear, a colour, a C1 CSI, a bell and a

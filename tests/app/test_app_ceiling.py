@@ -7,9 +7,9 @@ from __future__ import annotations
 import pynvml
 import pytest
 
+from testbeds.scripted_server import Script, ScriptedServer
 from tests.app.harness import CEILING, completed, settings, wait_for
 from tests.fixtures.fake_pynvml import FakeGpu, FakeNvml
-from tests.scripted_server import Script, ScriptedServer
 from tui.app.app import PhasetopApp
 from tui.app.messages import GpuSampled, ServerCameUp
 from tui.sources.servers.simulator_server import SimulatorProcess

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
+from testbeds.scripted_server import Script, ScriptedServer
 from tests.app.harness import CEILING, completed, settings, wait_for
-from tests.scripted_server import Script, ScriptedServer
 from tui.app.app import PhasetopApp
 from tui.app.messages import ServerCameUp
 from tui.sources.servers.simulator_server import SimulatorProcess

@@ -8,9 +8,9 @@ import math
 
 from textual.widgets import Sparkline
 
+from testbeds.scripted_server import Reply, Script
 from tests.app.harness import completed, rendered, settings, wait_for, wait_for_toast
 from tests.hostile import serving
-from tests.scripted_server import Reply, Script
 from tui.app.app import PhasetopApp
 from tui.app.messages import (
     MetricsScraped,

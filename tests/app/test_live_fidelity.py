@@ -7,8 +7,8 @@ from statistics import median
 
 import pytest
 
+from testbeds.scripted_server import Script, ScriptedServer
 from tests.app.harness import completed, settings, wait_for
-from tests.scripted_server import Script, ScriptedServer
 from tui.app.app import PhasetopApp
 from tui.app.messages import ServerCameUp
 from tui.sources.wall_clock import unix_at_ns

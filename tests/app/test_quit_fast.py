@@ -9,8 +9,8 @@ from time import perf_counter_ns
 import pytest
 
 from tests import hostile
+from testbeds.scripted_server import Script
 from tests.app.harness import wait_for
-from tests.scripted_server import Script
 from tui.app.app import PhasetopApp
 from tui.app.messages import RequestCompleted, ServerCameUp
 from tui.config import Settings

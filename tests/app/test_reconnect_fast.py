@@ -9,9 +9,9 @@ import time
 
 import pytest
 
+from testbeds.scripted_server import Reply, Script, ScriptedServer
 from tests.app.harness import settings, wait_for
 from tests.loopback import free_port
-from tests.scripted_server import Reply, Script, ScriptedServer
 from tui.app.app import PhasetopApp
 from tui.app.screens.main import MainScreen
 from tui.sources.servers.simulator_server import SimulatorProcess

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from tests.scripted_server import Script, ScriptedServer
+from testbeds.scripted_server import Script, ScriptedServer
 from tui.cli.main import main
 from tui.sources.servers.simulator_server import SimulatorProcess
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from testbeds.scripted_server import Reply, Script
 from tests.hostile import OddOnce, serving
-from tests.scripted_server import Reply, Script
 from tui.cli.main import main
 
 ODD = [b'data: {"choices": "oops"}\n\n', b"data: [DONE]\n\n"]

@@ -6,9 +6,9 @@ import sys
 import pynvml
 import pytest
 
+from testbeds.scripted_server import Script, ScriptedServer
 from tests.fixtures.fake_pynvml import FakeGpu, FakeNvml
 from tests.fixtures.metrics_server import MetricsServer
-from tests.scripted_server import Script, ScriptedServer
 from tui.cli.main import main
 
 

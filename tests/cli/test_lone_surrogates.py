@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from testbeds.scripted_server import Reply, Script
 from tests.hostile import COMMANDS, phasetop, serving
-from tests.scripted_server import Reply, Script
 from tui.core.untrusted import one_line, printable, surrogates_escaped
 
 LONE = "\ud93f"

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
+from testbeds.scripted_server import Script, ScriptedServer
 from tests.cli.running import assert_one_clear_line
-from tests.scripted_server import Script, ScriptedServer
 from tui.cli.main import main
 
 REQUEST_KEYS = {

@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
+from testbeds.scripted_server import Reply, Script, ScriptedServer
 from tests.cli.running import assert_one_clear_line, run
 from tests.loopback import closed_port_url
-from tests.scripted_server import Reply, Script, ScriptedServer
 from tui.core.hardware.devices import find_device
 from tui.core.hardware.models import MODELS
 from tui.sources.servers.simulator_server import SimulatorProcess

@@ -22,8 +22,8 @@ import time
 import httpx
 import pytest
 
+from testbeds.scripted_server import Script, ScriptedServer
 from tests.cli.running import assert_one_clear_line
-from tests.scripted_server import Script, ScriptedServer
 from tui.cli.main import main
 from tui.core.experiments.columns import COLUMNS
 from tui.core.experiments.plans import INTERFERENCE_STREAMS, make_plan

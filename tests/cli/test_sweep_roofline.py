@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
+from testbeds.scripted_server import Script, ScriptedServer
 from tests.cli.running import run
-from tests.scripted_server import Script, ScriptedServer
 from tui.core.hardware.devices import find_device
 from tui.core.hardware.models import MODELS
 from tui.core.hardware.roofline import device_roofs

@@ -2,9 +2,9 @@
 
 import pytest
 
+from testbeds.scripted_server import Reply, Script, ScriptedServer
 from tests.hostile import phasetop
 from tests.loopback import closed_port_url
-from tests.scripted_server import Reply, Script, ScriptedServer
 
 TOKEN = "prom-token-5f3a9c1e7d"
 API_PATHS = ("/api/v1/series", "/api/v1/targets")

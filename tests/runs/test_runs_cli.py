@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.scripted_server import Script, ScriptedServer
+from testbeds.scripted_server import Script, ScriptedServer
 from tui.cli.main import main
 from tui.sources.servers.simulator_server import SimulatorProcess
 from tui.sources.detect import describe_server

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.scripted_server import ScriptedServer
+from testbeds.scripted_server import ScriptedServer
 
 
 @pytest.fixture

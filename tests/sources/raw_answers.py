@@ -1,7 +1,7 @@
 """Servers on loopback that answer with bytes that are not HTTP (a bad status line, garbage where a chunk size
 goes), for the failures those make. Not a test module: tests/sources and tests/cli import it.
 
-`RawGeneration` is the scripted server (tests/scripted_server.py), so detection and /tokenize answer well,
+`RawGeneration` is the scripted server (testbeds/scripted_server.py), so detection and /tokenize answer well,
 with every generation request answered by exactly the bytes given; `raw_server` answers every request,
 whatever its path, with the same bytes (nothing is detected).
 """
@@ -14,7 +14,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from tests.scripted_server import GENERATION_PATHS, Script, ScriptedServer
+from testbeds.scripted_server import GENERATION_PATHS, Script, ScriptedServer
 
 BAD_STATUS_LINE = b"HTTP/1.1 abc OK\r\nContent-Length: 0\r\n\r\n"
 """A status line whose code is not a number: aiohttp's parser words it in five lines, with a caret."""

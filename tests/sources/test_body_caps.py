@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from tests import hostile
-from tests.scripted_server import Reply, Script
+from testbeds.scripted_server import Reply, Script
 from tui.config import LimitSettings
 from tui.sources.detect import describe_server
 from tui.sources.errors import ProtocolError

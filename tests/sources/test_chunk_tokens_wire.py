@@ -9,8 +9,8 @@ from statistics import mean, median
 
 import pytest
 
+from testbeds.scripted_server import Script
 from tests.hostile import serving
-from tests.scripted_server import Script
 from tui.core.measure.stats import summarize
 from tui.sources.http import make_client
 from tui.sources.stream import StreamRequest, measure

@@ -10,8 +10,8 @@ from contextlib import contextmanager
 
 import pytest
 
+from testbeds.scripted_server import Reply, Script
 from tests.hostile import raw_controls, serving
-from tests.scripted_server import Reply, Script
 from tui.sources.detect import detect_api
 from tui.sources.errors import ProtocolError, ServerRejected
 from tui.sources.http import make_client

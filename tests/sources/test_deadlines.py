@@ -10,7 +10,7 @@ import time
 import pytest
 
 from tests import hostile
-from tests.scripted_server import Reply, Script
+from testbeds.scripted_server import Reply, Script
 from tui.sources.detect import describe_server
 from tui.sources.errors import AnswerTooSlow, ServerTimeout
 from tui.sources.http import make_client

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from testbeds.scripted_server import Reply, Script
 from tests.hostile import OddOnce, serving
-from tests.scripted_server import Reply, Script
 from tui.sources.detect import describe_server
 from tui.sources.errors import ProtocolError
 from tui.sources.http import make_client

@@ -6,7 +6,7 @@ import statistics
 
 import pytest
 
-from tests.scripted_server import Reply, Script, count_tokens
+from testbeds.scripted_server import Reply, Script, count_tokens
 from tui.sources.detect import describe_server, detect_api
 from tui.sources.http import make_client
 from tui.sources.workloads.prompts import prompt_of, refit

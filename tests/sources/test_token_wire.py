@@ -11,7 +11,7 @@ import socket
 
 import pytest
 
-from tests.scripted_server import Script
+from testbeds.scripted_server import Script
 from tui.sources.servers.simulator_server import SimulatorProcess
 from tui.sources.http import make_client
 from tui.sources.stream import StreamRequest, measure, warm_up

@@ -8,7 +8,7 @@ In a test: `ScriptedServer(Script(kind="ollama")).start()` runs it on a thread; 
 same one with `Script.replies` (any path answered with exactly the bytes, status, headers and pace a
 test gives: escape-laden ids, an echoed API key, a gzip bomb, a byte a second) and `Script.stream`
 (the raw lines of a generation's stream; see tests/hostile.py for named scenarios); as a process
-(the fidelity benchmark): `python tests/scripted_server.py --tokens 64 --itl 0.01`, which prints its
+(the fidelity benchmark): `python testbeds/scripted_server.py --tokens 64 --itl 0.01`, which prints its
 URL and serves `GET /_log` (the write log as JSON; `GET /_log/take` hands it over and starts a new one).
 """
 
