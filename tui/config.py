@@ -10,6 +10,7 @@ import base64
 import difflib
 import os
 import tomllib
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -268,7 +269,7 @@ def load_settings(config_file: str | Path | None = None, flag_names: dict[str, s
     return settings
 
 
-def _read_toml(path: Path) -> dict:
+def _read_toml(path: Path) -> dict[str, Any]:
     try:
         with path.open("rb") as file:
             return tomllib.load(file)
@@ -307,7 +308,7 @@ def _leaves(model: type[BaseModel], prefix: str = "") -> list[str]:
     return keys
 
 
-def _refuse_unknown_keys(data: dict, model: type[BaseModel], where: str, prefix: str = "") -> None:
+def _refuse_unknown_keys(data: dict[str, Any], model: type[BaseModel], where: str, prefix: str = "") -> None:
     """A TOML key no setting has is an error, with the closest key there is: a typo is never ignored."""
     sections = _sections(model)
     for key, value in data.items():
@@ -324,7 +325,7 @@ def _refuse_unknown_keys(data: dict, model: type[BaseModel], where: str, prefix:
             raise SettingsError(f"unknown setting {prefix + key!r} {where}{hint}")
 
 
-def _refuse_unknown_variables(names, where: str) -> None:
+def _refuse_unknown_variables(names: Iterable[str], where: str) -> None:
     """A PHASETOP_ variable for an unknown key of a section, or one close to a setting's name, is an error.
 
     Others (PHASETOP_DEBUG, a test suite's own) are left alone: the prefix is shared with tools around phasetop.
@@ -351,8 +352,8 @@ def _refuse_unknown_variables(names, where: str) -> None:
         raise SettingsError(f"unknown setting {name} {where}{hint}")
 
 
-def _describe(error: ValidationError, init: dict, flag_names: dict[str, str], dotenv: dict, dotenv_path: Path,
-              toml: dict, path: Path) -> str:
+def _describe(error: ValidationError, init: dict[str, Any], flag_names: dict[str, str], dotenv: dict[str, Any],
+              dotenv_path: Path, toml: dict[str, Any], path: Path) -> str:
     """The first problem in one line: the key, where its value came from (flag, variable, file), and why."""
     first = error.errors()[0]
     loc = [str(part) for part in first["loc"]]
@@ -364,7 +365,8 @@ def _describe(error: ValidationError, init: dict, flag_names: dict[str, str], do
     return f"{key} {_source(loc, init, dotenv, dotenv_path, toml, path)}: {message}{more}"
 
 
-def _source(loc: list[str], init: dict, dotenv: dict, dotenv_path: Path, toml: dict, path: Path) -> str:
+def _source(loc: list[str], init: dict[str, Any], dotenv: dict[str, Any], dotenv_path: Path, toml: dict[str, Any],
+            path: Path) -> str:
     """Where the value at `loc` came from, by the sources' precedence."""
     if _has(init, loc):
         return "from the command line"
@@ -381,7 +383,7 @@ def _source(loc: list[str], init: dict, dotenv: dict, dotenv_path: Path, toml: d
     return "(default)"
 
 
-def _has(data: dict, loc: list[str]) -> bool:
+def _has(data: Any, loc: list[str]) -> bool:
     for part in loc:
         if not isinstance(data, dict) or part not in data:
             return False

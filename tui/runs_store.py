@@ -17,6 +17,7 @@ import os
 import tempfile
 import time
 from dataclasses import dataclass, field
+from typing import Any
 from pathlib import Path
 
 import orjson
@@ -59,14 +60,14 @@ class RunsDirError(RunStoreError):
 class RunListing:
     """What a runs dir holds: the readable runs' headers and the files skipped, each with its reason."""
 
-    headers: list[dict] = field(default_factory=list)
+    headers: list[dict[str, Any]] = field(default_factory=list)
     """`run_header` plus `path`, in id order (ids start with the UTC start time: oldest first)."""
     skipped: list[RunFileError] = field(default_factory=list)
     """The `.json` files that are not readable runs, in name order."""
 
-    def duplicates(self) -> list[tuple[dict, dict]]:
+    def duplicates(self) -> list[tuple[dict[str, Any], dict[str, Any]]]:
         """(first, later) header pairs whose files hold the same id: both are listed, the later is named."""
-        first: dict[str, dict] = {}
+        first: dict[str, dict[str, Any]] = {}
         pairs = []
         for header in self.headers:
             seen = first.setdefault(str(header["id"]), header)
@@ -81,7 +82,7 @@ def default_runs_dir(chosen: str | None = None) -> Path:
     return Path(chosen).expanduser() if chosen else Path(user_data_dir("phasetop")) / "runs"
 
 
-def save_run(run: dict, directory: Path) -> Path:
+def save_run(run: dict[str, Any], directory: Path) -> Path:
     """Write the run as `<directory>/<id>.json` atomically and return its path.
 
     Every registered secret (`tui.core.untrusted`: the API key, URL credentials, registered as settings are
@@ -100,7 +101,7 @@ def save_run(run: dict, directory: Path) -> Path:
     return write_atomic(directory / f"{run['id']}.json", text)
 
 
-def _dumps(document: dict) -> str:
+def _dumps(document: object) -> str:
     return orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE).decode()
 
 
@@ -151,12 +152,12 @@ def scan_runs(directory: Path) -> RunListing:
     return RunListing(headers, skipped)
 
 
-def list_runs(directory: Path) -> list[dict]:
+def list_runs(directory: Path) -> list[dict[str, Any]]:
     """Headers (`run_header` plus `path`) of the runs in the directory, oldest first; unreadable files are skipped."""
     return scan_runs(directory).headers
 
 
-def load_run(ref: str, directory: Path) -> dict:
+def load_run(ref: str, directory: Path) -> dict[str, Any]:
     """The run named by `ref`: a file path, an id, or a prefix of exactly one id in the directory."""
     path = Path(ref).expanduser()
     if path.suffix == ".json" or os.sep in ref or (os.altsep and os.altsep in ref):
@@ -235,7 +236,7 @@ def _writer_pid(name: str) -> int | None:
     return int(parts[-3]) if len(parts) >= 5 and parts[-3].isdigit() else None
 
 
-def _without_url_credentials(run: dict) -> dict:
+def _without_url_credentials(run: dict[str, Any]) -> dict[str, Any]:
     server = run.get("server")
     if isinstance(server, dict) and isinstance(server.get("url"), str):
         return {**run, "server": {**server, "url": without_credentials(server["url"])}}
@@ -250,7 +251,7 @@ def _run_files(directory: Path) -> list[Path]:
         raise RunsDirError(f"cannot list {directory}: {error.strerror or error}") from None
 
 
-def _read(path: Path) -> dict:
+def _read(path: Path) -> dict[str, Any]:
     """The run in the file, checked against the run schema; a bench `--save` document is read as a bench run, and
     an older phasetop's UI session as kind "ui"."""
     try:

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 _starter: ThreadPoolExecutor | None = None
 _starter_thread: threading.Thread | None = None
@@ -33,7 +34,7 @@ def keep_priority() -> None:
         _starter_thread = _starter.submit(threading.current_thread).result()  # it exists now, at today's priority
 
 
-def popen(*args, **kwargs) -> subprocess.Popen:
+def popen(*args: Any, **kwargs: Any) -> subprocess.Popen[Any]:
     """`subprocess.Popen(*args, **kwargs)`, on the starting thread when there is one."""
     if _starter is None or threading.current_thread() is _starter_thread:
         return subprocess.Popen(*args, **kwargs)
@@ -63,4 +64,5 @@ def meter_cores() -> set[int] | None:
     """The cores a meter process reads on: all this process may use but the drawing's; None when it has none apart."""
     if _drawing_core is None:
         return None
-    return (os.sched_getaffinity(_starter_thread.native_id) if _starter_thread else set()) - {_drawing_core} or None
+    starter = _starter_thread.native_id if _starter_thread else None
+    return (os.sched_getaffinity(starter) if starter is not None else set()) - {_drawing_core} or None
