@@ -42,7 +42,7 @@ screenshot-web: $(STAMP)
 # installing the system tools they run where missing (scripts/test_tools.sh: tmux, prometheus, chromium). The
 # real-time claims (ratios of latencies, deadlines: marked `timing`) are `make test-timing`, one at a time where no
 # other test loads the cores; CI runs both.
-TEST_JOBS ?= 6
+TEST_JOBS ?= 4
 NOT_REAL := not real_engine and not real_vllm
 .PHONY: test-timing
 test: $(STAMP)
