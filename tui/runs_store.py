@@ -17,8 +17,8 @@ import os
 import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import orjson
 import psutil

@@ -43,6 +43,12 @@ def of_metric(raw_names: Iterable[str]) -> Engine | None:
     return None
 
 
+def engine_name_of(raw_names: Iterable[str]) -> str | None:
+    """The name of `of_metric`'s engine, None when no name has a known prefix."""
+    engine = of_metric(raw_names)
+    return engine.name if engine else None
+
+
 def titles(engines: Iterable[Engine] = METRIC_ENGINES, *, joined: str = "or") -> str:
     """"vLLM, SGLang, llama.cpp or TGI"."""
     words = [engine.title for engine in engines]

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from tui.core.engines.known import of_metric, titles
+from tui.core.engines.known import engine_name_of, titles
 from tui.core.fleet.gpus import FleetGpu, JoinRules, gpus_from, host_part
 from tui.core.fleet.queries import GAUGE_FIELDS, HISTOGRAM_FIELDS, QUANTILES, RATE_FIELDS, Discovered, Sample, Want
 from tui.core.hardware.server_ceiling import ServerCeiling, server_ceiling, simulator_ceiling
@@ -23,6 +23,8 @@ from tui.core.telemetry.promstats import histogram_quantile, hit_rate, quantile_
 SATURATED_KV_USAGE = 0.90
 """KV usage from which a fleet row is called saturated (with any request waiting): a fleet view warns while there
 is still room to move load, before the single-server diagnosis's 95 %."""
+NO_INSTANCES = f"no serving instances: no target exports {titles()} metrics, or none matches the filter"
+"""What a fleet view says when it has no row."""
 
 POOL_ORDER = ("prefill", "decode")
 """Pools in the order a request passes them; any other role after them, A→Z."""
@@ -284,7 +286,7 @@ def _row(d: Discovered, answers: Results, target: Mapping[str, str], host: str |
     return FleetRow(
         key=key, job=d.job, instance=d.instance, host=host,
         url=scrape_url.rsplit("/metrics", 1)[0] if scrape_url else None,
-        engine=_engine(d.names), model=model, role=role, labels=dict(d.labels), status=status,
+        engine=engine_name_of(sorted(d.names)), model=model, role=role, labels=dict(d.labels), status=status,
         restarts=int(changes) if changes is not None else None,
         started_unix=answers.value(Want("max", "started", "process_start_time_seconds"), key),
         last_error=target.get("lastError") or None,
@@ -328,15 +330,6 @@ def _ceiling(sim_info: list[Sample], model: str | None, gpus: tuple[FleetGpu, ..
     if not model or peaks is None:
         return None
     return server_ceiling(model, [], server_is_local=False, bandwidth_gbs=peaks)
-
-
-NO_INSTANCES = f"no serving instances: no target exports {titles()} metrics, or none matches the filter"
-"""What a fleet view says when it has no row."""
-
-
-def _engine(names: Iterable[str]) -> str | None:
-    engine = of_metric(sorted(names))
-    return engine.name if engine else None
 
 
 def merged_latency(rows: Iterable[FleetRow], fieldname: str) -> Latency:

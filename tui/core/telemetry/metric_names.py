@@ -9,11 +9,10 @@ SGLang's `dp_rank`, `is_streaming`), except that fractions are averaged.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tui.core.engines.known import METRIC_ENGINES, merged, of_metric
+from tui.core.engines.known import METRIC_ENGINES, engine_name_of, merged
 from tui.core.engines.llamacpp import PROMPT_TOKENS_CACHED
 from tui.core.engines.vllm import ACCEPTED_PER_POSITION
 from tui.core.telemetry.readings import Histogram, ServerReading
@@ -151,7 +150,7 @@ def read_wanted(text: str, t_mono: float, t_unix: float, extra_config: dict[str,
     return ServerReading(
         t_mono=t_mono,
         t_unix=t_unix,
-        engine=_engine(source_names.values()),
+        engine=engine_name_of(source_names.values()),
         gauges=gauges,
         counters=counters,
         histograms=histograms,
@@ -207,8 +206,3 @@ def _kv_cache_size_tokens(samples: Samples) -> float | None:
             except (KeyError, ValueError):  # absent, or "None" before the pool is sized
                 continue
     return sum(per_engine.values()) if per_engine else None
-
-
-def _engine(raw_names: Iterable[str]) -> str | None:
-    engine = of_metric(raw_names)
-    return engine.name if engine else None
